@@ -1,0 +1,366 @@
+"""SQLite engine: one file, WAL, one table of items with index and TTL columns.
+
+A transaction is one ``BEGIN IMMEDIATE``: conditions are evaluated against the
+rows read inside it, so concurrent writers (threads or processes) serialise on
+the database lock and no update is lost. Item bodies are JSON; Python's json
+round-trips integers of any size exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tallybook.errors import ConditionFailed, StoreUnavailable, StoreValidationError, Throttled
+from tallybook.store.port import (
+    INDEXES,
+    TTL_ATTR,
+    Action,
+    ConditionCheck,
+    Delete,
+    Item,
+    ItemStore,
+    Key,
+    Page,
+    Put,
+    SortCondition,
+    StoreMetrics,
+    Update,
+    action_key,
+    apply_updates,
+    check_actions,
+    check_item,
+    check_key,
+    decode_cursor,
+    encode_cursor,
+    evaluate,
+    now_epoch,
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    pk TEXT NOT NULL,
+    sk TEXT NOT NULL,
+    gsi1pk TEXT, gsi1sk TEXT,
+    gsi2pk TEXT, gsi2sk TEXT,
+    ttl INTEGER,
+    body TEXT NOT NULL,
+    PRIMARY KEY (pk, sk)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS items_gsi1 ON items (gsi1pk, gsi1sk, pk, sk)
+    WHERE gsi1pk IS NOT NULL AND gsi1sk IS NOT NULL;
+CREATE INDEX IF NOT EXISTS items_gsi2 ON items (gsi2pk, gsi2sk, pk, sk)
+    WHERE gsi2pk IS NOT NULL AND gsi2sk IS NOT NULL;
+"""
+
+_SORT_SQL = {"=": "=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_LOCK_RETRIES = 50
+
+
+def _decode(body: str) -> Item:
+    item: Item = json.loads(body)
+    return item
+
+
+def _encode(item: Item) -> str:
+    return json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+
+
+def _prefix_upper(prefix: str) -> str:
+    """The smallest string greater than every string starting with ``prefix``."""
+    return prefix + "\U0010ffff"
+
+
+class SqliteStore(ItemStore):
+    """Embedded engine; ``path`` is a file (``:memory:`` is refused: use a temp file)."""
+
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 30_000) -> None:
+        self.path = str(path)
+        if self.path in ("", ":memory:"):
+            raise StoreValidationError("the SQLite engine needs a file path")
+        parent = Path(self.path).parent
+        if not parent.exists():
+            raise StoreValidationError(f"directory {parent} does not exist")
+        self.busy_timeout_ms = busy_timeout_ms
+        self.metrics = StoreMetrics()
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self._conn().executescript(_SCHEMA)
+
+    # -- connections --------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False, timeout=60
+                )
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(f"cannot open SQLite file {self.path}: {exc}") from exc
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._all_lock:
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.Error:  # pragma: no cover
+                    pass
+            self._all.clear()
+        self._local = threading.local()
+
+    def describe(self) -> str:
+        return f"sqlite:///{self.path}"
+
+    # -- reads --------------------------------------------------------------
+
+    def get(self, key: Key, *, consistent: bool = True) -> Item | None:
+        check_key(key)
+        self.metrics.record("get")
+        row = self._read(
+            "SELECT body FROM items WHERE pk = ? AND sk = ? AND (ttl IS NULL OR ttl > ?)",
+            (key.pk, key.sk, now_epoch()),
+        )
+        return _decode(row[0][0]) if row else None
+
+    def batch_get(self, keys: Sequence[Key], *, consistent: bool = True) -> list[Item]:
+        out: list[Item] = []
+        for start in range(0, len(keys), 100):
+            chunk = keys[start : start + 100]
+            for k in chunk:
+                check_key(k)
+            self.metrics.record("batch_get")
+            clause = " OR ".join("(pk = ? AND sk = ?)" for _ in chunk)
+            params: list[Any] = [p for k in chunk for p in (k.pk, k.sk)]
+            rows = self._read(
+                f"SELECT body FROM items WHERE ({clause}) AND (ttl IS NULL OR ttl > ?)",
+                (*params, now_epoch()),
+            )
+            out.extend(_decode(r[0]) for r in rows)
+        return out
+
+    def query(
+        self,
+        partition: str,
+        sort: SortCondition | None = None,
+        *,
+        index: str | None = None,
+        forward: bool = True,
+        limit: int | None = None,
+        cursor: str | None = None,
+        consistent: bool = True,
+    ) -> Page:
+        if index is None:
+            pk_col, sk_col = "pk", "sk"
+        elif index in INDEXES:
+            pk_col, sk_col = INDEXES[index]
+        else:
+            raise StoreValidationError(f"unknown index {index!r}; indexes: gsi1, gsi2")
+        if not partition:
+            raise StoreValidationError("a query needs a partition value")
+        if limit is not None and limit < 1:
+            raise StoreValidationError("limit must be at least 1")
+        self.metrics.record("query")
+        where = [f"{pk_col} = ?", "(ttl IS NULL OR ttl > ?)"]
+        params: list[Any] = [partition, now_epoch()]
+        if index is not None:
+            where.append(f"{sk_col} IS NOT NULL")
+        if sort is not None:
+            if sort.op in _SORT_SQL:
+                where.append(f"{sk_col} {_SORT_SQL[sort.op]} ?")
+                params.append(sort.value)
+            elif sort.op == "begins_with":
+                where.append(f"{sk_col} >= ? AND {sk_col} < ?")
+                params += [sort.value, _prefix_upper(sort.value)]
+            elif sort.op == "between":
+                where.append(f"{sk_col} >= ? AND {sk_col} <= ?")
+                params += [sort.value, sort.upper]
+        order = "ASC" if forward else "DESC"
+        cmp = ">" if forward else "<"
+        if cursor is not None:
+            last = decode_cursor(cursor)
+            try:
+                if index is None:
+                    where.append(f"sk {cmp} ?")
+                    params.append(last["sk"])
+                else:
+                    where.append(f"({sk_col}, pk, sk) {cmp} (?, ?, ?)")
+                    params += [last[sk_col], last["pk"], last["sk"]]
+            except KeyError as exc:
+                raise StoreValidationError("cursor does not belong to this query") from exc
+        order_by = f"sk {order}" if index is None else f"{sk_col} {order}, pk {order}, sk {order}"
+        sql = f"SELECT body FROM items WHERE {' AND '.join(where)} ORDER BY {order_by}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit + 1)
+        rows = self._read(sql, tuple(params))
+        items = [_decode(r[0]) for r in rows]
+        next_cursor: str | None = None
+        if limit is not None and len(items) > limit:
+            items = items[:limit]
+            last_item = items[-1]
+            last_key: dict[str, Any] = {"pk": last_item["pk"], "sk": last_item["sk"]}
+            if index is not None:
+                last_key[pk_col] = last_item[pk_col]
+                last_key[sk_col] = last_item[sk_col]
+            next_cursor = encode_cursor(last_key)
+        return Page(items, next_cursor)
+
+    def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        conn = self._conn()
+        for attempt in range(_LOCK_RETRIES):
+            try:
+                return conn.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise StoreUnavailable(f"SQLite read failed: {exc}") from exc
+                time.sleep(min(0.001 * 2**attempt, 0.1))
+        raise Throttled("SQLite database stayed locked")
+
+    # -- writes -------------------------------------------------------------
+
+    def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
+        check_actions(actions)
+        self.metrics.record("transact_write")
+        conn = self._conn()
+        with _RetryLocked() as retry:
+            while retry.again():
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    retry.failed(exc)
+                    continue
+                try:
+                    self._apply(conn, actions)
+                    conn.execute("COMMIT")
+                    return
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+
+    def _apply(self, conn: sqlite3.Connection, actions: Sequence[Action]) -> None:
+        now = now_epoch()
+        current: list[Item | None] = []
+        reasons: list[str | None] = []
+        for action in actions:
+            key = action_key(action)
+            row = conn.execute(
+                "SELECT body FROM items WHERE pk = ? AND sk = ? AND (ttl IS NULL OR ttl > ?)",
+                (key.pk, key.sk, now),
+            ).fetchone()
+            item = _decode(row[0]) if row else None
+            current.append(item)
+            ok = action.condition is None or evaluate(action.condition, item)
+            reasons.append(None if ok else "ConditionalCheckFailed")
+        if any(reasons):
+            failing = next(i for i, r in enumerate(reasons) if r)
+            raise ConditionFailed(
+                f"transaction cancelled: the condition of action {failing} failed", reasons
+            )
+        for action, item in zip(actions, current, strict=True):
+            if isinstance(action, Put):
+                self._write(conn, action.item)
+            elif isinstance(action, Update):
+                new = apply_updates(item, action.key, action.updates)
+                check_item(new)
+                self._write(conn, new)
+            elif isinstance(action, Delete):
+                conn.execute(
+                    "DELETE FROM items WHERE pk = ? AND sk = ?", (action.key.pk, action.key.sk)
+                )
+            elif isinstance(action, ConditionCheck):
+                pass
+
+    @staticmethod
+    def _write(conn: sqlite3.Connection, item: Item) -> None:
+        def col(name: str) -> Any:
+            v = item.get(name)
+            return v if isinstance(v, str | int) and not isinstance(v, bool) else None
+
+        conn.execute(
+            "INSERT OR REPLACE INTO items (pk, sk, gsi1pk, gsi1sk, gsi2pk, gsi2sk, ttl, body) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                item["pk"],
+                item["sk"],
+                col("gsi1pk"),
+                col("gsi1sk"),
+                col("gsi2pk"),
+                col("gsi2sk"),
+                col(TTL_ATTR),
+                _encode(item),
+            ),
+        )
+
+    def batch_write(self, puts: Sequence[Item] = (), deletes: Sequence[Key] = ()) -> None:
+        for item in puts:
+            check_item(item)
+        for key in deletes:
+            check_key(key)
+        conn = self._conn()
+        ops: list[tuple[str, Item | Key]] = [("put", i) for i in puts] + [
+            ("delete", k) for k in deletes
+        ]
+        for start in range(0, len(ops), 25):
+            chunk = ops[start : start + 25]
+            self.metrics.record("batch_write")
+            with _RetryLocked() as retry:
+                while retry.again():
+                    try:
+                        conn.execute("BEGIN IMMEDIATE")
+                    except sqlite3.OperationalError as exc:
+                        retry.failed(exc)
+                        continue
+                    try:
+                        for kind, obj in chunk:
+                            if kind == "put":
+                                assert isinstance(obj, dict)
+                                self._write(conn, obj)
+                            else:
+                                assert isinstance(obj, Key)
+                                conn.execute(
+                                    "DELETE FROM items WHERE pk = ? AND sk = ?", (obj.pk, obj.sk)
+                                )
+                        conn.execute("COMMIT")
+                        break
+                    except BaseException:
+                        conn.execute("ROLLBACK")
+                        raise
+
+
+class _RetryLocked:
+    """Retries ``BEGIN IMMEDIATE`` on a locked database with backoff."""
+
+    def __init__(self) -> None:
+        self.attempt = 0
+        self.done = False
+
+    def __enter__(self) -> _RetryLocked:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def again(self) -> bool:
+        if self.attempt >= _LOCK_RETRIES:
+            raise Throttled("SQLite database stayed locked; try again")
+        self.attempt += 1
+        return True
+
+    def failed(self, exc: sqlite3.OperationalError) -> None:
+        if "locked" not in str(exc) and "busy" not in str(exc):
+            raise StoreUnavailable(f"SQLite write failed: {exc}") from exc
+        time.sleep(min(0.001 * 2**self.attempt, 0.1))

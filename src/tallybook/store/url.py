@@ -1,0 +1,69 @@
+"""Store URLs: ``sqlite:///path.db`` or ``dynamodb://TABLE?region=..&endpoint=..``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit
+
+from tallybook.errors import ConfigError
+from tallybook.store.port import ItemStore
+
+DEFAULT_STORE_URL = "sqlite:///./tallybook.db"
+STORE_ENV = "TALLYBOOK_STORE"
+ACCEPTED_FORMS = (
+    "sqlite:///PATH.db (relative) or sqlite:////abs/PATH.db, "
+    "or dynamodb://TABLE?region=REGION&endpoint=http://127.0.0.1:8000"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreUrl:
+    engine: str
+    path: str = ""
+    table: str = ""
+    region: str | None = None
+    endpoint: str | None = None
+
+
+def resolve_store_url(url: str | None) -> str:
+    """The URL given, else ``$TALLYBOOK_STORE``, else the SQLite default."""
+    return url or os.environ.get(STORE_ENV) or DEFAULT_STORE_URL
+
+
+def parse_store_url(url: str) -> StoreUrl:
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ConfigError(f"bad store URL {url!r}: {exc}; accepted: {ACCEPTED_FORMS}") from exc
+    if parts.scheme == "sqlite":
+        if parts.netloc or not parts.path.startswith("/") or len(parts.path) < 2:
+            raise ConfigError(f"bad store URL {url!r}; accepted: {ACCEPTED_FORMS}")
+        return StoreUrl("sqlite", path=parts.path[1:])
+    if parts.scheme == "dynamodb":
+        table = parts.netloc
+        if not table or parts.path not in ("", "/"):
+            raise ConfigError(f"bad store URL {url!r}: name the table; accepted: {ACCEPTED_FORMS}")
+        query = parse_qs(parts.query)
+        unknown = set(query) - {"region", "endpoint"}
+        if unknown:
+            raise ConfigError(
+                f"bad store URL {url!r}: unknown option(s) {', '.join(sorted(unknown))}; "
+                f"accepted: {ACCEPTED_FORMS}"
+            )
+        region = query.get("region", [None])[0]
+        endpoint = query.get("endpoint", [None])[0]
+        return StoreUrl("dynamodb", table=table, region=region, endpoint=endpoint)
+    raise ConfigError(f"bad store URL {url!r}; accepted: {ACCEPTED_FORMS}")
+
+
+def open_store(url: str | None = None) -> ItemStore:
+    """Open the engine a store URL names (default: ``./tallybook.db``)."""
+    parsed = parse_store_url(resolve_store_url(url))
+    if parsed.engine == "sqlite":
+        from tallybook.store.sqlite import SqliteStore
+
+        return SqliteStore(parsed.path)
+    from tallybook.store.dynamodb import DynamoStore
+
+    return DynamoStore(parsed.table, region=parsed.region, endpoint=parsed.endpoint)

@@ -1,0 +1,61 @@
+"""Engine fixtures shared by every test ring.
+
+``store`` is parametrised over both engines: SQLite (a temp file) always, and
+DynamoDB when ``TALLYBOOK_TEST_DYNAMODB`` names an endpoint (``.ci/run`` starts
+DynamoDB Local and sets it). Each DynamoDB test gets a fresh table.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tallybook.store.port import ItemStore
+
+DYNAMODB_ENDPOINT = os.environ.get("TALLYBOOK_TEST_DYNAMODB", "")
+ENGINES = ["sqlite", "dynamodb"]
+
+
+def _dynamodb_store() -> ItemStore:
+    from tallybook.store.dynamodb import DynamoStore
+
+    table = f"tb-test-{uuid.uuid4().hex[:12]}"
+    store = DynamoStore(table, region="us-east-1", endpoint=DYNAMODB_ENDPOINT)
+    store.create_table()
+    return store
+
+
+def make_store(engine: str, tmp_path: Path) -> ItemStore:
+    if engine == "sqlite":
+        from tallybook.store.sqlite import SqliteStore
+
+        return SqliteStore(tmp_path / "tallybook.db")
+    if not DYNAMODB_ENDPOINT:
+        pytest.skip("DynamoDB Local not configured (set TALLYBOOK_TEST_DYNAMODB)")
+    return _dynamodb_store()
+
+
+def store_url(engine: str, store: ItemStore) -> str:
+    """A URL that opens the same store again (for processes and the CLI)."""
+    return store.describe()
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store(engine: str, tmp_path: Path) -> Iterator[ItemStore]:
+    s = make_store(engine, tmp_path)
+    yield s
+    if engine == "dynamodb":
+        from tallybook.store.dynamodb import DynamoStore
+
+        assert isinstance(s, DynamoStore)
+        s.delete_table()
+    s.close()
