@@ -1,0 +1,1 @@
+"""Pure rules and values: no I/O, no storage, no clock."""

@@ -1,0 +1,1 @@
+"""The HTTP service: FastAPI app, routers per capability, problem+json errors."""

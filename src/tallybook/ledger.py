@@ -1,0 +1,90 @@
+"""``Ledger``: the Python API, one object per store, composed of capability services."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from tallybook.services.accounts import AccountService
+from tallybook.services.clock import Clock, SystemClock
+from tallybook.services.postings import PostingEngine
+from tallybook.services.programs import ProgramService
+from tallybook.services.transactions import TransactionService
+from tallybook.store.port import ItemStore
+from tallybook.store.url import open_store
+
+if TYPE_CHECKING:
+    from tallybook.services.billing import BillingService
+    from tallybook.services.check import CheckService
+    from tallybook.services.keys import KeyService
+    from tallybook.services.loyalty import LoyaltyService
+    from tallybook.services.notifications import NotificationService
+    from tallybook.services.wallet import WalletService
+
+
+class Ledger:
+    """Everything tallybook does, over one store.
+
+    >>> ledger = Ledger.open("sqlite:///demo.db")        # doctest: +SKIP
+    >>> ledger.programs.create("shop")                    # doctest: +SKIP
+    """
+
+    def __init__(self, store: ItemStore, *, clock: Clock | None = None) -> None:
+        self.store = store
+        self.clock: Clock = clock or SystemClock()
+        self.programs = ProgramService(store, self.clock)
+        self.accounts = AccountService(store, self.programs, self.clock)
+        self.engine = PostingEngine(store, self.programs, self.clock)
+        self.transactions = TransactionService(self.engine)
+
+    @classmethod
+    def open(cls, url: str | None = None, *, clock: Clock | None = None) -> Ledger:
+        """Open the store a URL names; default ``$TALLYBOOK_STORE`` or ``./tallybook.db``."""
+        return cls(open_store(url), clock=clock)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- capabilities (created on first use) --------------------------------
+
+    @cached_property
+    def check(self) -> CheckService:
+        from tallybook.services.check import CheckService
+
+        return CheckService(self)
+
+    @cached_property
+    def wallet(self) -> WalletService:
+        from tallybook.services.wallet import WalletService
+
+        return WalletService(self)
+
+    @cached_property
+    def loyalty(self) -> LoyaltyService:
+        from tallybook.services.loyalty import LoyaltyService
+
+        return LoyaltyService(self)
+
+    @cached_property
+    def notifications(self) -> NotificationService:
+        from tallybook.services.notifications import NotificationService
+
+        return NotificationService(self)
+
+    @cached_property
+    def billing(self) -> BillingService:
+        from tallybook.services.billing import BillingService
+
+        return BillingService(self)
+
+    @cached_property
+    def keys(self) -> KeyService:
+        from tallybook.services.keys import KeyService
+
+        return KeyService(self)

@@ -1,0 +1,1 @@
+"""Use cases over the storage port: postings, accounts, programs and capabilities."""

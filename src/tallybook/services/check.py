@@ -1,0 +1,153 @@
+"""``check``: verify invariants 1, 3 and 5 of DESIGN.md over an account or a program.
+
+1. every fund's balance equals the sum of its entries, each entry's balance is
+   the previous one plus its amount, and sequence numbers have no gaps;
+3. no transaction id appears twice in one fund's history, and every entry's
+   transaction record lists that entry;
+5. per unit, customer balances plus system account balances sum to zero (every
+   posting is balanced, so customer totals move only against system accounts).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tallybook.domain.model import SYSTEM_ACCOUNTS, Program
+from tallybook.services.codec import transaction_from_item
+from tallybook.store import keys
+
+if TYPE_CHECKING:
+    from tallybook.ledger import Ledger
+
+
+@dataclass
+class CheckReport:
+    accounts: int = 0
+    entries: int = 0
+    transactions: int = 0
+    violations: list[str] = field(default_factory=list)
+    unit_totals: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+Progress = Callable[[int], None]
+
+
+class CheckService:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def account(self, program_id: str, account_id: str) -> CheckReport:
+        report = CheckReport()
+        program = self.ledger.programs.get(program_id)
+        self._check_account(program, account_id, report, {})
+        return report
+
+    def program(
+        self, program_id: str, *, progress: Progress | None = None
+    ) -> CheckReport:
+        """Check every account of a program, then conservation per unit (invariant 5)."""
+        program = self.ledger.programs.get(program_id)
+        report = CheckReport()
+        totals: dict[str, int] = defaultdict(int)
+        for account_id in self.ledger.accounts.list_ids(program_id):
+            self._check_account(program, account_id, report, totals)
+            if progress:
+                progress(1)
+        for system in SYSTEM_ACCOUNTS:
+            for fund, amount in self.ledger.transactions.system_balance(program_id, system).items():
+                spec = program.fund(fund)
+                if spec is None:
+                    report.violations.append(f"{system} holds unknown fund {fund}")
+                    continue
+                totals[spec.unit] += amount
+        report.unit_totals = dict(totals)
+        for unit, total in totals.items():
+            if total != 0:
+                report.violations.append(
+                    f"invariant 5: unit {unit} does not sum to zero over all accounts ({total})"
+                )
+        return report
+
+    def count_accounts(self, program_id: str) -> int:
+        return sum(1 for _ in self.ledger.accounts.list_ids(program_id))
+
+    def _check_account(
+        self,
+        program: Program,
+        account_id: str,
+        report: CheckReport,
+        totals: dict[str, int],
+    ) -> None:
+        account = self.ledger.accounts.get(program.id, account_id)
+        report.accounts += 1
+        txn_ids: set[str] = set()
+        for spec in program.funds:
+            state = account.fund(spec.name)
+            totals[spec.unit] = totals.get(spec.unit, 0) + state.balance
+            running = 0
+            expected_seq = 1
+            seen: set[str] = set()
+            for entry in self.ledger.accounts.iter_history(program.id, account_id, spec.name):
+                report.entries += 1
+                where = f"{account_id}/{spec.name} seq {entry.seq}"
+                if entry.seq != expected_seq:
+                    report.violations.append(
+                        f"invariant 1: {where}: expected sequence {expected_seq}"
+                    )
+                running += entry.amount
+                if entry.balance != running:
+                    report.violations.append(
+                        f"invariant 1: {where}: balance {entry.balance} != running sum {running}"
+                    )
+                if entry.txn_id in seen:
+                    report.violations.append(
+                        f"invariant 3: {where}: transaction {entry.txn_id} applied twice"
+                    )
+                seen.add(entry.txn_id)
+                txn_ids.add(entry.txn_id)
+                expected_seq = entry.seq + 1
+            if running != state.balance:
+                report.violations.append(
+                    f"invariant 1: {account_id}/{spec.name}: balance {state.balance} "
+                    f"!= sum of entries {running}"
+                )
+            if state.seq != expected_seq - 1:
+                report.violations.append(
+                    f"invariant 1: {account_id}/{spec.name}: head sequence {state.seq} "
+                    f"!= last entry {expected_seq - 1}"
+                )
+        self._check_records(program, account_id, txn_ids, report)
+
+    def _check_records(
+        self, program: Program, account_id: str, txn_ids: Iterable[str], report: CheckReport
+    ) -> None:
+        ids = list(txn_ids)
+        for start in range(0, len(ids), 100):
+            chunk = ids[start : start + 100]
+            found = {
+                str(item["txn_id"]): item
+                for item in self.ledger.store.batch_get(
+                    [keys.transaction(program.id, t) for t in chunk]
+                )
+            }
+            for txn_id in chunk:
+                report.transactions += 1
+                item = found.get(txn_id)
+                if item is None:
+                    report.violations.append(
+                        f"invariant 3: entry of {account_id} names transaction {txn_id} "
+                        "which has no record"
+                    )
+                    continue
+                txn = transaction_from_item(item)
+                if not any(leg.account == account_id for leg in txn.legs):
+                    report.violations.append(
+                        f"invariant 3: transaction {txn_id} does not list account {account_id}"
+                    )

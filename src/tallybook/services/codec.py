@@ -1,0 +1,165 @@
+"""Mapping between stored items and domain values (kept out of the domain)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from tallybook.domain.model import (
+    Account,
+    Entry,
+    FundSpec,
+    FundState,
+    PostedLeg,
+    Program,
+    Transaction,
+)
+from tallybook.store.port import Item, Value
+
+
+def iso(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_iso(s: str) -> datetime:
+    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+def to_us(t: datetime) -> int:
+    return int(t.timestamp() * 1_000_000)
+
+
+def from_us(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
+
+
+def _str(item: Item, name: str) -> str:
+    return cast(str, item[name])
+
+
+def _opt_str(item: Item, name: str) -> str | None:
+    v = item.get(name)
+    return v if isinstance(v, str) else None
+
+
+def _int(item: Item | dict[str, Any], name: str, default: int = 0) -> int:
+    v = item.get(name, default)
+    return v if isinstance(v, int) else default
+
+
+def program_to_item(p: Program) -> dict[str, Value]:
+    return {
+        "id": p.id,
+        "name": p.name,
+        "currency": p.currency,
+        "funds": [
+            {
+                "name": f.name,
+                "unit": f.unit,
+                "allow_overdraft": f.allow_overdraft,
+                "low_balance_threshold": f.low_balance_threshold,
+            }
+            for f in p.funds
+        ],
+        "created_at": iso(p.created_at),
+        "settings": cast(Value, p.settings),
+    }
+
+
+def program_from_item(item: Item) -> Program:
+    funds = tuple(
+        FundSpec(
+            name=cast(str, f["name"]),
+            unit=cast(str, f["unit"]),
+            allow_overdraft=bool(f.get("allow_overdraft")),
+            low_balance_threshold=cast(int | None, f.get("low_balance_threshold")),
+        )
+        for f in cast(list[dict[str, Value]], item["funds"])
+    )
+    return Program(
+        id=_str(item, "id"),
+        name=_str(item, "name"),
+        currency=_str(item, "currency"),
+        funds=funds,
+        created_at=parse_iso(_str(item, "created_at")),
+        settings=cast(dict[str, Any], item.get("settings") or {}),
+    )
+
+
+def fund_state_to_value(s: FundState) -> dict[str, Value]:
+    return {"balance": s.balance, "held": s.held, "seq": s.seq, "last_us": s.last_us}
+
+
+def fund_state_from_value(v: Value) -> FundState:
+    d = cast(dict[str, Any], v)
+    return FundState(_int(d, "balance"), _int(d, "held"), _int(d, "seq"), _int(d, "last_us"))
+
+
+def account_from_item(item: Item) -> Account:
+    funds = cast(dict[str, Value], item.get("funds") or {})
+    return Account(
+        program=_str(item, "program"),
+        id=_str(item, "account"),
+        created_at=parse_iso(_str(item, "created_at")),
+        version=_int(item, "version"),
+        funds={name: fund_state_from_value(v) for name, v in funds.items()},
+        attributes=cast(dict[str, Any], item.get("attrs") or {}),
+    )
+
+
+def entry_from_item(item: Item) -> Entry:
+    return Entry(
+        program=_str(item, "program"),
+        account=_str(item, "account"),
+        fund=_str(item, "fund"),
+        unit=_str(item, "unit"),
+        seq=_int(item, "seq"),
+        amount=_int(item, "amount"),
+        balance=_int(item, "balance"),
+        txn_id=_str(item, "txn_id"),
+        type=_str(item, "type"),
+        created_at=parse_iso(_str(item, "created_at")),
+        order_id=_opt_str(item, "order_id"),
+        description=_opt_str(item, "description"),
+        metadata=cast(dict[str, str], item.get("metadata") or {}),
+    )
+
+
+def leg_to_value(leg: PostedLeg) -> dict[str, Value]:
+    v: dict[str, Value] = {
+        "account": leg.account,
+        "fund": leg.fund,
+        "unit": leg.unit,
+        "amount": leg.amount,
+    }
+    if leg.balance is not None:
+        v["balance"] = leg.balance
+        v["seq"] = leg.seq
+    return v
+
+
+def leg_from_value(v: Value) -> PostedLeg:
+    d = cast(dict[str, Any], v)
+    return PostedLeg(
+        account=d["account"],
+        fund=d["fund"],
+        unit=d["unit"],
+        amount=d["amount"],
+        balance=d.get("balance"),
+        seq=d.get("seq"),
+    )
+
+
+def transaction_from_item(item: Item, *, replay: bool = False) -> Transaction:
+    return Transaction(
+        program=_str(item, "program"),
+        id=_str(item, "txn_id"),
+        type=_str(item, "type"),
+        legs=tuple(leg_from_value(v) for v in cast(list[Value], item.get("legs") or [])),
+        created_at=parse_iso(_str(item, "created_at")),
+        order_id=_opt_str(item, "order_id"),
+        description=_opt_str(item, "description"),
+        metadata=cast(dict[str, str], item.get("metadata") or {}),
+        details=cast(dict[str, Any], item.get("details") or {}),
+        replay=replay,
+    )

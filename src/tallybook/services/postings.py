@@ -1,0 +1,363 @@
+"""The posting engine: one place where a ledger transaction begins and ends.
+
+A use case describes its transaction with a *planner*: a function that looks
+at current state through a :class:`Snapshot` and returns a :class:`Plan`
+(legs, holds, extra storage actions). :meth:`PostingEngine.commit` turns the
+plan into one storage transaction:
+
+1. ``Put`` the transaction record, on condition it does not exist (the
+   idempotency record: a replay fails here and returns the original);
+2. ``Update`` each customer account's head (balances, holds, sequence
+   numbers) on condition its version is unchanged (optimistic concurrency);
+3. ``Put`` one history entry per customer leg, carrying the resulting balance;
+4. ``Update`` one of 16 shards of each system account with ``Add``, so no
+   item is written by every transaction;
+5. the plan's own actions (hold items, lots, ...).
+
+A version conflict retries the whole plan with backoff and jitter, bounded.
+Writers of the same account in one process queue on a lock first, so a hot
+account does not collapse into retries.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, cast
+
+from tallybook.domain.ids import check_id, is_system_account
+from tallybook.domain.model import Account, FundState, Leg, PostedLeg, Program, Transaction
+from tallybook.domain.postings import (
+    FundChange,
+    apply_change,
+    check_description,
+    check_legs,
+    check_metadata,
+    fingerprint,
+    posted_leg,
+)
+from tallybook.errors import (
+    ConditionFailed,
+    IdempotencyConflict,
+    LedgerError,
+    NotFound,
+    TooManyRetries,
+    TransactionConflict,
+    ValidationError,
+)
+from tallybook.services.clock import Clock
+from tallybook.services.codec import (
+    account_from_item,
+    fund_state_to_value,
+    iso,
+    leg_to_value,
+    to_us,
+    transaction_from_item,
+)
+from tallybook.services.programs import ProgramService
+from tallybook.services.retry import Backoff
+from tallybook.store import keys
+from tallybook.store.port import (
+    Action,
+    Add,
+    Compare,
+    Item,
+    ItemStore,
+    NotExists,
+    Put,
+    Set,
+    Update,
+    Value,
+    all_of,
+)
+
+_LOCK_STRIPES = 256
+
+
+@dataclass
+class Plan:
+    """What a use case wants one transaction to do."""
+
+    type: str
+    legs: list[Leg] = field(default_factory=list)
+    #: (account, fund) -> change of the amount held (authorisations)
+    held: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: account -> attributes merged into the head's ``attrs`` map (tier, ...)
+    attrs: dict[str, dict[str, Value]] = field(default_factory=dict)
+    #: extra head attributes set at top level (index keys such as gsi1pk)
+    head_sets: dict[str, dict[str, Value]] = field(default_factory=dict)
+    actions: list[Action] = field(default_factory=list)
+    details: dict[str, Value] = field(default_factory=dict)
+    order_id: str | None = None
+    description: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    owner: str | None = None
+    allow_empty: bool = False
+
+
+class Snapshot:
+    """Current state as a planner sees it; remembers account versions it read."""
+
+    def __init__(self, store: ItemStore, program: Program, now: datetime) -> None:
+        self.store = store
+        self.program = program
+        self.now = now
+        self.accounts: dict[str, Account] = {}
+
+    def account(self, account_id: str) -> Account:
+        if account_id not in self.accounts:
+            item = self.store.get(keys.account_head(self.program.id, account_id))
+            if item is None:
+                raise NotFound(f"account {account_id} not found in program {self.program.id}")
+            self.accounts[account_id] = account_from_item(item)
+        return self.accounts[account_id]
+
+    def preload(self, account_ids: Sequence[str]) -> None:
+        """Read several heads in one batch request."""
+        missing = [a for a in dict.fromkeys(account_ids) if a not in self.accounts]
+        if len(missing) == 1:
+            self.account(missing[0])
+            return
+        if not missing:
+            return
+        found = self.store.batch_get([keys.account_head(self.program.id, a) for a in missing])
+        for item in found:
+            acct = account_from_item(item)
+            self.accounts[acct.id] = acct
+        for a in missing:
+            if a not in self.accounts:
+                raise NotFound(f"account {a} not found in program {self.program.id}")
+
+
+Planner = Callable[[Snapshot], Plan]
+Listener = Callable[["Committed"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """Published after a transaction is applied: before and after of each account."""
+
+    program: Program
+    transaction: Transaction
+    before: Mapping[str, Account]
+    after: Mapping[str, dict[str, FundState]]
+
+
+class PostingEngine:
+    def __init__(
+        self,
+        store: ItemStore,
+        programs: ProgramService,
+        clock: Clock,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.store = store
+        self.programs = programs
+        self.clock = clock
+        self.backoff = backoff or Backoff()
+        self.listeners: list[Listener] = []
+        self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+        self.retries = 0
+
+    def subscribe(self, listener: Listener) -> None:
+        self.listeners.append(listener)
+
+    def existing(self, program_id: str, txn_id: str) -> Item | None:
+        return self.store.get(keys.transaction(program_id, txn_id))
+
+    def commit(
+        self,
+        program_id: str,
+        txn_id: str,
+        body: Mapping[str, Any],
+        planner: Planner,
+        *,
+        lock: Sequence[str] = (),
+    ) -> Transaction:
+        """Apply ``planner``'s plan exactly once for ``txn_id``; replays return the original."""
+        check_id(txn_id, "transaction id")
+        program = self.programs.get(program_id)
+        fp = fingerprint(body)
+        stripes = sorted({zlib.crc32(f"{program_id}#{a}".encode()) % _LOCK_STRIPES for a in lock})
+        for s in stripes:
+            self._stripes[s].acquire()
+        try:
+            return self._commit(program, txn_id, fp, planner)
+        finally:
+            for s in reversed(stripes):
+                self._stripes[s].release()
+
+    def _commit(self, program: Program, txn_id: str, fp: str, planner: Planner) -> Transaction:
+        for attempt in self.backoff.delays():
+            if attempt:
+                self.retries += 1
+            snap = Snapshot(self.store, program, self.clock.now())
+            try:
+                plan = planner(snap)
+                actions, record, after = self._build(program, txn_id, fp, plan, snap)
+            except LedgerError:
+                existing = self.existing(program.id, txn_id)
+                if existing is not None:
+                    return self._replay(existing, fp)
+                raise
+            try:
+                self.store.transact_write(actions)
+            except ConditionFailed as exc:
+                if exc.index == 0:
+                    existing = self.existing(program.id, txn_id)
+                    if existing is not None:
+                        return self._replay(existing, fp)
+                continue
+            except TransactionConflict:
+                continue
+            event = Committed(program, record, dict(snap.accounts), after)
+            for listener in self.listeners:
+                listener(event)
+            return record
+        raise TooManyRetries(
+            f"transaction {txn_id} kept conflicting with concurrent writers; retry it"
+        )
+
+    @staticmethod
+    def _replay(item: Item, fp: str) -> Transaction:
+        if item.get("fingerprint") != fp:
+            raise IdempotencyConflict(
+                f"transaction id {item.get('txn_id')} was used before with a different request"
+            )
+        return transaction_from_item(item, replay=True)
+
+    def _build(
+        self, program: Program, txn_id: str, fp: str, plan: Plan, snap: Snapshot
+    ) -> tuple[list[Action], Transaction, dict[str, dict[str, FundState]]]:
+        check_legs(program, plan.legs, allow_empty=plan.allow_empty or bool(plan.held))
+        metadata = check_metadata(plan.metadata)
+        description = check_description(plan.description)
+        if plan.order_id is not None:
+            check_id(plan.order_id, "order id")
+        now = snap.now
+        now_us = to_us(now)
+
+        changes: dict[tuple[str, str], FundChange] = {}
+        for leg in plan.legs:
+            if not is_system_account(leg.account):
+                changes[(leg.account, leg.fund)] = FundChange(amount=leg.amount)
+        for (account, fund), delta in plan.held.items():
+            prev = changes.get((account, fund), FundChange())
+            changes[(account, fund)] = FundChange(prev.amount, prev.held_delta + delta)
+        touched = list(dict.fromkeys([a for a, _ in changes] + list(plan.attrs)))
+        touched += [a for a in plan.head_sets if a not in touched]
+        snap.preload(touched)
+
+        new_states: dict[str, dict[str, FundState]] = {}
+        for (account, fund), change in changes.items():
+            acct = snap.account(account)
+            funds = new_states.setdefault(account, dict(acct.funds))
+            funds[fund] = apply_change(program, account, fund, acct.fund(fund), change, now_us)
+
+        posted: list[PostedLeg] = []
+        for leg in plan.legs:
+            state = None if is_system_account(leg.account) else new_states[leg.account][leg.fund]
+            posted.append(posted_leg(program, leg, state))
+        owner = plan.owner or next(
+            (leg.account for leg in plan.legs if not is_system_account(leg.account)),
+            touched[0] if touched else None,
+        )
+        record = Transaction(
+            program=program.id,
+            id=txn_id,
+            type=plan.type,
+            legs=tuple(posted),
+            created_at=now,
+            order_id=plan.order_id,
+            description=description,
+            metadata=metadata,
+            details=dict(plan.details),
+        )
+        txn_item: Item = {
+            **keys.transaction(program.id, txn_id).as_item(),
+            "program": program.id,
+            "txn_id": txn_id,
+            "type": plan.type,
+            "fingerprint": fp,
+            "legs": [leg_to_value(p) for p in posted],
+            "created_at": iso(now),
+            "details": cast(Value, plan.details),
+        }
+        if metadata:
+            txn_item["metadata"] = cast(Value, metadata)
+        if description is not None:
+            txn_item["description"] = description
+        if plan.order_id is not None:
+            txn_item["order_id"] = plan.order_id
+            txn_item["gsi1pk"] = keys.order_index(program.id, plan.order_id)
+            txn_item["gsi1sk"] = f"{iso(now)}#{txn_id}"
+        if owner is not None:
+            txn_item["owner"] = owner
+            txn_item["gsi2pk"] = keys.owner_index(program.id, owner)
+            txn_item["gsi2sk"] = f"{iso(now)}#{txn_id}"
+        actions: list[Action] = [Put(txn_item, NotExists("pk"))]
+
+        for account in touched:
+            acct = snap.account(account)
+            updates: list[Set | Add] = [Add("version", 1)]
+            if account in new_states:
+                funds_value: dict[str, Value] = {
+                    name: cast(Value, fund_state_to_value(s))
+                    for name, s in new_states[account].items()
+                }
+                updates.append(Set("funds", funds_value))
+            if account in plan.attrs:
+                merged = {**acct.attributes, **plan.attrs[account]}
+                updates.append(Set("attrs", cast(Value, merged)))
+            for attr, value in plan.head_sets.get(account, {}).items():
+                updates.append(Set(attr, value))
+            actions.append(
+                Update(
+                    keys.account_head(program.id, account),
+                    tuple(updates),
+                    all_of(Compare("version", "=", acct.version)),
+                )
+            )
+
+        for leg, p in zip(plan.legs, posted, strict=True):
+            if is_system_account(leg.account):
+                actions.append(
+                    Update(
+                        keys.system_shard(program.id, leg.account, txn_id),
+                        (
+                            Add(keys.fund_attr(leg.fund), leg.amount),
+                            Set("program", program.id),
+                            Set("account", leg.account),
+                        ),
+                    )
+                )
+                continue
+            state = new_states[leg.account][leg.fund]
+            entry: Item = {
+                **keys.entry(program.id, leg.account, leg.fund, state.last_us, state.seq).as_item(),
+                "program": program.id,
+                "account": leg.account,
+                "fund": leg.fund,
+                "unit": p.unit,
+                "seq": state.seq,
+                "amount": leg.amount,
+                "balance": state.balance,
+                "txn_id": txn_id,
+                "type": plan.type,
+                "created_at": iso(now),
+            }
+            if plan.order_id is not None:
+                entry["order_id"] = plan.order_id
+            if description is not None:
+                entry["description"] = description
+            if metadata:
+                entry["metadata"] = cast(Value, metadata)
+            actions.append(Put(entry, NotExists("pk")))
+
+        actions.extend(plan.actions)
+        if len(actions) > 100:
+            raise ValidationError("the transaction touches too many items (over 100)")
+        return actions, record, new_states

@@ -1,0 +1,104 @@
+"""Programs: create, read (cached briefly), list and update settings."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, cast
+
+from tallybook.domain.ids import check_fund, check_id, check_unit
+from tallybook.domain.model import FundSpec, Program, default_funds
+from tallybook.errors import AlreadyExists, ConditionFailed, NotFound, ValidationError
+from tallybook.services.clock import Clock
+from tallybook.services.codec import program_from_item, program_to_item
+from tallybook.store import keys
+from tallybook.store.port import Compare, ItemStore, NotExists, Put, Value
+
+#: how long a process trusts its cached copy of a program's configuration
+CACHE_SECONDS = 2.0
+
+
+class ProgramService:
+    def __init__(self, store: ItemStore, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+        self._cache: dict[str, tuple[float, Program]] = {}
+        self._lock = threading.Lock()
+
+    def create(
+        self,
+        program_id: str,
+        *,
+        name: str | None = None,
+        currency: str = "USD",
+        funds: Sequence[FundSpec] | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> Program:
+        check_id(program_id, "program id")
+        check_unit(currency)
+        fund_specs = tuple(funds) if funds is not None else default_funds(currency)
+        if not fund_specs:
+            raise ValidationError("a program needs at least one fund")
+        names = set()
+        for f in fund_specs:
+            check_fund(f.name)
+            check_unit(f.unit)
+            if f.name in names:
+                raise ValidationError(f"fund {f.name} is defined twice")
+            if f.low_balance_threshold is not None and (
+                not isinstance(f.low_balance_threshold, int) or f.low_balance_threshold < 0
+            ):
+                raise ValidationError("low_balance_threshold must be a non-negative integer")
+            names.add(f.name)
+        program = Program(
+            id=program_id,
+            name=name or program_id,
+            currency=currency,
+            funds=fund_specs,
+            created_at=self.clock.now(),
+            settings=settings or {},
+        )
+        item = {**keys.program(program_id).as_item(), **program_to_item(program)}
+        directory = {**keys.program_directory(program_id).as_item(), "id": program_id}
+        try:
+            self.store.transact_write(
+                [Put(item, NotExists("pk")), Put(directory, NotExists("pk"))]
+            )
+        except ConditionFailed as exc:
+            raise AlreadyExists(f"program {program_id} exists already") from exc
+        self._remember(program)
+        return program
+
+    def get(self, program_id: str, *, fresh: bool = False) -> Program:
+        check_id(program_id, "program id")
+        if not fresh:
+            with self._lock:
+                cached = self._cache.get(program_id)
+            if cached and time.monotonic() - cached[0] < CACHE_SECONDS:
+                return cached[1]
+        item = self.store.get(keys.program(program_id))
+        if item is None:
+            raise NotFound(f"program {program_id} not found")
+        program = program_from_item(item)
+        self._remember(program)
+        return program
+
+    def list(self) -> list[str]:
+        return [
+            cast(str, item["id"]) for item in self.store.query_all(keys.PROGRAMS_PARTITION)
+        ]
+
+    def update_settings(self, program_id: str, settings: dict[str, Any]) -> Program:
+        """Replace the program's settings (loyalty rules, notification rules, ...)."""
+        current = self.get(program_id, fresh=True)
+        updated = replace(current, settings=settings)
+        item = {**keys.program(program_id).as_item(), **program_to_item(updated)}
+        self.store.put(item, Compare("created_at", "=", cast(Value, item["created_at"])))
+        self._remember(updated)
+        return updated
+
+    def _remember(self, program: Program) -> None:
+        with self._lock:
+            self._cache[program.id] = (time.monotonic(), program)

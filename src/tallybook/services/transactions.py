@@ -1,0 +1,238 @@
+"""Core ledger operations: credit, debit, transfer, adjust and raw balanced postings.
+
+Each customer posting has its other side in a system account: external money
+in and out goes through ``@external``, corrections through ``@adjustment``.
+Transaction ids are remembered for ever: the transaction record is the
+idempotency record and is never expired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from tallybook.domain.ids import check_fund, check_id, is_system_account
+from tallybook.domain.model import (
+    ADJUSTMENT,
+    EXTERNAL,
+    SYSTEM_ACCOUNTS,
+    Leg,
+    Transaction,
+    TxnType,
+)
+from tallybook.domain.money import check_amount, check_signed_amount
+from tallybook.errors import NotFound, ValidationError
+from tallybook.services.accounts import check_limit
+from tallybook.services.codec import transaction_from_item
+from tallybook.services.postings import Plan, PostingEngine, Snapshot
+from tallybook.store import keys
+from tallybook.store.port import SortCondition
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionPage:
+    transactions: list[Transaction]
+    cursor: str | None
+
+
+class TransactionService:
+    def __init__(self, engine: PostingEngine) -> None:
+        self.engine = engine
+        self.store = engine.store
+
+    def credit(
+        self,
+        program: str,
+        account: str,
+        fund: str,
+        amount: int,
+        *,
+        txn_id: str,
+        order_id: str | None = None,
+        description: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """Money or points from outside the program into ``account``'s ``fund``."""
+        return self._single(
+            TxnType.CREDIT, program, account, fund, amount, EXTERNAL, txn_id,
+            order_id, description, metadata,
+        )
+
+    def debit(
+        self,
+        program: str,
+        account: str,
+        fund: str,
+        amount: int,
+        *,
+        txn_id: str,
+        order_id: str | None = None,
+        description: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """Money or points out of ``account``'s ``fund`` to outside the program."""
+        return self._single(
+            TxnType.DEBIT, program, account, fund, -check_amount(amount), EXTERNAL, txn_id,
+            order_id, description, metadata,
+        )
+
+    def adjust(
+        self,
+        program: str,
+        account: str,
+        fund: str,
+        amount: int,
+        *,
+        txn_id: str,
+        description: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """A signed correction against the ``@adjustment`` system account."""
+        return self._single(
+            TxnType.ADJUST, program, account, fund, check_signed_amount(amount), ADJUSTMENT,
+            txn_id, None, description, metadata,
+        )
+
+    def transfer(
+        self,
+        program: str,
+        source: str,
+        destination: str,
+        fund: str,
+        amount: int,
+        *,
+        txn_id: str,
+        description: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """Move ``amount`` of ``fund`` between two customer accounts, all or nothing."""
+        check_amount(amount)
+        check_id(source, "source account")
+        check_id(destination, "destination account")
+        if source == destination:
+            raise ValidationError("a transfer needs two different accounts")
+        legs = [Leg(source, fund, -amount), Leg(destination, fund, amount)]
+        return self.post(
+            program,
+            legs,
+            txn_id=txn_id,
+            type=TxnType.TRANSFER,
+            description=description,
+            metadata=metadata,
+        )
+
+    def post(
+        self,
+        program: str,
+        legs: Sequence[Leg],
+        *,
+        txn_id: str,
+        type: str = TxnType.TRANSFER,
+        order_id: str | None = None,
+        description: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """A raw balanced transaction: legs must sum to zero per unit."""
+        for leg in legs:
+            if is_system_account(leg.account) and leg.account not in SYSTEM_ACCOUNTS:
+                raise NotFound(f"unknown system account {leg.account}")
+        body = {
+            "op": "post",
+            "type": str(type),
+            "legs": [[leg.account, leg.fund, leg.amount] for leg in legs],
+            "order_id": order_id,
+            "description": description,
+            "metadata": dict(metadata or {}),
+        }
+
+        def plan(_: Snapshot) -> Plan:
+            return Plan(
+                type=str(type),
+                legs=list(legs),
+                order_id=order_id,
+                description=description,
+                metadata=dict(metadata or {}),
+            )
+
+        return self.engine.commit(
+            program,
+            txn_id,
+            body,
+            plan,
+            lock=[leg.account for leg in legs if not is_system_account(leg.account)],
+        )
+
+    def _single(
+        self,
+        type: TxnType,
+        program: str,
+        account: str,
+        fund: str,
+        amount: int,
+        counter: str,
+        txn_id: str,
+        order_id: str | None,
+        description: str | None,
+        metadata: Mapping[str, str] | None,
+    ) -> Transaction:
+        check_id(account, "account")
+        check_fund(fund)
+        if type is TxnType.CREDIT:
+            check_amount(amount)
+        legs = [Leg(account, fund, amount), Leg(counter, fund, -amount)]
+        return self.post(
+            program,
+            legs,
+            txn_id=txn_id,
+            type=type,
+            order_id=order_id,
+            description=description,
+            metadata=metadata,
+        )
+
+    # -- reads --------------------------------------------------------------
+
+    def get(self, program: str, txn_id: str) -> Transaction:
+        check_id(program, "program id")
+        check_id(txn_id, "transaction id")
+        item = self.store.get(keys.transaction(program, txn_id))
+        if item is None:
+            raise NotFound(f"transaction {txn_id} not found in program {program}")
+        return transaction_from_item(item)
+
+    def for_order(self, program: str, order_id: str) -> list[Transaction]:
+        """Transactions recorded with ``order_id``, oldest first (index, eventually consistent)."""
+        check_id(program, "program id")
+        check_id(order_id, "order id")
+        items = self.store.query_all(keys.order_index(program, order_id), index="gsi1")
+        return [transaction_from_item(i) for i in items]
+
+    def for_owner(
+        self, program: str, account: str, *, limit: int = 50, cursor: str | None = None
+    ) -> TransactionPage:
+        """An account's transactions, newest first, through an index (no scan)."""
+        check_id(program, "program id")
+        check_id(account, "account id")
+        check_limit(limit)
+        page = self.store.query(
+            keys.owner_index(program, account), index="gsi2", forward=False, limit=limit,
+            cursor=cursor,
+        )
+        return TransactionPage([transaction_from_item(i) for i in page.items], page.cursor)
+
+    def system_balance(self, program: str, account: str) -> dict[str, int]:
+        """A system account's balance per fund: the sum of its shards, one query."""
+        if account not in SYSTEM_ACCOUNTS:
+            raise NotFound(f"unknown system account {account}")
+        totals: dict[str, int] = {}
+        for item in self.store.query_all(keys.system_partition(program, account)):
+            for name, value in item.items():
+                if name.startswith("f_") and isinstance(value, int):
+                    totals[name[2:]] = totals.get(name[2:], 0) + value
+        return totals
+
+
+def body_of(**fields: Any) -> dict[str, Any]:
+    """A request body for fingerprinting: drops None values for stability."""
+    return {k: cast(Any, v) for k, v in fields.items() if v is not None}

@@ -1,0 +1,98 @@
+"""The single-table key layout. Every key is namespaced by program.
+
+See docs/table-design.md for the access pattern each key serves and its cost.
+
+=====================  ==========================  ============================
+entity                 pk                          sk
+=====================  ==========================  ============================
+program                PROG#{p}                    PROG
+program directory      PROGRAMS                    {p}
+account head           ACCT#{p}#{a}                HEAD
+history entry          ACCT#{p}#{a}                E#{fund}#{us:016d}#{seq:012d}
+account directory      DIR#{p}#{shard:02d}         {a}
+system account shard   SYS#{p}#{account}           SHARD#{n:02d}
+transaction record     TXN#{p}#{txn}               TXN
+=====================  ==========================  ============================
+
+Transaction records are indexed by order id on ``gsi1`` (ORDER#{p}#{order})
+and by owner on ``gsi2`` (OWNER#{p}#{a}, newest first by created time).
+Capability modules add their own rows under the account partition with their
+own sort-key prefixes (holds ``H#``, lots ``L#``, notifications ``N#``...).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from tallybook.store.port import Key
+
+#: shards of each system account and of the account directory
+SHARDS = 16
+
+
+def shard_of(value: str, shards: int = SHARDS) -> int:
+    return zlib.crc32(value.encode()) % shards
+
+
+def program(p: str) -> Key:
+    return Key(f"PROG#{p}", "PROG")
+
+
+PROGRAMS_PARTITION = "PROGRAMS"
+
+
+def program_directory(p: str) -> Key:
+    return Key(PROGRAMS_PARTITION, p)
+
+
+def account_partition(p: str, a: str) -> str:
+    return f"ACCT#{p}#{a}"
+
+
+def account_head(p: str, a: str) -> Key:
+    return Key(account_partition(p, a), "HEAD")
+
+
+def entry_prefix(fund: str) -> str:
+    return f"E#{fund}#"
+
+
+def entry(p: str, a: str, fund: str, us: int, seq: int) -> Key:
+    return Key(account_partition(p, a), f"{entry_prefix(fund)}{us:016d}#{seq:012d}")
+
+
+def entry_time_bound(fund: str, us: int) -> str:
+    return f"{entry_prefix(fund)}{us:016d}"
+
+
+def directory_partition(p: str, shard: int) -> str:
+    return f"DIR#{p}#{shard:02d}"
+
+
+def directory(p: str, a: str) -> Key:
+    return Key(directory_partition(p, shard_of(a)), a)
+
+
+def system_partition(p: str, account: str) -> str:
+    return f"SYS#{p}#{account}"
+
+
+def system_shard(p: str, account: str, txn_id: str) -> Key:
+    return Key(system_partition(p, account), f"SHARD#{shard_of(txn_id):02d}")
+
+
+def transaction(p: str, txn_id: str) -> Key:
+    return Key(f"TXN#{p}#{txn_id}", "TXN")
+
+
+def order_index(p: str, order_id: str) -> str:
+    return f"ORDER#{p}#{order_id}"
+
+
+def owner_index(p: str, a: str) -> str:
+    return f"OWNER#{p}#{a}"
+
+
+def fund_attr(fund: str) -> str:
+    """Top-level attribute of a system shard that holds one fund's balance."""
+    return f"f_{fund}"
