@@ -10,10 +10,13 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
 from tallybook.store.port import ItemStore
 
 DYNAMODB_ENDPOINT = os.environ.get("TALLYBOOK_TEST_DYNAMODB", "")
@@ -59,3 +62,17 @@ def store(engine: str, tmp_path: Path) -> Iterator[ItemStore]:
         assert isinstance(s, DynamoStore)
         s.delete_table()
     s.close()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """A manual clock starting now (so TTL-based reads behave as in production)."""
+    return ManualClock(datetime.now(UTC).replace(microsecond=0))
+
+
+@pytest.fixture
+def ledger(store: ItemStore, clock: ManualClock) -> Ledger:
+    """A ledger on the engine under test, with program ``shop`` (default funds)."""
+    led = Ledger(store, clock=clock)
+    led.programs.create("shop")
+    return led

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from tallybook.services.accounts import AccountService
 from tallybook.services.clock import Clock, SystemClock
+from tallybook.services.events import EventBus
 from tallybook.services.postings import PostingEngine
 from tallybook.services.programs import ProgramService
 from tallybook.services.transactions import TransactionService
@@ -36,6 +37,15 @@ class Ledger:
         self.accounts = AccountService(store, self.programs, self.clock)
         self.engine = PostingEngine(store, self.programs, self.clock)
         self.transactions = TransactionService(self.engine)
+        self.events = EventBus()
+        self._attach_subscribers()
+
+    def _attach_subscribers(self) -> None:
+        """Capabilities that react to ledger events subscribe when the ledger opens."""
+        import importlib.util
+
+        if importlib.util.find_spec("tallybook.services.notifications") is not None:
+            _ = self.notifications
 
     @classmethod
     def open(cls, url: str | None = None, *, clock: Clock | None = None) -> Ledger:

@@ -1,0 +1,45 @@
+"""In-process events the ledger raises for other capabilities (notifications).
+
+Publishers (wallet, loyalty, the posting engine's listeners) never depend on
+subscribers; a failing subscriber is logged and does not undo a committed write.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("tallybook.events")
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEvent:
+    """Something that happened to an account: ``type`` is a notification type name
+    such as ``HoldExpired``, ``TierChanged`` or ``PointsExpiring``."""
+
+    program: str
+    account: str
+    type: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    #: stable id of the cause (transaction id, hold id...) so re-raising is idempotent
+    source_id: str | None = None
+
+
+Subscriber = Callable[[LedgerEvent], None]
+
+
+class EventBus:
+    def __init__(self) -> None:
+        self._subscribers: list[Subscriber] = []
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        self._subscribers.append(subscriber)
+
+    def publish(self, event: LedgerEvent) -> None:
+        for subscriber in self._subscribers:
+            try:
+                subscriber(event)
+            except Exception:
+                log.exception("event subscriber failed for %s on %s", event.type, event.account)
