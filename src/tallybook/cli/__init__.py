@@ -7,11 +7,13 @@ never a stack trace.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
 
-from tallybook.cli import table
+from tallybook.cli import ledger, table
+from tallybook.cli.options import StoreOption
 from tallybook.errors import TallybookError
 
 app = typer.Typer(
@@ -22,7 +24,25 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+@app.callback()
+def _global(store: StoreOption = None) -> None:
+    """Rewards, loyalty and wallet ledger.
+
+    Every command takes --store URL (or $TALLYBOOK_STORE); the default is the
+    embedded SQLite file ./tallybook.db. Accepted: sqlite:///PATH.db or
+    dynamodb://TABLE?region=REGION&endpoint=URL.
+    """
+    if store:
+        os.environ["TALLYBOOK_STORE"] = store
+
+
 app.add_typer(table.app, name="table")
+app.add_typer(ledger.account_app, name="account")
+app.command("post")(ledger.post)
+app.command("history")(ledger.history)
+app.command("check")(ledger.check)
 
 
 def main() -> None:

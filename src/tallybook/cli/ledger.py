@@ -1,0 +1,207 @@
+"""Ledger commands: ``account open|show``, ``post``, ``history``, ``check``."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+from rich.progress import Progress
+
+from tallybook.cli.options import StoreOption
+from tallybook.cli.output import console, err_console, open_ledger, print_json, table
+from tallybook.errors import ValidationError
+
+ProgramOption = Annotated[
+    str,
+    typer.Option("--program", "-p", envvar="TALLYBOOK_PROGRAM", help="Program id ($TALLYBOOK_PROGRAM)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+account_app = typer.Typer(help="Open accounts and show their balances.", no_args_is_help=True)
+
+
+@account_app.command("open")
+def account_open(
+    account: Annotated[str, typer.Argument(help="Account (owner) id inside the program.")],
+    program: ProgramOption,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Open ACCOUNT with zero balances in every fund of the program (idempotent).
+
+    Example: tallybook account open alice --program shop
+    """
+    with open_ledger(store) as ledger:
+        acct, created = ledger.accounts.open(program, account)
+        if as_json:
+            print_json({"account": acct.id, "program": acct.program, "created": created})
+        else:
+            console.print(f"account {acct.id} {'opened' if created else 'was already open'}")
+
+
+@account_app.command("show")
+def account_show(
+    account: Annotated[str, typer.Argument(help="Account id.")],
+    program: ProgramOption,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show every fund's balance, held and available amount (one storage read).
+
+    Example: tallybook account show alice --program shop
+    """
+    with open_ledger(store) as ledger:
+        balances = ledger.accounts.balances(program, account)
+        if as_json:
+            print_json({"account": account, "program": program, "balances": balances})
+            return
+        table(
+            f"{program}/{account}",
+            ["fund", "unit", "balance", "held", "available"],
+            [[b.fund, b.unit, b.balance, b.held, b.available] for b in balances],
+        )
+
+
+class PostKind(StrEnum):
+    credit = "credit"
+    debit = "debit"
+    transfer = "transfer"
+    adjust = "adjust"
+
+
+def _metadata(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ValidationError(f"--meta takes KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def post(
+    kind: Annotated[PostKind, typer.Argument(help="credit, debit, transfer or adjust.")],
+    account: Annotated[str, typer.Argument(help="Account to credit/debit (transfer: source).")],
+    fund: Annotated[str, typer.Argument(help="Fund name, e.g. cash or points.")],
+    amount: Annotated[str, typer.Argument(help="Integer minor units (adjust: signed).")],
+    program: ProgramOption,
+    txn: Annotated[str, typer.Option("--txn", help="Transaction id (idempotency key).")],
+    to: Annotated[str | None, typer.Option("--to", help="Transfer destination account.")] = None,
+    order: Annotated[str | None, typer.Option("--order", help="Order id.")] = None,
+    description: Annotated[str | None, typer.Option("--description", "-d")] = None,
+    meta: Annotated[list[str], typer.Option("--meta", help="KEY=VALUE metadata, repeatable.")] = [],  # noqa: B006
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Post a transaction exactly once per --txn id; a replay prints the original.
+
+    Examples:
+      tallybook post credit alice cash 500 --txn t-1 --program shop
+      tallybook post transfer alice cash 200 --to bob --txn t-2 --program shop
+    """
+    try:
+        value = int(amount, 10)
+    except ValueError:
+        raise ValidationError(f"amount must be an integer number of minor units, got {amount!r}") from None
+    metadata = _metadata(meta)
+    with open_ledger(store) as ledger:
+        t = ledger.transactions
+        if kind is PostKind.transfer:
+            if to is None:
+                raise ValidationError("a transfer needs --to ACCOUNT")
+            result = t.transfer(program, account, to, fund, value, txn_id=txn, description=description, metadata=metadata)
+        elif to is not None:
+            raise ValidationError("--to applies to transfers only")
+        elif kind is PostKind.credit:
+            result = t.credit(program, account, fund, value, txn_id=txn, order_id=order, description=description, metadata=metadata)
+        elif kind is PostKind.debit:
+            result = t.debit(program, account, fund, value, txn_id=txn, order_id=order, description=description, metadata=metadata)
+        else:
+            result = t.adjust(program, account, fund, value, txn_id=txn, description=description, metadata=metadata)
+        if as_json:
+            print_json(result)
+            return
+        note = " (replay: already applied)" if result.replay else ""
+        console.print(f"transaction {result.id} {result.type}{note}")
+        table(
+            "postings",
+            ["account", "fund", "amount", "balance", "seq"],
+            [[leg.account, leg.fund, leg.amount, leg.balance, leg.seq] for leg in result.legs],
+        )
+
+
+def history(
+    account: Annotated[str, typer.Argument(help="Account id.")],
+    program: ProgramOption,
+    fund: Annotated[str, typer.Option("--fund", "-f", help="Fund name.")],
+    oldest_first: Annotated[bool, typer.Option("--oldest-first", help="Oldest entries first.")] = False,
+    since: Annotated[datetime | None, typer.Option(help="From this time (inclusive, UTC).")] = None,
+    until: Annotated[datetime | None, typer.Option(help="Up to this time (exclusive, UTC).")] = None,
+    limit: Annotated[int, typer.Option(help="Entries per page (1-1000).")] = 50,
+    cursor: Annotated[str | None, typer.Option(help="Cursor printed by the previous page.")] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one page of a fund's history, newest first by default.
+
+    Example: tallybook history alice --fund cash --program shop --limit 20
+    """
+    from datetime import UTC
+
+    def utc(t: datetime | None) -> datetime | None:
+        return t.replace(tzinfo=UTC) if t is not None and t.tzinfo is None else t
+
+    with open_ledger(store) as ledger:
+        page = ledger.accounts.history(
+            program, account, fund, newest_first=not oldest_first, since=utc(since),
+            until=utc(until), limit=limit, cursor=cursor,
+        )
+        if as_json:
+            print_json({"entries": page.entries, "cursor": page.cursor})
+            return
+        table(
+            f"{program}/{account}/{fund}",
+            ["seq", "created_at", "type", "amount", "balance", "txn_id", "order_id"],
+            [
+                [e.seq, e.created_at.isoformat(), e.type, e.amount, e.balance, e.txn_id, e.order_id]
+                for e in page.entries
+            ],
+        )
+        if page.cursor:
+            console.print(f"next page: --cursor {page.cursor}")
+
+
+def check(
+    program: ProgramOption,
+    account: Annotated[str | None, typer.Option("--account", "-a", help="Check one account only.")] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Verify invariants 1, 3 and 5 (balances = sum of entries, no gaps, each
+    transaction applied once, units conserved); exit 1 on any violation.
+
+    Example: tallybook check --program shop
+    """
+    with open_ledger(store) as ledger:
+        if account is not None:
+            report = ledger.check.account(program, account)
+        else:
+            total = ledger.check.count_accounts(program)
+            with Progress(console=err_console, transient=True) as progress:
+                task = progress.add_task("checking accounts", total=total)
+                report = ledger.check.program(program, progress=lambda n: progress.advance(task, n))
+        if as_json:
+            print_json(report)
+        else:
+            console.print(
+                f"checked {report.accounts} accounts, {report.entries} entries, "
+                f"{report.transactions} transaction references"
+            )
+            for v in report.violations:
+                console.print(f"[red]violation[/red] {v}")
+            console.print("[green]ok[/green]" if report.ok else f"[red]{len(report.violations)} violation(s)[/red]")
+        if not report.ok:
+            sys.exit(1)

@@ -1,0 +1,48 @@
+"""Printing helpers shared by CLI commands: JSON for machines, tables for people."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tallybook.ledger import Ledger
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def to_jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(to_jsonable(value), indent=2, sort_keys=True))
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+    t = Table(title=title)
+    for c in columns:
+        t.add_column(c, justify="right" if c in {"amount", "balance", "held", "available", "seq"} else "left")
+    for r in rows:
+        t.add_row(*["" if v is None else str(v) for v in r])
+    console.print(t)
+
+
+def open_ledger(store: str | None) -> Ledger:
+    return Ledger.open(store)
