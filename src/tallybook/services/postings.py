@@ -322,18 +322,24 @@ class PostingEngine:
                 )
             )
 
+        # one shard update per system account (a transaction may not touch an
+        # item twice), with one Add per fund it moves
+        system_adds: dict[str, list[Add]] = {}
+        for leg in plan.legs:
+            if is_system_account(leg.account):
+                system_adds.setdefault(leg.account, []).append(
+                    Add(keys.fund_attr(leg.fund), leg.amount)
+                )
+        for account, adds in system_adds.items():
+            actions.append(
+                Update(
+                    keys.system_shard(program.id, account, txn_id),
+                    (*adds, Set("program", program.id), Set("account", account)),
+                )
+            )
+
         for leg, p in zip(plan.legs, posted, strict=True):
             if is_system_account(leg.account):
-                actions.append(
-                    Update(
-                        keys.system_shard(program.id, leg.account, txn_id),
-                        (
-                            Add(keys.fund_attr(leg.fund), leg.amount),
-                            Set("program", program.id),
-                            Set("account", leg.account),
-                        ),
-                    )
-                )
                 continue
             state = new_states[leg.account][leg.fund]
             entry: Item = {
