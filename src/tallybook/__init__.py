@@ -51,6 +51,7 @@ __all__ = [
     "InsufficientFunds",
     "InvalidState",
     "ItemTooLarge",
+    "Leg",
     "Ledger",
     "LedgerError",
     "ManualClock",

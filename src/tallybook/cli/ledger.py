@@ -16,7 +16,9 @@ from tallybook.errors import ValidationError
 
 ProgramOption = Annotated[
     str,
-    typer.Option("--program", "-p", envvar="TALLYBOOK_PROGRAM", help="Program id ($TALLYBOOK_PROGRAM)."),
+    typer.Option(
+        "--program", "-p", envvar="TALLYBOOK_PROGRAM", help="Program id ($TALLYBOOK_PROGRAM)."
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -105,22 +107,59 @@ def post(
     try:
         value = int(amount, 10)
     except ValueError:
-        raise ValidationError(f"amount must be an integer number of minor units, got {amount!r}") from None
+        raise ValidationError(
+            f"amount must be an integer number of minor units, got {amount!r}"
+        ) from None
     metadata = _metadata(meta)
     with open_ledger(store) as ledger:
         t = ledger.transactions
         if kind is PostKind.transfer:
             if to is None:
                 raise ValidationError("a transfer needs --to ACCOUNT")
-            result = t.transfer(program, account, to, fund, value, txn_id=txn, description=description, metadata=metadata)
+            result = t.transfer(
+                program,
+                account,
+                to,
+                fund,
+                value,
+                txn_id=txn,
+                description=description,
+                metadata=metadata,
+            )
         elif to is not None:
             raise ValidationError("--to applies to transfers only")
         elif kind is PostKind.credit:
-            result = t.credit(program, account, fund, value, txn_id=txn, order_id=order, description=description, metadata=metadata)
+            result = t.credit(
+                program,
+                account,
+                fund,
+                value,
+                txn_id=txn,
+                order_id=order,
+                description=description,
+                metadata=metadata,
+            )
         elif kind is PostKind.debit:
-            result = t.debit(program, account, fund, value, txn_id=txn, order_id=order, description=description, metadata=metadata)
+            result = t.debit(
+                program,
+                account,
+                fund,
+                value,
+                txn_id=txn,
+                order_id=order,
+                description=description,
+                metadata=metadata,
+            )
         else:
-            result = t.adjust(program, account, fund, value, txn_id=txn, description=description, metadata=metadata)
+            result = t.adjust(
+                program,
+                account,
+                fund,
+                value,
+                txn_id=txn,
+                description=description,
+                metadata=metadata,
+            )
         if as_json:
             print_json(result)
             return
@@ -137,9 +176,13 @@ def history(
     account: Annotated[str, typer.Argument(help="Account id.")],
     program: ProgramOption,
     fund: Annotated[str, typer.Option("--fund", "-f", help="Fund name.")],
-    oldest_first: Annotated[bool, typer.Option("--oldest-first", help="Oldest entries first.")] = False,
+    oldest_first: Annotated[
+        bool, typer.Option("--oldest-first", help="Oldest entries first.")
+    ] = False,
     since: Annotated[datetime | None, typer.Option(help="From this time (inclusive, UTC).")] = None,
-    until: Annotated[datetime | None, typer.Option(help="Up to this time (exclusive, UTC).")] = None,
+    until: Annotated[
+        datetime | None, typer.Option(help="Up to this time (exclusive, UTC).")
+    ] = None,
     limit: Annotated[int, typer.Option(help="Entries per page (1-1000).")] = 50,
     cursor: Annotated[str | None, typer.Option(help="Cursor printed by the previous page.")] = None,
     store: StoreOption = None,
@@ -156,8 +199,14 @@ def history(
 
     with open_ledger(store) as ledger:
         page = ledger.accounts.history(
-            program, account, fund, newest_first=not oldest_first, since=utc(since),
-            until=utc(until), limit=limit, cursor=cursor,
+            program,
+            account,
+            fund,
+            newest_first=not oldest_first,
+            since=utc(since),
+            until=utc(until),
+            limit=limit,
+            cursor=cursor,
         )
         if as_json:
             print_json({"entries": page.entries, "cursor": page.cursor})
@@ -176,7 +225,9 @@ def history(
 
 def check(
     program: ProgramOption,
-    account: Annotated[str | None, typer.Option("--account", "-a", help="Check one account only.")] = None,
+    account: Annotated[
+        str | None, typer.Option("--account", "-a", help="Check one account only.")
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -202,6 +253,10 @@ def check(
             )
             for v in report.violations:
                 console.print(f"[red]violation[/red] {v}")
-            console.print("[green]ok[/green]" if report.ok else f"[red]{len(report.violations)} violation(s)[/red]")
+            console.print(
+                "[green]ok[/green]"
+                if report.ok
+                else f"[red]{len(report.violations)} violation(s)[/red]"
+            )
         if not report.ok:
             sys.exit(1)

@@ -38,7 +38,9 @@ def print_json(value: Any) -> None:
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     t = Table(title=title)
     for c in columns:
-        t.add_column(c, justify="right" if c in {"amount", "balance", "held", "available", "seq"} else "left")
+        t.add_column(
+            c, justify="right" if c in {"amount", "balance", "held", "available", "seq"} else "left"
+        )
     for r in rows:
         t.add_row(*["" if v is None else str(v) for v in r])
     console.print(t)

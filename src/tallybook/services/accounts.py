@@ -55,7 +55,9 @@ class AccountService:
             "account": account_id,
             "created_at": iso(now),
             "version": 0,
-            "funds": {f.name: {"balance": 0, "held": 0, "seq": 0, "last_us": 0} for f in program.funds},
+            "funds": {
+                f.name: {"balance": 0, "held": 0, "seq": 0, "last_us": 0} for f in program.funds
+            },
             "attrs": cast(Value, attributes or {}),
         }
         directory = {

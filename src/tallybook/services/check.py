@@ -49,9 +49,7 @@ class CheckService:
         self._check_account(program, account_id, report, {})
         return report
 
-    def program(
-        self, program_id: str, *, progress: Progress | None = None
-    ) -> CheckReport:
+    def program(self, program_id: str, *, progress: Progress | None = None) -> CheckReport:
         """Check every account of a program, then conservation per unit (invariant 5)."""
         program = self.ledger.programs.get(program_id)
         report = CheckReport()

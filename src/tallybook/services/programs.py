@@ -14,7 +14,7 @@ from tallybook.errors import AlreadyExists, ConditionFailed, NotFound, Validatio
 from tallybook.services.clock import Clock
 from tallybook.services.codec import program_from_item, program_to_item
 from tallybook.store import keys
-from tallybook.store.port import Compare, ItemStore, NotExists, Put, Value
+from tallybook.store.port import Compare, ItemStore, NotExists, Put
 
 #: how long a process trusts its cached copy of a program's configuration
 CACHE_SECONDS = 2.0
@@ -63,9 +63,7 @@ class ProgramService:
         item = {**keys.program(program_id).as_item(), **program_to_item(program)}
         directory = {**keys.program_directory(program_id).as_item(), "id": program_id}
         try:
-            self.store.transact_write(
-                [Put(item, NotExists("pk")), Put(directory, NotExists("pk"))]
-            )
+            self.store.transact_write([Put(item, NotExists("pk")), Put(directory, NotExists("pk"))])
         except ConditionFailed as exc:
             raise AlreadyExists(f"program {program_id} exists already") from exc
         self._remember(program)
@@ -86,16 +84,14 @@ class ProgramService:
         return program
 
     def list(self) -> list[str]:
-        return [
-            cast(str, item["id"]) for item in self.store.query_all(keys.PROGRAMS_PARTITION)
-        ]
+        return [cast(str, item["id"]) for item in self.store.query_all(keys.PROGRAMS_PARTITION)]
 
     def update_settings(self, program_id: str, settings: dict[str, Any]) -> Program:
         """Replace the program's settings (loyalty rules, notification rules, ...)."""
         current = self.get(program_id, fresh=True)
         updated = replace(current, settings=settings)
         item = {**keys.program(program_id).as_item(), **program_to_item(updated)}
-        self.store.put(item, Compare("created_at", "=", cast(Value, item["created_at"])))
+        self.store.put(item, Compare("created_at", "=", item["created_at"]))
         self._remember(updated)
         return updated
 

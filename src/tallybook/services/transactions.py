@@ -27,7 +27,6 @@ from tallybook.services.accounts import check_limit
 from tallybook.services.codec import transaction_from_item
 from tallybook.services.postings import Plan, PostingEngine, Snapshot
 from tallybook.store import keys
-from tallybook.store.port import SortCondition
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +54,16 @@ class TransactionService:
     ) -> Transaction:
         """Money or points from outside the program into ``account``'s ``fund``."""
         return self._single(
-            TxnType.CREDIT, program, account, fund, amount, EXTERNAL, txn_id,
-            order_id, description, metadata,
+            TxnType.CREDIT,
+            program,
+            account,
+            fund,
+            amount,
+            EXTERNAL,
+            txn_id,
+            order_id,
+            description,
+            metadata,
         )
 
     def debit(
@@ -73,8 +80,16 @@ class TransactionService:
     ) -> Transaction:
         """Money or points out of ``account``'s ``fund`` to outside the program."""
         return self._single(
-            TxnType.DEBIT, program, account, fund, -check_amount(amount), EXTERNAL, txn_id,
-            order_id, description, metadata,
+            TxnType.DEBIT,
+            program,
+            account,
+            fund,
+            -check_amount(amount),
+            EXTERNAL,
+            txn_id,
+            order_id,
+            description,
+            metadata,
         )
 
     def adjust(
@@ -90,8 +105,16 @@ class TransactionService:
     ) -> Transaction:
         """A signed correction against the ``@adjustment`` system account."""
         return self._single(
-            TxnType.ADJUST, program, account, fund, check_signed_amount(amount), ADJUSTMENT,
-            txn_id, None, description, metadata,
+            TxnType.ADJUST,
+            program,
+            account,
+            fund,
+            check_signed_amount(amount),
+            ADJUSTMENT,
+            txn_id,
+            None,
+            description,
+            metadata,
         )
 
     def transfer(
@@ -216,7 +239,10 @@ class TransactionService:
         check_id(account, "account id")
         check_limit(limit)
         page = self.store.query(
-            keys.owner_index(program, account), index="gsi2", forward=False, limit=limit,
+            keys.owner_index(program, account),
+            index="gsi2",
+            forward=False,
+            limit=limit,
             cursor=cursor,
         )
         return TransactionPage([transaction_from_item(i) for i in page.items], page.cursor)

@@ -96,3 +96,21 @@ def owner_index(p: str, a: str) -> str:
 def fund_attr(fund: str) -> str:
     """Top-level attribute of a system shard that holds one fund's balance."""
     return f"f_{fund}"
+
+
+# --- API keys and HTTP idempotency (services/keys.py, http/idempotency.py) ---
+
+
+def api_key(key_id: str) -> Key:
+    """One item per API key: program, scopes, sha256 of the secret, revocation."""
+    return Key(f"APIKEY#{key_id}", "KEY")
+
+
+def api_key_index(p: str) -> str:
+    """``gsi1`` partition listing a program's API keys (newest last)."""
+    return f"APIKEYS#{p}"
+
+
+def idempotent_response(p: str, idempotency_key: str) -> Key:
+    """The stored HTTP response of a POST, by (program, Idempotency-Key); has a TTL."""
+    return Key(f"IDEM#{p}#{idempotency_key}", "IDEM")

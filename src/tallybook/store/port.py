@@ -23,7 +23,7 @@ from typing import Literal, TypeAlias
 
 from tallybook.errors import ItemTooLarge, StoreValidationError
 
-Value: TypeAlias = "str | int | bool | None | list[Value] | dict[str, Value]"
+Value: TypeAlias = "str | int | bool | list[Value] | dict[str, Value] | None"
 Item: TypeAlias = dict[str, Value]
 
 KEY_ATTRS = ("pk", "sk")
@@ -347,9 +347,7 @@ class ItemStore(ABC):
         """The existing, unexpired items among ``keys`` (any order)."""
 
     @abstractmethod
-    def batch_write(
-        self, puts: Sequence[Item] = (), deletes: Sequence[Key] = ()
-    ) -> None:
+    def batch_write(self, puts: Sequence[Item] = (), deletes: Sequence[Key] = ()) -> None:
         """Unconditional puts and deletes, chunked; not atomic across chunks."""
 
     def put(self, item: Item, condition: Condition | None = None) -> None:
@@ -456,15 +454,27 @@ def check_item(item: Mapping[str, Value]) -> None:
     check_key(key)
     for name, value in item.items():
         check_value(value, name)
-    for pk_attr, sk_attr in INDEXES.values():
-        for attr in (pk_attr, sk_attr):
-            if attr in item and not (isinstance(item[attr], str) and item[attr]):
-                raise StoreValidationError(f"index key {attr} must be a non-empty string")
-    ttl = item.get(TTL_ATTR)
-    if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool)):
-        raise StoreValidationError("ttl must be an integer (epoch seconds)")
+    for name in INDEX_ATTRS & item.keys():
+        check_attribute(name, item[name])
+    if TTL_ATTR in item:
+        check_attribute(TTL_ATTR, item[TTL_ATTR])
     if item_size(item) > MAX_ITEM_BYTES:
         raise ItemTooLarge(f"item {key.pk}/{key.sk} exceeds the 400 KB item size limit")
+
+
+INDEX_ATTRS = frozenset(attr for pair in INDEXES.values() for attr in pair)
+
+
+def check_attribute(name: str, value: Value) -> None:
+    """Index key attributes are non-empty strings; ``ttl`` is an integer (or null)."""
+    if name in INDEX_ATTRS and not (isinstance(value, str) and value):
+        raise StoreValidationError(f"index key {name} must be a non-empty string")
+    if (
+        name == TTL_ATTR
+        and value is not None
+        and (not isinstance(value, int) or isinstance(value, bool))
+    ):
+        raise StoreValidationError("ttl must be an integer (epoch seconds)")
 
 
 def check_key(key: Key) -> None:
@@ -480,6 +490,7 @@ def check_update(op: UpdateOp) -> None:
         raise StoreValidationError(f"cannot update key attribute {op.attr}")
     if isinstance(op, Set):
         check_value(op.value, op.attr)
+        check_attribute(op.attr, op.value)
     elif isinstance(op, Add) and (not isinstance(op.amount, int) or isinstance(op.amount, bool)):
         raise StoreValidationError("Add takes an integer")
 
@@ -543,7 +554,11 @@ def evaluate(condition: Condition, item: Mapping[str, Value] | None) -> bool:
         case NotExists(attr):
             return attr not in current
         case Compare(attr, op, value):
-            return attr in current and _compare(current[attr], op, value)
+            if attr not in current:
+                # As DynamoDB: a missing attribute is unequal to every value,
+                # and no ordering comparison with it holds.
+                return op == "<>"
+            return _compare(current[attr], op, value)
         case And(conditions):
             return all(evaluate(c, item) for c in conditions)
         case Or(conditions):

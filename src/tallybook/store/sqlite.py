@@ -8,6 +8,7 @@ round-trips integers of any size exactly.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -115,10 +116,8 @@ class SqliteStore(ItemStore):
     def close(self) -> None:
         with self._all_lock:
             for conn in self._all:
-                try:
+                with contextlib.suppress(sqlite3.Error):
                     conn.close()
-                except sqlite3.Error:  # pragma: no cover
-                    pass
             self._all.clear()
         self._local = threading.local()
 
