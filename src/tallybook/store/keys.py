@@ -114,3 +114,27 @@ def api_key_index(p: str) -> str:
 def idempotent_response(p: str, idempotency_key: str) -> Key:
     """The stored HTTP response of a POST, by (program, Idempotency-Key); has a TTL."""
     return Key(f"IDEM#{p}#{idempotency_key}", "IDEM")
+
+
+# --- notifications (services/notifications.py) -------------------------------
+# In the account partition: one active row per type (invariant 6 by
+# construction), history rows by creation time, idempotency rows per key.
+
+NOTIFICATION_ACTIVE_PREFIX = "N#A#"
+NOTIFICATION_HISTORY_PREFIX = "N#H#"
+
+
+def notification_active(p: str, a: str, type_: str) -> Key:
+    return Key(account_partition(p, a), f"{NOTIFICATION_ACTIVE_PREFIX}{type_}")
+
+
+def notification_history(p: str, a: str, created_us: int, notification_id: str) -> Key:
+    return Key(account_partition(p, a), f"{notification_history_bound(created_us)}#{notification_id}")
+
+
+def notification_history_bound(us: int) -> str:
+    return f"{NOTIFICATION_HISTORY_PREFIX}{us:016d}"
+
+
+def notification_idempotency(p: str, a: str, idempotency_key: str) -> Key:
+    return Key(account_partition(p, a), f"N#K#{idempotency_key}")
