@@ -25,11 +25,21 @@ import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from tallybook.domain.ids import check_id, is_system_account
-from tallybook.domain.model import Account, FundState, Leg, PostedLeg, Program, Transaction
+from tallybook.domain.model import (
+    EXPIRY,
+    ISSUANCE,
+    REDEMPTION,
+    Account,
+    FundState,
+    Leg,
+    PostedLeg,
+    Program,
+    Transaction,
+)
 from tallybook.domain.postings import (
     FundChange,
     apply_change,
@@ -361,9 +371,35 @@ class PostingEngine:
                 entry["description"] = description
             if metadata:
                 entry["metadata"] = cast(Value, metadata)
+            entry.update(_reward_index(program.id, plan.legs, leg, txn_id, now))
             actions.append(Put(entry, NotExists("pk")))
 
         actions.extend(plan.actions)
         if len(actions) > 100:
             raise ValidationError("the transaction touches too many items (over 100)")
         return actions, record, new_states
+
+
+_REWARD_COUNTERS = frozenset((ISSUANCE, REDEMPTION, EXPIRY))
+
+
+def _reward_index(
+    program_id: str, legs: Sequence[Leg], leg: Leg, txn_id: str, now: datetime
+) -> Item:
+    """Index attributes of a customer entry posted against issuance, redemption or
+    expiry: the rewards-issued report reads them per hour on gsi1 (no extra item,
+    no scan; see docs/billing.md). Other entries are left out of the index."""
+    counters = {
+        other.account
+        for other in legs
+        if other.fund == leg.fund and other.account in _REWARD_COUNTERS
+    }
+    if len(counters) != 1:
+        return {}
+    hour = now.astimezone(UTC).strftime("%Y-%m-%dT%H")
+    shard = keys.shard_of(txn_id, keys.REWARD_INDEX_SHARDS)
+    return {
+        "counter": counters.pop(),
+        "gsi1pk": keys.reward_index(program_id, hour, shard),
+        "gsi1sk": f"{iso(now)}#{txn_id}#{leg.account}#{leg.fund}",
+    }
