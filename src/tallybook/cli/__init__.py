@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from tallybook.cli import ledger, table
+from tallybook.cli import keys, ledger, program, serve, table
 from tallybook.cli.options import StoreOption
 from tallybook.errors import TallybookError
 
@@ -43,6 +43,9 @@ app.add_typer(ledger.account_app, name="account")
 app.command("post")(ledger.post)
 app.command("history")(ledger.history)
 app.command("check")(ledger.check)
+app.add_typer(program.app, name="program")
+app.add_typer(keys.app, name="keys")
+app.command("serve")(serve.serve)
 
 
 def main() -> None:

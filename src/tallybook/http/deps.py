@@ -39,6 +39,9 @@ LedgerDep = Annotated[Ledger, Depends(get_ledger)]
 
 
 def _authenticate(request: Request, ledger: Ledger) -> Principal:
+    cached = getattr(request.state, "principal", None)
+    if isinstance(cached, Principal):  # authenticated earlier in this request (idempotency)
+        return cached
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():

@@ -1,0 +1,82 @@
+"""``tallybook keys create|revoke|list``: API keys for the HTTP service."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tallybook.cli.options import StoreOption
+from tallybook.cli.output import console, err_console, open_ledger, print_json, table
+
+app = typer.Typer(help="Create, revoke and list API keys.", no_args_is_help=True)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+ProgramOption = Annotated[
+    str,
+    typer.Option(
+        "--program", "-p", envvar="TALLYBOOK_PROGRAM", help="Program id ($TALLYBOOK_PROGRAM)."
+    ),
+]
+
+
+@app.command("create")
+def create(
+    program: ProgramOption,
+    scopes: Annotated[
+        str, typer.Option("--scopes", help="Comma-separated: read, write, admin.")
+    ] = "read",
+    name: Annotated[str | None, typer.Option("--name", help="A label for people.")] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create a key and print its secret ONCE (only a hash is stored).
+
+    Example: tallybook keys create --program shop --scopes read,write --name checkout
+    """
+    with open_ledger(store) as ledger:
+        key, secret = ledger.keys.create(program, scopes, name)
+    if as_json:
+        print_json({"id": key.id, "program": key.program, "scopes": key.scopes, "secret": secret})
+        return
+    print(secret)
+    err_console.print(
+        f"key {key.id} for program {key.program} (scopes {','.join(key.scopes)}): "
+        "store the secret now, it is not shown again"
+    )
+
+
+@app.command("revoke")
+def revoke(
+    key_id: Annotated[str, typer.Argument(help="Key id (the part after 'tb_' in the secret).")],
+    store: StoreOption = None,
+) -> None:
+    """Revoke a key; requests with it are refused from the next one on.
+
+    Example: tallybook keys revoke 3f2a9c0d1e4b5a69
+    """
+    with open_ledger(store) as ledger:
+        key = ledger.keys.revoke(key_id)
+    console.print(f"key {key.id} revoked")
+
+
+@app.command("list")
+def list_keys(
+    program: ProgramOption,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List a program's keys (never their secrets).
+
+    Example: tallybook keys list --program shop
+    """
+    with open_ledger(store) as ledger:
+        keys = ledger.keys.list(program)
+    if as_json:
+        print_json(keys)
+        return
+    table(
+        f"API keys of {program}",
+        ["id", "name", "scopes", "created", "revoked"],
+        [[k.id, k.name, ",".join(k.scopes), k.created_at, k.revoked_at] for k in keys],
+    )

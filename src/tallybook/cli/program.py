@@ -1,0 +1,58 @@
+"""``tallybook program create|show``: programs and their funds."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tallybook.cli.options import StoreOption
+from tallybook.cli.output import console, open_ledger, print_json, table
+
+app = typer.Typer(help="Create a program and show its funds.", no_args_is_help=True)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@app.command("create")
+def create(
+    program: Annotated[str, typer.Argument(help="Program id (letters, digits, . _ : -).")],
+    name: Annotated[str | None, typer.Option("--name", help="Display name.")] = None,
+    currency: Annotated[
+        str, typer.Option("--currency", help="Unit of the cash, store_credit and bonus funds.")
+    ] = "USD",
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create PROGRAM with the default funds: points, cash, store_credit, bonus.
+
+    Example: tallybook program create shop --name "Shop rewards" --currency EUR
+    """
+    with open_ledger(store) as ledger:
+        p = ledger.programs.create(program, name=name, currency=currency)
+        if as_json:
+            print_json(p)
+        else:
+            console.print(f"program {p.id} created ({len(p.funds)} funds, currency {p.currency})")
+
+
+@app.command("show")
+def show(
+    program: Annotated[str, typer.Argument(help="Program id.")],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show PROGRAM's name, currency and funds.
+
+    Example: tallybook program show shop
+    """
+    with open_ledger(store) as ledger:
+        p = ledger.programs.get(program, fresh=True)
+        if as_json:
+            print_json(p)
+            return
+        table(
+            f"{p.id} ({p.name}, {p.currency})",
+            ["fund", "unit", "overdraft", "low balance below"],
+            [[f.name, f.unit, f.allow_overdraft, f.low_balance_threshold] for f in p.funds],
+        )

@@ -1,0 +1,51 @@
+"""``tallybook serve``: the HTTP API (uvicorn) over a store."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tallybook.cli.options import StoreOption
+from tallybook.cli.output import err_console
+
+
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.", min=0, max=65535)] = 8080,
+    store: StoreOption = None,
+    max_body: Annotated[
+        int, typer.Option("--max-body", help="Largest request body accepted, in bytes.", min=1)
+    ] = 1024 * 1024,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="debug, info, warning or error.")
+    ] = "info",
+) -> None:
+    """Serve the HTTP API, its OpenAPI docs and the admin page; logs are JSON lines.
+
+    Example: tallybook serve --port 8080 --store sqlite:///./tallybook.db
+    """
+    import logging
+
+    import uvicorn
+
+    from tallybook.http.app import create_app
+    from tallybook.http.middleware import configure_json_logging
+    from tallybook.ledger import Ledger
+
+    level = logging.getLevelName(log_level.upper())
+    if not isinstance(level, int):
+        raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
+    configure_json_logging(level)
+    ledger = Ledger.open(store)
+    app = create_app(ledger, max_body=max_body)
+    base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    err_console.print(f"tallybook on {ledger.store.describe()}")
+    err_console.print(f"  API docs: {base}/docs")
+    err_console.print(f"  admin:    {base}/admin")
+    try:
+        uvicorn.run(
+            app, host=host, port=port, access_log=False, log_config=None, log_level=log_level
+        )
+    finally:
+        ledger.close()

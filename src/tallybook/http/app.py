@@ -1,0 +1,126 @@
+"""The FastAPI application: ``create_app(ledger)``, and ``app`` for uvicorn.
+
+``create_app`` wires the problem+json handlers, the middleware (request id,
+JSON access logs, metrics, body limit, idempotency) and one router per
+capability. Capability routers (``http/routers/<name>.py``) and the admin page
+(``tallybook.admin``) are included when their module exists and imports; each
+exposes a module-level ``router``.
+
+``app`` (``uvicorn tallybook.http.app:app``) is built on first access from
+``$TALLYBOOK_STORE`` (default ``./tallybook.db``), so importing this module
+opens nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+from types import ModuleType
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+
+from tallybook import __version__
+from tallybook.http import problems
+from tallybook.http.idempotency import IdempotencyMiddleware
+from tallybook.http.metrics import Metrics
+from tallybook.http.middleware import DEFAULT_MAX_BODY, BodyMiddleware, RequestContextMiddleware
+from tallybook.http.problems import STANDARD_PROBLEMS
+from tallybook.http.routers import ledger as ledger_routes
+from tallybook.http.routers import system
+from tallybook.ledger import Ledger
+
+#: capability routers included when their module is present
+CAPABILITY_ROUTERS = ("wallet", "loyalty", "notifications", "billing")
+ADMIN_MODULE = "tallybook.admin"
+
+log = logging.getLogger("tallybook.http")
+
+DESCRIPTION = """\
+Rewards, loyalty and wallet ledger.
+
+* Authenticate with `Authorization: Bearer <API key>`; a key belongs to one
+  program and sees only that program's data.
+* Every POST takes an `Idempotency-Key` header: a replay returns the original
+  status and body (with `Idempotent-Replayed: true`); the same key with another
+  body is a 409. For postings the key is the transaction id.
+* Amounts are integers in minor units. Errors are RFC 9457
+  `application/problem+json` with a stable `type` URI.
+"""
+
+
+def _optional_module(name: str) -> ModuleType | None:
+    """The module if it exists and imports; ``None`` (logged) otherwise."""
+    try:
+        if importlib.util.find_spec(name) is None:
+            return None
+        return importlib.import_module(name)
+    except Exception:  # a half-written module must not take the whole API down
+        log.warning("skipping %s: it does not import", name, exc_info=True)
+        return None
+
+
+def _module_router(module: ModuleType) -> APIRouter | None:
+    router = getattr(module, "router", None)
+    return router if isinstance(router, APIRouter) else None
+
+
+def create_app(ledger: Ledger, *, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
+    """The HTTP API over ``ledger``; ``max_body`` bounds request bodies (bytes)."""
+    app = FastAPI(
+        title="tallybook",
+        version=__version__,
+        description=DESCRIPTION,
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    metrics = Metrics()
+    app.state.ledger = ledger
+    app.state.metrics = metrics
+    problems.install(app)
+
+    app.include_router(system.router)
+    app.include_router(ledger_routes.router, responses=STANDARD_PROBLEMS)
+    for name in CAPABILITY_ROUTERS:
+        module = _optional_module(f"tallybook.http.routers.{name}")
+        router = _module_router(module) if module else None
+        if router is not None:
+            app.include_router(router, responses=STANDARD_PROBLEMS)
+    _include_admin(app)
+
+    # added innermost first: the request passes context -> body -> idempotency -> app
+    app.add_middleware(IdempotencyMiddleware, ledger=ledger, metrics=metrics)
+    app.add_middleware(BodyMiddleware, max_body=max_body)
+    app.add_middleware(RequestContextMiddleware, metrics=metrics)
+    return app
+
+
+def _include_admin(app: FastAPI) -> None:
+    module = _optional_module(ADMIN_MODULE)
+    router = _module_router(module) if module else None
+    if module is None or router is None:
+        return
+    prefix = "" if router.prefix.startswith("/admin") else "/admin"
+    app.include_router(router, prefix=prefix, include_in_schema=False)
+    install = getattr(module, "install", None)
+    if callable(install):  # e.g. static files the admin page mounts itself
+        install(app)
+
+
+_app: FastAPI | None = None
+
+
+def get_app() -> FastAPI:
+    """The process-wide app over ``$TALLYBOOK_STORE``, built on first use."""
+    global _app
+    if _app is None:
+        _app = create_app(Ledger.open())
+    return _app
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        return get_app()
+    raise AttributeError(name)

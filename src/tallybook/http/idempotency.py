@@ -1,0 +1,230 @@
+"""Stripe-style ``Idempotency-Key`` handling for every POST under ``/v1``.
+
+The first successful (2xx) response of a POST is stored by (program,
+Idempotency-Key) with a fingerprint of method, path, query and the body
+(canonical JSON, so whitespace and key order do not matter) and a 24 h TTL.
+A later request with the same key and fingerprint gets the stored status and
+body back with ``Idempotent-Replayed: true``; the same key with another
+fingerprint is a 409 ``idempotency-conflict``. Error responses are not stored:
+retrying after a 4xx or 5xx re-executes, and writes stay at-most-once because
+the services are idempotent themselves (ledger postings use the key as the
+transaction id, whose record never expires).
+
+Replays are only served to a caller holding the scopes of the original caller
+(or ``admin``); anyone else goes through to the route, which checks scopes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import cast
+
+import anyio
+from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tallybook.domain.ids import check_id
+from tallybook.errors import ConditionFailed, TallybookError
+from tallybook.http.deps import Principal
+from tallybook.http.metrics import Metrics
+from tallybook.http.problems import problem_body
+from tallybook.ledger import Ledger
+from tallybook.store import keys
+from tallybook.store.port import Item, Key, NotExists, Value
+
+TTL_SECONDS = 24 * 3600
+REPLAYED_HEADER = "Idempotent-Replayed"
+#: responses larger than this are not stored (a replay then re-executes)
+MAX_STORED_BODY = 256 * 1024
+_KEPT_HEADERS = (b"content-type", b"location")
+
+
+def fingerprint(method: str, path: str, query: bytes, body: bytes) -> str:
+    try:
+        canonical = json.dumps(
+            json.loads(body), sort_keys=True, separators=(",", ":"), ensure_ascii=True
+        ).encode()
+    except (ValueError, UnicodeDecodeError):
+        canonical = body
+    digest = hashlib.sha256()
+    for part in (method.encode(), path.encode(), query, canonical):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for k, v in scope.get("headers", ()):
+        if k.lower() == name:
+            return cast(bytes, v).decode("latin-1")
+    return None
+
+
+def replay_receive(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app an already-read body, then the server's messages."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+class IdempotencyMiddleware:
+    """Expects the body already read and limited (``scope["state"]["body"]``)."""
+
+    def __init__(self, app: ASGIApp, ledger: Ledger, metrics: Metrics) -> None:
+        self.app = app
+        self.ledger = ledger
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "POST"
+            or not scope["path"].startswith("/v1/")
+        ):
+            await self.app(scope, receive, send)
+            return
+        idem_key = _header(scope, b"idempotency-key")
+        principal = await self._principal(scope) if idem_key is not None else None
+        if idem_key is None or principal is None or not _valid(idem_key):
+            await self.app(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        body = cast(bytes, state.get("body", b""))
+        fp = fingerprint(scope["method"], scope["path"], scope.get("query_string", b""), body)
+        record_key = keys.idempotent_response(principal.program, idem_key)
+        stored = await anyio.to_thread.run_sync(self.ledger.store.get, record_key)
+        if stored is not None:
+            _match_route(scope)
+            if not _may_replay(principal, stored):
+                await self.app(scope, receive, send)
+                return
+            await self._answer_stored(scope, send, stored, fp)
+            return
+
+        status = 0
+        headers: list[tuple[bytes, bytes]] = []
+        chunks: list[bytes] = []
+
+        async def capture(message: Message) -> None:
+            nonlocal status, headers
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                headers = list(message.get("headers", []))
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+            await send(message)
+
+        await self.app(scope, receive, capture)
+        content = b"".join(chunks)
+        if 200 <= status < 300 and len(content) <= MAX_STORED_BODY:
+            await anyio.to_thread.run_sync(
+                self._store, record_key, principal, fp, status, headers, content
+            )
+
+    async def _principal(self, scope: Scope) -> Principal | None:
+        header = _header(scope, b"authorization") or ""
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        try:
+            key = await anyio.to_thread.run_sync(self.ledger.keys.authenticate, token.strip())
+        except TallybookError:
+            return None  # the route answers 401 / 503 itself
+        principal = Principal(key.id, key.program, frozenset(key.scopes))
+        scope.setdefault("state", {})["principal"] = principal
+        return principal
+
+    async def _answer_stored(self, scope: Scope, send: Send, stored: Item, fp: str) -> None:
+        if stored.get("fingerprint") != fp:
+            self.metrics.observe_problem(409, "idempotency-conflict")
+            request_id = scope.get("state", {}).get("request_id")
+            body = json.dumps(
+                problem_body(
+                    409,
+                    "idempotency-conflict",
+                    "this Idempotency-Key was used before with a different request",
+                    request_id=request_id,
+                    instance=scope["path"],
+                )
+            ).encode()
+            await _send(send, 409, [(b"content-type", b"application/problem+json")], body)
+            return
+        self.metrics.observe_replay()
+        headers = [
+            (k.encode("latin-1"), v.encode("latin-1"))
+            for k, v in cast(list[list[str]], stored.get("headers") or [])
+        ]
+        headers.append((REPLAYED_HEADER.lower().encode(), b"true"))
+        content = cast(str, stored.get("body") or "").encode("utf-8")
+        await _send(send, int(cast(int, stored["status"])), headers, content)
+
+    def _store(
+        self,
+        record_key: Key,
+        principal: Principal,
+        fp: str,
+        status: int,
+        headers: list[tuple[bytes, bytes]],
+        content: bytes,
+    ) -> None:
+        try:
+            text = content.decode("utf-8")
+        except UnicodeDecodeError:
+            return
+        kept: list[Value] = [
+            [k.decode("latin-1"), v.decode("latin-1")]
+            for k, v in headers
+            if k.lower() in _KEPT_HEADERS
+        ]
+        item: Item = {
+            **record_key.as_item(),
+            "fingerprint": fp,
+            "status": status,
+            "headers": kept,
+            "body": text,
+            "scopes": cast(Value, sorted(principal.scopes)),
+            "ttl": int(self.ledger.clock.now().timestamp()) + TTL_SECONDS,
+        }
+        try:
+            self.ledger.store.put(item, NotExists("pk"))
+        except ConditionFailed:
+            pass  # a concurrent request with the same key stored its response first
+        except TallybookError:
+            pass  # the write is done; failing to remember it only costs a re-execution
+
+
+def _match_route(scope: Scope) -> None:
+    """Name the route a replayed request would have hit (for metrics and logs)."""
+    app = scope.get("app")
+    for route in getattr(getattr(app, "router", None), "routes", ()):
+        match, _ = route.matches(scope)
+        if match is Match.FULL:
+            scope["route"] = route
+            return
+
+
+def _valid(idem_key: str) -> bool:
+    try:
+        check_id(idem_key, "Idempotency-Key")
+    except TallybookError:
+        return False
+    return True
+
+
+def _may_replay(principal: Principal, stored: Item) -> bool:
+    original = set(cast(list[str], stored.get("scopes") or []))
+    return "admin" in principal.scopes or original <= principal.scopes
+
+
+async def _send(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    headers = [*headers, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -1,0 +1,211 @@
+"""RFC 9457 problem details: every error the API answers is ``application/problem+json``.
+
+``type`` is ``https://tallybook.dev/problems/<code>`` with the stable ``code`` of
+the :mod:`tallybook.errors` class (or of the HTTP-level failure), so clients
+branch on ``type``, never on ``detail`` text. Unexpected exceptions become a
+500 problem that says nothing of internals; the exception is logged with the
+request id.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tallybook.errors import TallybookError
+
+PROBLEM_BASE = "https://tallybook.dev/problems/"
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+log = logging.getLogger("tallybook.http")
+
+#: HTTP statuses the framework itself answers, and their stable codes
+_HTTP_CODES = {
+    400: ("bad-request", "Bad request"),
+    401: ("unauthorized", "Unauthorized"),
+    403: ("forbidden", "Forbidden"),
+    404: ("not-found", "Not found"),
+    405: ("method-not-allowed", "Method not allowed"),
+    406: ("not-acceptable", "Not acceptable"),
+    409: ("conflict", "Conflict"),
+    413: ("payload-too-large", "Payload too large"),
+    415: ("unsupported-media-type", "Unsupported media type"),
+    422: ("validation", "Validation failed"),
+    429: ("throttled", "Too many requests"),
+    500: ("internal", "Internal error"),
+    503: ("unavailable", "Service unavailable"),
+}
+
+
+class FieldError(BaseModel):
+    """One invalid field of a request (``loc`` is the path to it)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document."""
+
+    type: str = Field(description="stable URI naming the kind of problem")
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    request_id: str | None = None
+    errors: list[FieldError] | None = Field(
+        default=None, description="the invalid fields (request validation problems only)"
+    )
+
+
+def _title(code: str) -> str:
+    return code.replace("-", " ").capitalize()
+
+
+def problem_body(
+    status: int,
+    code: str,
+    detail: str,
+    *,
+    title: str | None = None,
+    request_id: str | None = None,
+    instance: str | None = None,
+    errors: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "type": PROBLEM_BASE + code,
+        "title": title or _title(code),
+        "status": status,
+        "detail": detail,
+    }
+    if instance is not None:
+        body["instance"] = instance
+    if request_id is not None:
+        body["request_id"] = request_id
+    if errors is not None:
+        body["errors"] = errors
+    return body
+
+
+def problem_response(
+    status: int,
+    code: str,
+    detail: str,
+    *,
+    request: Request | None = None,
+    title: str | None = None,
+    errors: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    request_id = getattr(request.state, "request_id", None) if request is not None else None
+    instance = request.url.path if request is not None else None
+    body = problem_body(
+        status, code, detail, title=title, request_id=request_id, instance=instance, errors=errors
+    )
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
+
+
+def error_response(exc: TallybookError, request: Request | None = None) -> JSONResponse:
+    headers = {"Retry-After": "1"} if exc.status in (429, 503) else None
+    if exc.status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
+    return problem_response(
+        exc.status, exc.code, exc.message, request=request, title=_title(exc.code), headers=headers
+    )
+
+
+def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    out = []
+    for err in exc.errors():
+        loc = [p if isinstance(p, int) else str(p) for p in err.get("loc", ())]
+        out.append({"loc": loc, "msg": str(err.get("msg", "")), "type": str(err.get("type", ""))})
+    return out
+
+
+async def _tallybook_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, TallybookError)
+    if exc.status >= 500:
+        log.warning("request failed: %s: %s", exc.code, exc.message)
+    return error_response(exc, request)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = _field_errors(exc)
+    if any(e["type"] == "json_invalid" for e in errors):
+        return problem_response(
+            400,
+            "malformed-json",
+            "the request body is not valid JSON",
+            request=request,
+            title="Malformed JSON",
+        )
+    summary = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:5])
+    return problem_response(
+        422,
+        "validation",
+        f"invalid request: {summary}",
+        request=request,
+        title="Validation failed",
+        errors=errors,
+    )
+
+
+async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code, title = _HTTP_CODES.get(exc.status_code, ("http-error", "HTTP error"))
+    detail = exc.detail if isinstance(exc.detail, str) else title
+    return problem_response(
+        exc.status_code,
+        code,
+        detail,
+        request=request,
+        title=title,
+        headers=dict(exc.headers) if exc.headers else None,
+    )
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return problem_response(
+        500,
+        "internal",
+        "an unexpected error occurred; it has been logged",
+        request=request,
+        title="Internal error",
+    )
+
+
+def install(app: FastAPI) -> None:
+    """Register the problem+json exception handlers on ``app``."""
+    app.add_exception_handler(TallybookError, _tallybook_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_exception)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+def _problem_content() -> dict[str, Any]:
+    return {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries documenting problem answers for ``statuses``."""
+    return {
+        s: {
+            "model": Problem,
+            "description": _HTTP_CODES.get(s, ("", "Problem"))[1],
+            "content": _problem_content(),
+        }
+        for s in statuses
+    }
+
+
+#: the problems any authenticated /v1 route may answer
+STANDARD_PROBLEMS = problem_responses(400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503)
