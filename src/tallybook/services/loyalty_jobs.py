@@ -1,0 +1,272 @@
+"""Loyalty jobs: expire lots past their date, warn before, and apply tier downgrades.
+
+The expiry job never scans: lots are indexed on gsi2 by expiry day (4 shards
+a day), and a checkpoint item remembers the last day fully processed, so a run
+reads only the days since the previous run. Each account's expired lots go in
+one transaction whose id is ``expire:{account}:{cumulative end of the last lot}``,
+so re-running, or two jobs at once, expire every point exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING, cast
+
+from tallybook.domain.model import EXPIRY, Leg, TxnType
+from tallybook.domain.tiers import NEVER, MemberState, decide_tier, qualifying_points
+from tallybook.errors import NotFound
+from tallybook.services.codec import iso
+from tallybook.services.events import LedgerEvent
+from tallybook.services.loyalty_lots import parse_expiry, read_lots
+from tallybook.services.postings import Plan, Snapshot
+from tallybook.store import keys
+from tallybook.store.port import Delete, Key, SortCondition, Value
+
+if TYPE_CHECKING:
+    from tallybook.services.loyalty import LoyaltyService
+
+#: (done, total) after each step of a job
+Progress = Callable[[int, int], None]
+#: lots expired (and deleted) per transaction, well under the 100-action limit
+LOTS_PER_TXN = 80
+
+
+@dataclass
+class ExpiryReport:
+    days: int = 0
+    accounts: int = 0
+    lots: int = 0
+    points: int = 0
+    transactions: int = 0
+    warned: int = 0
+
+
+@dataclass
+class ReviewReport:
+    members: int = 0
+    downgraded: int = 0
+
+
+class ExpiryJob:
+    def __init__(self, service: LoyaltyService) -> None:
+        self.service = service
+        self.ledger = service.ledger
+        self.store = service.store
+
+    def run(self, program: str, *, progress: Progress | None = None) -> ExpiryReport:
+        cfg = self.service.config(program)
+        prog = self.ledger.programs.get(program)
+        now = self.ledger.clock.now()
+        today = now.date()
+        checkpoint = self.store.get(keys.loyalty_checkpoint(program))
+        if checkpoint is not None:
+            start = date.fromisoformat(cast(str, checkpoint["through"])) + timedelta(days=1)
+        else:
+            start = prog.created_at.date()
+        past = [start + timedelta(days=i) for i in range((today - start).days + 1)]
+        ahead = [today + timedelta(days=i) for i in range(1, cfg.expiry.warn_days + 1)]
+        total = len(past) + len(ahead)
+        report = ExpiryReport(days=len(past))
+        seen: set[str] = set()
+        for done, day in enumerate(past, 1):
+            for account in self._accounts_due(program, day):
+                if account not in seen:
+                    seen.add(account)
+                    self._expire_account(program, account, now, report)
+            if progress:
+                progress(done, total)
+        if past:
+            through = (today - timedelta(days=1)).isoformat()
+            if checkpoint is None or cast(str, checkpoint["through"]) < through:
+                self.store.put({**keys.loyalty_checkpoint(program).as_item(), "through": through})
+        report.accounts = len(seen)
+        horizon = now + timedelta(days=cfg.expiry.warn_days)
+        warned: set[str] = set()
+        for done, day in enumerate(ahead, len(past) + 1):
+            for account in self._accounts_due(program, day):
+                if account not in warned:
+                    warned.add(account)
+                    report.warned += self._warn(program, account, horizon)
+            if progress:
+                progress(done, total)
+        return report
+
+    def _accounts_due(self, program: str, day: date) -> list[str]:
+        accounts: list[str] = []
+        for shard in range(keys.LOT_EXPIRY_SHARDS):
+            part = keys.lot_expiry_index(program, day.isoformat(), shard)
+            for item in self.store.query_all(part, index="gsi2"):
+                accounts.append(cast(str, item["account"]))
+        return list(dict.fromkeys(accounts))
+
+    def _expire_account(
+        self, program: str, account: str, now: datetime, report: ExpiryReport
+    ) -> None:
+        for _ in range(1000):
+            page = self.store.query(
+                keys.account_partition(program, account),
+                SortCondition.begins_with(keys.LOT_PREFIX),
+                limit=LOTS_PER_TXN,
+            )
+            expired = []
+            for item in page.items:
+                expires = cast(str, item["expires"])
+                when = parse_expiry(expires)
+                if expires == NEVER or when is None or when > now:
+                    break
+                expired.append(item)
+            if not expired:
+                return
+            last = cast(int, expired[-1]["cum_end"])
+            txn_id = _expire_txn(account, last)
+            lot_keys = [keys.lot(program, account, cast(int, i["cum_end"])) for i in expired]
+
+            plan = self._planner(program, account, last, lot_keys, txn_id)
+            body = {"op": "expire", "account": account, "through": last}
+            try:
+                txn = self.ledger.engine.commit(program, txn_id, body, plan, lock=[account])
+            except NotFound:
+                return
+            if not txn.replay:
+                report.transactions += 1
+                report.lots += len(lot_keys)
+                report.points += cast(int, txn.details["points"])
+            self.service._announce(txn, account)
+            if len(expired) < LOTS_PER_TXN:
+                return
+
+    def _planner(
+        self, program: str, account: str, last: int, lot_keys: list[Key], txn_id: str
+    ) -> Callable[[Snapshot], Plan]:
+        """Expire what is left of the lots up to cumulative ``last`` and delete them."""
+
+        def plan(snap: Snapshot) -> Plan:
+            cfg = self.service.config(program)
+            acct = snap.account(account)
+            state = MemberState.from_value(acct.attributes.get("loyalty"))
+            fund = acct.fund(cfg.fund)
+            # points redeemed meanwhile moved lots_used: only the rest expires, and
+            # never more than is available (points debited outside loyalty)
+            points = max(0, min(last - state.lots_used, fund.available))
+            new_state = replace(state, lots_used=max(state.lots_used, last))
+            p = Plan(type=TxnType.EXPIRE, owner=account, allow_empty=True)
+            if points:
+                p.legs = [Leg(account, cfg.fund, -points), Leg(EXPIRY, cfg.fund, points)]
+            p.actions.extend(Delete(k) for k in lot_keys)
+            balance = fund.balance - points
+            decision = self.service.apply_tier(
+                p, snap, cfg, account, new_state, balance, txn_id, "expiry"
+            )
+            p.details.update(
+                {
+                    "account": account,
+                    "points": points,
+                    "lots": len(lot_keys),
+                    "through": last,
+                    "tier": decision.tier,
+                    "previous_tier": decision.previous,
+                }
+            )
+            return p
+
+        return plan
+
+    def _warn(self, program: str, account: str, horizon: datetime) -> int:
+        try:
+            acct = self.ledger.accounts.get(program, account)
+        except NotFound:
+            return 0
+        state = MemberState.from_value(acct.attributes.get("loyalty"))
+        lots = [
+            lot
+            for lot in read_lots(self.store, program, account, state.lots_used, until=horizon)
+            if lot.points > 0
+        ]
+        if not lots:
+            return 0
+        first = lots[0]
+        payload: dict[str, Value] = {
+            "points": sum(lot.points for lot in lots),
+            "expires": iso(first.expires) if first.expires else None,
+            "lots": len(lots),
+        }
+        self.ledger.events.publish(
+            LedgerEvent(
+                program,
+                account,
+                "PointsExpiring",
+                dict(payload),
+                source_id=f"expiring:{account}:{first.cum_end}",
+            )
+        )
+        return 1
+
+
+def _expire_txn(account: str, last: int) -> str:
+    from tallybook.services.loyalty import scoped_txn_id
+
+    return scoped_txn_id("expire", account, str(last))
+
+
+def review_tiers(
+    service: LoyaltyService, program: str, *, progress: Progress | None = None
+) -> ReviewReport:
+    """Walk the tier index from the top tier down and apply the downgrade rule."""
+    cfg = service.config(program)
+    report = ReviewReport()
+    seen: set[str] = set()
+    for tier in reversed(cfg.tiers[1:]):
+        cursor: str | None = None
+        while True:
+            page = service.members(program, tier.name, limit=200, cursor=cursor)
+            for account in page.accounts:
+                if account in seen:
+                    continue
+                seen.add(account)
+                report.members += 1
+                if _review(service, program, account):
+                    report.downgraded += 1
+                if progress:
+                    progress(report.members, 0)
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+    return report
+
+
+def _review(service: LoyaltyService, program: str, account: str) -> bool:
+    """Apply the downgrade rule to one member; True when the tier changed."""
+    try:
+        head = service.ledger.accounts.get(program, account)
+    except NotFound:
+        return False
+    from tallybook.services.loyalty import config_of, scoped_txn_id
+
+    cfg = config_of(service.ledger.programs.get(program))
+    state = MemberState.from_value(head.attributes.get("loyalty"))
+    now = service.ledger.clock.now()
+    qualifying = qualifying_points(cfg, state, now, head.fund(cfg.fund).balance)
+    if not decide_tier(cfg, state, qualifying, now).changed:
+        return False
+    txn_id = scoped_txn_id("tier", account, str(head.version))
+
+    def plan(snap: Snapshot) -> Plan:
+        cfg = service.config(program)
+        acct = snap.account(account)
+        state = MemberState.from_value(acct.attributes.get("loyalty"))
+        p = Plan(type="tier", owner=account, allow_empty=True)
+        decision = service.apply_tier(
+            p, snap, cfg, account, state, acct.fund(cfg.fund).balance, txn_id, "review"
+        )
+        p.details.update(
+            {"account": account, "tier": decision.tier, "previous_tier": decision.previous}
+        )
+        return p
+
+    txn = service.ledger.engine.commit(
+        program, txn_id, {"op": "review", "account": account}, plan, lock=[account]
+    )
+    service._announce(txn, account)
+    return bool(txn.details.get("tier_changed")) and not txn.replay
