@@ -21,12 +21,12 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
 from tallybook.domain.ids import check_id
 from tallybook.domain.model import Program
 from tallybook.domain.notifications import (
-    LOW_BALANCE,
     DismissReason,
     Notification,
     NotificationRules,
@@ -36,7 +36,6 @@ from tallybook.domain.notifications import (
     created_us_of,
     make_id,
     parse_rules,
-    threshold_crossing,
 )
 from tallybook.domain.postings import fingerprint
 from tallybook.errors import (
@@ -49,11 +48,10 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.services import notification_items as items
+from tallybook.services import notification_triggers as triggers
 from tallybook.services.accounts import check_limit
 from tallybook.services.codec import from_us, iso, to_us
-from tallybook.services.events import LedgerEvent
 from tallybook.services.notification_delivery import Delivery, delivery_from_env
-from tallybook.services.postings import Committed
 from tallybook.services.retry import Backoff
 from tallybook.store import keys
 from tallybook.store.port import (
@@ -72,6 +70,7 @@ from tallybook.store.port import (
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
+    from tallybook.services.events_ingest import EventIngestor
 
 log = logging.getLogger("tallybook.notifications")
 
@@ -96,8 +95,14 @@ class NotificationService:
         self.programs = ledger.programs
         self.delivery: Delivery = delivery or delivery_from_env()
         self.backoff = backoff or Backoff(attempts=20)
-        ledger.engine.subscribe(self._on_committed)
-        ledger.events.subscribe(self._on_event)
+        triggers.attach(self, ledger)
+
+    @cached_property
+    def ingestor(self) -> EventIngestor:
+        """Inbound events (SNS envelopes, NDJSON); counts what it accepts and rejects."""
+        from tallybook.services.events_ingest import EventIngestor
+
+        return EventIngestor(self)
 
     # -- rules ---------------------------------------------------------------
 
@@ -136,7 +141,7 @@ class NotificationService:
             check_id(idempotency_key, "idempotency key")
         prog = self.programs.get(program)
         self.ledger.accounts.get(program, account)
-        return self._add(prog, account, type, body, idempotency_key, expires_at)
+        return self.add_to(prog, account, type, body, idempotency_key, expires_at)
 
     def dismiss(self, program: str, account: str, notification_id: str) -> Notification:
         """Dismiss one notification; dismissing it again returns it unchanged."""
@@ -240,7 +245,7 @@ class NotificationService:
 
     # -- internals -------------------------------------------------------------
 
-    def _add(
+    def add_to(
         self,
         program: Program,
         account: str,
@@ -249,6 +254,7 @@ class NotificationService:
         key: str | None,
         expires_at: datetime | None,
     ) -> Notification:
+        """Add for ``program`` without checking the account (the ledger's own triggers)."""
         rules = parse_rules(program.settings.get("notifications"))
         rule = rules.rule(type_)
         fp = fingerprint(
@@ -439,57 +445,6 @@ class NotificationService:
             log.warning("could not record the delivery of %s: %s", n.id, exc)
         return replace(n, delivery=outcome, delivered_at=at, delivery_error=error)
 
-    # -- subscriptions -----------------------------------------------------------
-
-    def _on_committed(self, event: Committed) -> None:
-        """LowBalance when a fund's available amount crosses its threshold."""
-        try:
-            for account, funds in event.after.items():
-                before = event.before.get(account)
-                if before is None:
-                    continue
-                for fund, state in funds.items():
-                    spec = event.program.fund(fund)
-                    threshold = spec.low_balance_threshold if spec else None
-                    if threshold is None:
-                        continue
-                    crossing = threshold_crossing(
-                        before.fund(fund).available, state.available, threshold
-                    )
-                    if crossing is True:
-                        payload = {
-                            "fund": fund,
-                            "balance": state.balance,
-                            "available": state.available,
-                            "threshold": threshold,
-                            "txn_id": event.transaction.id,
-                        }
-                        key = f"lb:{event.transaction.id}:{fund}"
-                        self._add(event.program, account, LOW_BALANCE, payload, key, None)
-                    elif crossing is False:
-                        self.dismiss_type(
-                            event.program.id,
-                            account,
-                            LOW_BALANCE,
-                            by=event.transaction.id,
-                            reason=DismissReason.TOPPED_UP,
-                            where=_about_fund(fund),
-                        )
-        except Exception:
-            log.exception("low-balance notification failed for %s", event.transaction.id)
-
-    def _on_event(self, event: LedgerEvent) -> None:
-        program = self.programs.get(event.program)
-        key = f"ev:{event.type}:{event.source_id}" if event.source_id else None
-        self._add(
-            program,
-            event.account,
-            check_type(event.type),
-            check_payload(dict(event.payload)),
-            key,
-            None,
-        )
-
     # defined last: inside the class body, ``list`` would shadow the builtin
     def list(self, program: str, account: str) -> list[Notification]:
         """The account's active notifications, newest first (one query)."""
@@ -508,10 +463,6 @@ class NotificationService:
             self.ledger.accounts.get(program, account)
         found.sort(key=items.created_us, reverse=True)
         return [items.from_item(i, now) for i in found]
-
-
-def _about_fund(fund: str) -> Callable[[Notification], bool]:
-    return lambda n: n.payload.get("fund") == fund
 
 
 def _key(item: Item) -> Key:

@@ -1,0 +1,93 @@
+"""Notifications the ledger raises by itself.
+
+- From the posting engine: ``LowBalance`` when a fund's *available* amount
+  (balance minus holds) drops below its ``FundSpec.low_balance_threshold``;
+  dismissed (reason ``topped_up``, by the transaction id) once it is back at
+  or above it. A fund that never was above its threshold raises nothing.
+- From the event bus: every :class:`LedgerEvent` (``HoldExpired`` from the
+  wallet, ``TierChanged`` and ``PointsExpiring`` from loyalty...) becomes a
+  notification of its type; its ``source_id`` makes re-raising a no-op.
+
+A failing trigger is logged and never undoes the committed write.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from tallybook.domain.notifications import (
+    LOW_BALANCE,
+    DismissReason,
+    Notification,
+    check_payload,
+    check_type,
+    threshold_crossing,
+)
+from tallybook.services.events import LedgerEvent
+from tallybook.services.postings import Committed
+
+if TYPE_CHECKING:
+    from tallybook.ledger import Ledger
+    from tallybook.services.notifications import NotificationService
+
+log = logging.getLogger("tallybook.notifications")
+
+
+def attach(service: NotificationService, ledger: Ledger) -> None:
+    def on_committed(event: Committed) -> None:
+        try:
+            low_balance(service, event)
+        except Exception:
+            log.exception("low-balance notification failed for %s", event.transaction.id)
+
+    def on_event(event: LedgerEvent) -> None:
+        ledger_event(service, event)
+
+    ledger.engine.subscribe(on_committed)
+    ledger.events.subscribe(on_event)
+
+
+def low_balance(service: NotificationService, event: Committed) -> None:
+    for account, funds in event.after.items():
+        before = event.before.get(account)
+        if before is None:
+            continue
+        for fund, state in funds.items():
+            spec = event.program.fund(fund)
+            threshold = spec.low_balance_threshold if spec else None
+            if threshold is None:
+                continue
+            crossing = threshold_crossing(before.fund(fund).available, state.available, threshold)
+            if crossing is True:
+                payload = {
+                    "fund": fund,
+                    "balance": state.balance,
+                    "available": state.available,
+                    "threshold": threshold,
+                    "txn_id": event.transaction.id,
+                }
+                key = f"lb:{event.transaction.id}:{fund}"
+                service.add_to(event.program, account, LOW_BALANCE, payload, key, None)
+            elif crossing is False:
+                service.dismiss_type(
+                    event.program.id,
+                    account,
+                    LOW_BALANCE,
+                    by=event.transaction.id,
+                    reason=DismissReason.TOPPED_UP,
+                    where=_about(fund),
+                )
+
+
+def ledger_event(service: NotificationService, event: LedgerEvent) -> None:
+    program = service.programs.get(event.program)
+    key = f"ev:{event.type}:{event.source_id}" if event.source_id else None
+    payload = check_payload(dict(event.payload))
+    service.add_to(program, event.account, check_type(event.type), payload, key, None)
+
+
+def _about(fund: str) -> Callable[[Notification], bool]:
+    """Only the LowBalance about this fund is cleared by this fund's top-up."""
+    return lambda n: n.payload.get("fund") == fund
