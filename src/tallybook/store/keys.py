@@ -210,39 +210,3 @@ def tier_log(p: str, a: str, us: int, txn_id: str) -> Key:
 
 def loyalty_checkpoint(p: str) -> Key:
     return Key(f"LOYALTY#{p}", "EXPIRY")
-
-
-# --- billing and reports (capability E) ----------------------------------------
-# Billing records are filed by time bucket (one partition per bucket, so a
-# report queries exactly the buckets of its window); a separate row per record
-# id makes ingestion idempotent. One state row per program holds the bucket
-# size, grace and the checkpoints; one row per written report lists it. Entries
-# posted against @issuance/@redemption/@expiry are indexed on gsi1 by hour for
-# the rewards-issued report. See services/billing.py and docs/billing.md.
-
-#: shards of each hour of the rewards index (the report queries them all)
-REWARD_INDEX_SHARDS = 4
-
-
-def billing_bucket(p: str, bucket_iso: str) -> str:
-    return f"BILL#{p}#{bucket_iso}"
-
-
-def billing_record_id(p: str, record_id: str) -> Key:
-    return Key(f"BILLID#{p}#{record_id}", "BILLID")
-
-
-def billing_state(p: str) -> Key:
-    return Key(f"BILLSTATE#{p}", "STATE")
-
-
-def reports_partition(p: str) -> str:
-    return f"REPORTS#{p}"
-
-
-def report_row(p: str, kind: str, window: str) -> Key:
-    return Key(reports_partition(p), f"{kind}#{window}")
-
-
-def reward_index(p: str, hour: str, shard: int) -> str:
-    return f"RWD#{p}#{hour}#{shard}"
