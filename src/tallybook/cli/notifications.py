@@ -1,0 +1,262 @@
+"""``tallybook notifications add|list|dismiss|history|rules`` and ``tallybook events ingest``.
+
+Twins of ``ledger.notifications`` (add, list, dismiss, dismiss_type, history,
+rules/set_rules) and ``ledger.notifications.ingestor.ingest_lines``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+from tallybook.cli.options import StoreOption
+from tallybook.cli.output import console, err_console, open_ledger, print_json, table
+from tallybook.domain.notifications import Notification, rules_to_settings
+from tallybook.errors import ValidationError
+
+ProgramOption = Annotated[
+    str,
+    typer.Option(
+        "--program", "-p", envvar="TALLYBOOK_PROGRAM", help="Program id ($TALLYBOOK_PROGRAM)."
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+AccountArg = Annotated[str, typer.Argument(help="Account id inside the program.")]
+
+app = typer.Typer(
+    help="Per-account notifications: add, list active, dismiss, history, rules.",
+    no_args_is_help=True,
+)
+events_app = typer.Typer(help="Inbound events that raise notifications.", no_args_is_help=True)
+
+
+def _time(value: str | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationError(f"{name} must be an ISO 8601 time, got {value!r}") from None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def _rows(items: list[Notification]) -> list[list[Any]]:
+    return [
+        [
+            n.id,
+            n.type,
+            n.status,
+            n.created_at.isoformat(timespec="seconds"),
+            n.dismissed_by or "",
+            n.delivery or "",
+            json.dumps(n.payload, sort_keys=True)[:60],
+        ]
+        for n in items
+    ]
+
+
+COLUMNS = ["id", "type", "status", "created", "dismissed by", "delivery", "payload"]
+
+
+@app.command("add")
+def add(
+    account: AccountArg,
+    type_: Annotated[str, typer.Argument(metavar="TYPE", help="Type, e.g. TierChanged.")],
+    program: ProgramOption,
+    payload: Annotated[
+        str, typer.Option("--payload", help="JSON object (integers, never floats).")
+    ] = "{}",
+    key: Annotated[
+        str | None, typer.Option("--key", help="Idempotency key: adding again is a no-op.")
+    ] = None,
+    expires_at: Annotated[
+        str | None, typer.Option("--expires-at", help="ISO time the active one disappears.")
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Add a notification; it supersedes the active one of the same type.
+
+    Example: tallybook notifications add alice TierChanged --payload '{"tier": "gold"}' -p shop
+    """
+    try:
+        body = json.loads(payload)
+    except ValueError as exc:
+        raise ValidationError(f"--payload is not valid JSON: {exc}") from None
+    with open_ledger(store) as ledger:
+        n = ledger.notifications.add(
+            program,
+            account,
+            type_,
+            body,
+            idempotency_key=key,
+            expires_at=_time(expires_at, "--expires-at"),
+        )
+    if as_json:
+        print_json(n)
+    else:
+        console.print(f"{n.type} {n.id} {'(replay) ' if n.replay else ''}{n.status}")
+
+
+@app.command("list")
+def list_(
+    account: AccountArg,
+    program: ProgramOption,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List the account's active notifications, newest first.
+
+    Example: tallybook notifications list alice -p shop
+    """
+    with open_ledger(store) as ledger:
+        found = ledger.notifications.list(program, account)
+    if as_json:
+        print_json({"notifications": found})
+    else:
+        table(f"{program}/{account} active notifications", COLUMNS, _rows(found))
+
+
+@app.command("dismiss")
+def dismiss(
+    account: AccountArg,
+    program: ProgramOption,
+    notification_id: Annotated[
+        str | None, typer.Argument(metavar="[ID]", help="Notification id to dismiss.")
+    ] = None,
+    type_: Annotated[
+        str | None, typer.Option("--type", help="Dismiss the active one of this type instead.")
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Dismiss one notification by ID, or the active one of --type (idempotent).
+
+    Examples:
+      tallybook notifications dismiss alice n-1767225600000000-0a1b2c3d4e -p shop
+      tallybook notifications dismiss alice --type LowBalance -p shop
+    """
+    if (notification_id is None) == (type_ is None):
+        raise ValidationError("give either a notification ID or --type, not both")
+    with open_ledger(store) as ledger:
+        if notification_id is not None:
+            n: Notification | None = ledger.notifications.dismiss(program, account, notification_id)
+        else:
+            assert type_ is not None
+            n = ledger.notifications.dismiss_type(program, account, type_)
+    if as_json:
+        print_json({"dismissed": n})
+    elif n is None:
+        console.print(f"no active {type_} notification")
+    else:
+        console.print(f"{n.type} {n.id} {n.status}")
+
+
+@app.command("history")
+def history(
+    account: AccountArg,
+    program: ProgramOption,
+    since: Annotated[str | None, typer.Option("--since", help="ISO time, inclusive.")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="ISO time, exclusive.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Page size, 1-1000.")] = 50,
+    cursor: Annotated[str | None, typer.Option("--cursor", help="Next page's cursor.")] = None,
+    oldest_first: Annotated[bool, typer.Option("--oldest-first", help="Oldest first.")] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show notification history, newest first; items past retention are gone.
+
+    Example: tallybook notifications history alice --since 2026-01-01 --limit 20 -p shop
+    """
+    with open_ledger(store) as ledger:
+        page = ledger.notifications.history(
+            program,
+            account,
+            since=_time(since, "--since"),
+            until=_time(until, "--until"),
+            newest_first=not oldest_first,
+            limit=limit,
+            cursor=cursor,
+        )
+    if as_json:
+        print_json({"notifications": page.notifications, "cursor": page.cursor})
+        return
+    table(f"{program}/{account} notification history", COLUMNS, _rows(page.notifications))
+    if page.cursor:
+        console.print(f"next page: --cursor {page.cursor}")
+
+
+@app.command("rules")
+def rules(
+    program: ProgramOption,
+    set_file: Annotated[
+        Path | None,
+        typer.Option("--set", help="JSON file of rules to store (replaces the current ones)."),
+    ] = None,
+    store: StoreOption = None,
+) -> None:
+    """Print the program's notification rules (JSON), or replace them with --set FILE.
+
+    Example file: {"retention_days": 30, "types": {"TopUp": {"dismisses": ["LowBalance"]}}}
+    """
+    with open_ledger(store) as ledger:
+        if set_file is not None:
+            try:
+                raw = json.loads(set_file.read_text())
+            except (OSError, ValueError) as exc:
+                raise ValidationError(f"cannot read rules from {set_file}: {exc}") from None
+            result = ledger.notifications.set_rules(program, raw)
+        else:
+            result = ledger.notifications.rules(program)
+    print_json(rules_to_settings(result))
+
+
+@events_app.command("ingest")
+def ingest(
+    file: Annotated[Path, typer.Argument(help="NDJSON file: SNS envelopes or bare events.")],
+    program: ProgramOption,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+    show: Annotated[int, typer.Option("--show", help="Rejected lines to print.")] = 20,
+) -> None:
+    """Ingest events from FILE.ndjson; a replayed MessageId is a no-op.
+
+    Each line is an SNS-style envelope ({"Type": "Notification", "MessageId": ...,
+    "Message": "{...}"}) or a bare event ({"id", "account", "type", "payload"}).
+    A bad line is rejected with its reason and counted; it never stops the batch.
+
+    Example: tallybook events ingest events.ndjson -p shop
+    """
+    try:
+        size = file.stat().st_size
+        handle = file.open(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ValidationError(f"cannot read {file}: {exc}") from None
+    with open_ledger(store) as ledger, handle:
+        columns = (
+            TextColumn("ingesting"),
+            BarColumn(),
+            DownloadColumn(),
+            TimeRemainingColumn(),
+        )
+        with Progress(*columns, console=err_console, transient=as_json) as progress:
+            task = progress.add_task("ingest", total=size)
+            report = ledger.notifications.ingestor.ingest_lines(
+                program, handle, progress=lambda n: progress.advance(task, n)
+            )
+    stats = report.stats.as_dict()
+    if as_json:
+        print_json({**stats, "rejected_lines": [list(r) for r in report.rejected]})
+        return
+    for number, _, message in report.rejected[:show]:
+        err_console.print(f"line {number}: {message}", markup=False, highlight=False)
+    console.print(
+        f"{stats['received']} messages: {stats['added']} added, {stats['replayed']} replayed, "
+        f"{stats['confirmed']} confirmed, {stats['ignored']} ignored, "
+        f"{stats['rejected']} rejected"
+    )
