@@ -14,6 +14,7 @@ import typer
 
 from tallybook.cli import keys, ledger, program, serve, table
 from tallybook.cli import loyalty as loyalty_cli
+from tallybook.cli import loyalty as loyalty_cli
 from tallybook.cli import notifications as notifications_cli
 from tallybook.cli.options import StoreOption
 from tallybook.errors import TallybookError
@@ -48,6 +49,8 @@ app.command("check")(ledger.check)
 app.add_typer(program.app, name="program")
 app.add_typer(keys.app, name="keys")
 app.command("serve")(serve.serve)
+app.add_typer(loyalty_cli.app, name="loyalty")
+app.command("expire")(loyalty_cli.expire)
 app.add_typer(loyalty_cli.app, name="loyalty")
 app.command("expire")(loyalty_cli.expire)
 app.add_typer(notifications_cli.app, name="notifications")

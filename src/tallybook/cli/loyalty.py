@@ -1,0 +1,254 @@
+"""Loyalty commands (``tallybook loyalty ...`` and ``tallybook expire``): twins of
+``ledger.loyalty``."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import Progress
+
+from tallybook.cli.ledger import JsonOption, ProgramOption
+from tallybook.cli.options import StoreOption
+from tallybook.cli.output import console, err_console, open_ledger, print_json, table
+from tallybook.domain.loyalty import instant, load_toml
+
+app = typer.Typer(
+    help="Loyalty: rules, earn per order, redeem, tiers, expiring points.", no_args_is_help=True
+)
+config_app = typer.Typer(help="Load or show a program's loyalty rules.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+AccountArg = Annotated[str, typer.Argument(help="Account (member) id.")]
+
+
+@config_app.command("load")
+def config_load(
+    file: Annotated[Path, typer.Argument(help="TOML file (see examples/loyalty.toml).")],
+    program: ProgramOption,
+    store: StoreOption = None,
+    check_only: Annotated[
+        bool, typer.Option("--check", help="Validate the file without storing it.")
+    ] = False,
+) -> None:
+    """Validate a loyalty TOML file and store it as the program's rules.
+
+    Example: tallybook loyalty config load examples/loyalty.toml --program shop
+    """
+    cfg = load_toml(file)
+    if check_only:
+        console.print(f"{file}: valid ({len(cfg.tiers)} tiers, {len(cfg.campaigns)} campaigns)")
+        return
+    with open_ledger(store) as ledger:
+        ledger.loyalty.configure(program, cfg)
+    console.print(f"loyalty rules of {program} loaded from {file}")
+
+
+@config_app.command("show")
+def config_show(program: ProgramOption, store: StoreOption = None) -> None:
+    """Print the program's loyalty rules as JSON (canonical form).
+
+    Example: tallybook loyalty config show --program shop
+    """
+    with open_ledger(store) as ledger:
+        print(json.dumps(ledger.loyalty.config(program).to_settings(), indent=2))
+
+
+@app.command("earn")
+def earn(
+    account: AccountArg,
+    order_id: Annotated[str, typer.Argument(help="Order id: each order earns once.")],
+    amount: Annotated[int, typer.Argument(help="Order amount in minor units (cents).")],
+    program: ProgramOption,
+    currency: Annotated[
+        str | None, typer.Option(help="Order currency [default: the program's].")
+    ] = None,
+    at: Annotated[
+        str | None, typer.Option(help="When the order was placed (ISO time) [default: now].")
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Earn points for an order, exactly once per ORDER_ID.
+
+    Example: tallybook loyalty earn alice order-1001 4599 --program shop
+    """
+    when: datetime | None = instant(at, "--at") if at else None
+    with open_ledger(store) as ledger:
+        r = ledger.loyalty.earn(program, account, order_id, amount, currency=currency, at=when)
+    if as_json:
+        print_json(r)
+        return
+    again = " (already earned: first result)" if r.replay else ""
+    extra = f", campaigns {', '.join(r.campaigns)}" if r.campaigns else ""
+    console.print(f"{account} earned {r.points} points for {order_id}{extra}; tier {r.tier}{again}")
+
+
+@app.command("redeem")
+def redeem(
+    account: AccountArg,
+    points: Annotated[int, typer.Argument(help="Points to spend.")],
+    reward_id: Annotated[str, typer.Argument(help="Reward id.")],
+    program: ProgramOption,
+    txn_id: Annotated[str, typer.Option("--txn-id", help="Idempotency key of this redemption.")],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Redeem POINTS for REWARD_ID, oldest points first.
+
+    Example: tallybook loyalty redeem alice 500 mug --txn-id r-42 --program shop
+    """
+    with open_ledger(store) as ledger:
+        r = ledger.loyalty.redeem(program, account, points, reward_id, txn_id=txn_id)
+    if as_json:
+        print_json(r)
+        return
+    console.print(f"{account} redeemed {r.points} points for {reward_id}; balance {r.balance}")
+
+
+@app.command("tier")
+def tier(
+    account: AccountArg,
+    program: ProgramOption,
+    history: Annotated[bool, typer.Option("--history", help="List tier changes too.")] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a member's tier, qualifying points and balance (and tier history).
+
+    Example: tallybook loyalty tier alice --history --program shop
+    """
+    with open_ledger(store) as ledger:
+        status = ledger.loyalty.status(program, account)
+        changes = ledger.loyalty.tier_history(program, account).changes if history else []
+    if as_json:
+        print_json({"status": status, "history": changes})
+        return
+    nxt = f"; {status.points_to_next_tier} points to {status.next_tier}" if status.next_tier else ""
+    console.print(
+        f"{account}: tier {status.tier}, qualifying points {status.qualifying_points}, "
+        f"balance {status.balance}{nxt}"
+    )
+    if history:
+        table(
+            "tier history",
+            ["at", "from", "to", "reason", "transaction"],
+            [[c.at.isoformat(), c.previous, c.tier, c.reason, c.txn_id] for c in changes],
+        )
+
+
+@app.command("members")
+def members(
+    tier_name: Annotated[str, typer.Argument(metavar="TIER", help="Tier name.")],
+    program: ProgramOption,
+    limit: Annotated[int, typer.Option(help="Page size (1-1000).")] = 100,
+    cursor: Annotated[str | None, typer.Option(help="Cursor from the previous page.")] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List the members of TIER, one page at a time.
+
+    Example: tallybook loyalty members gold --program shop --limit 50
+    """
+    with open_ledger(store) as ledger:
+        page = ledger.loyalty.members(program, tier_name, limit=limit, cursor=cursor)
+    if as_json:
+        print_json(page)
+        return
+    for account in page.accounts:
+        console.print(account)
+    if page.cursor:
+        err_console.print(f"more: --cursor {page.cursor}")
+
+
+@app.command("expiring")
+def expiring(
+    account: AccountArg,
+    program: ProgramOption,
+    days: Annotated[
+        int | None, typer.Option(help="Horizon in days [default: the warning horizon].")
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List a member's points that expire within DAYS, oldest first.
+
+    Example: tallybook loyalty expiring alice --days 30 --program shop
+    """
+    with open_ledger(store) as ledger:
+        lots = ledger.loyalty.expiring(program, account, days=days)
+    if as_json:
+        print_json(lots)
+        return
+    table(
+        f"{account}: points expiring",
+        ["expires", "points", "order"],
+        [
+            [lot.expires.isoformat() if lot.expires else "never", lot.points, lot.order_id]
+            for lot in lots
+        ],
+    )
+
+
+@app.command("order")
+def order(
+    order_id: Annotated[str, typer.Argument(help="Order id.")],
+    program: ProgramOption,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the earn transaction an order produced and its account.
+
+    Example: tallybook loyalty order order-1001 --program shop
+    """
+    with open_ledger(store) as ledger:
+        found = ledger.loyalty.order(program, order_id)
+    if as_json:
+        print_json(found)
+        return
+    console.print(
+        f"order {order_id}: transaction {found.transaction.id}, account {found.account}, "
+        f"{found.points} points at {found.transaction.created_at.isoformat()}"
+    )
+
+
+@app.command("downgrade")
+def downgrade(
+    program: ProgramOption, store: StoreOption = None, as_json: JsonOption = False
+) -> None:
+    """Apply the downgrade rule to every member above the base tier (a periodic job).
+
+    Example: tallybook loyalty downgrade --program shop
+    """
+    with open_ledger(store) as ledger, Progress(console=err_console, transient=True) as bar:
+        task = bar.add_task("reviewing members", total=None)
+        report = ledger.loyalty.review_tiers(
+            program, progress=lambda done, _total: bar.update(task, completed=done)
+        )
+    if as_json:
+        print_json(report)
+        return
+    console.print(f"reviewed {report.members} members, downgraded {report.downgraded}")
+
+
+def expire(program: ProgramOption, store: StoreOption = None, as_json: JsonOption = False) -> None:
+    """Expire loyalty points past their date and raise PointsExpiring warnings.
+
+    Idempotent: reads only the days since the last run; running it twice
+    expires nothing more. Example: tallybook expire --program shop
+    """
+    with open_ledger(store) as ledger, Progress(console=err_console, transient=True) as bar:
+        task = bar.add_task("expiring points", total=None)
+        report = ledger.loyalty.expire(
+            program, progress=lambda done, total: bar.update(task, completed=done, total=total)
+        )
+    if as_json:
+        print_json(report)
+        return
+    console.print(
+        f"expired {report.points} points in {report.lots} lots of {report.accounts} accounts "
+        f"({report.days} days read); warned {report.warned} accounts"
+    )
