@@ -1,0 +1,493 @@
+"""Billing records: idempotent ingestion into time buckets, bucket reads, settings.
+
+Layout (see ``store/keys.py``): a record lives at ``BILL#{program}#{bucket}`` /
+``{time}#{random}``; ``BILLID#{program}#{record id}`` is its idempotency row,
+written in the same transaction on condition it does not exist. A replay with
+the same body returns the original; another body is an ``IdempotencyConflict``.
+
+Which window a record lands in (invariant 7): its own bucket, the bucket of its
+``time``, unless the window holding that bucket has already been reported
+(closed). A record whose bucket has already ended when it arrives is written
+with a condition check on the program's billing state row (``closed_billing``
+<= bucket start); when the check fails the record is filed in the first open
+bucket instead and flagged ``late``. Records of the current bucket skip the
+check (it would make the state row a hot item); they rely on the report's
+grace window being longer than a write takes plus clock skew between hosts.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import secrets
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, cast
+
+from tallybook.domain.billing import (
+    MAX_FUTURE,
+    BillingConfig,
+    BillingRecord,
+    RecordDraft,
+    bucket_start,
+    check_bucket_seconds,
+    check_grace_seconds,
+    check_time,
+    draft_from_mapping,
+    epoch,
+    from_epoch,
+    iso,
+    new_record,
+    parse_iso,
+)
+from tallybook.domain.postings import fingerprint
+from tallybook.domain.reports import ALL_KINDS
+from tallybook.errors import (
+    ConditionFailed,
+    IdempotencyConflict,
+    InvalidState,
+    TallybookError,
+    TooManyRetries,
+    ValidationError,
+)
+from tallybook.store import keys
+from tallybook.store.port import (
+    Action,
+    Compare,
+    ConditionCheck,
+    Item,
+    NotExists,
+    Put,
+    Set,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from tallybook.ledger import Ledger
+    from tallybook.services.reports import ReportService
+
+#: records per storage transaction when ingesting many (2-3 actions each, max 100)
+BATCH_RECORDS = 32
+#: buckets one listing may span (a quarter hour bucket: about 3 months)
+MAX_LIST_BUCKETS = 10_000
+QUERY_PAGE = 1000
+_ATTEMPTS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class BillingState:
+    """The program's billing state row: settings and, per report kind, the
+    checkpoint (end of the last reported window) and the closed mark (end of
+    the window being reported; records no longer enter buckets before it)."""
+
+    config: BillingConfig
+    start: int
+    checkpoints: dict[str, int]
+    closed: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordPage:
+    records: list[BillingRecord]
+    cursor: str | None
+
+
+@dataclass
+class IngestSummary:
+    created: int = 0
+    replayed: int = 0
+    late: int = 0
+    #: (line number, message) of each rejected record
+    errors: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.created + self.replayed + len(self.errors)
+
+
+Progress = Callable[[int], None]
+
+
+def bucket_label(seconds: int) -> str:
+    return from_epoch(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def record_from_item(item: Mapping[str, Value], *, replay: bool = False) -> BillingRecord:
+    return BillingRecord(
+        program=cast(str, item["program"]),
+        id=cast(str, item["record_id"]),
+        partner=cast(str, item["partner"]),
+        order_id=cast(str, item["order_id"]),
+        amount=cast(int, item["amount"]),
+        currency=cast(str, item["currency"]),
+        rate=cast(str, item["rate"]),
+        commission=cast(int, item["commission"]),
+        time=parse_iso(cast(str, item["time"])),
+        bucket=parse_iso(cast(str, item["bucket"])),
+        ingested_at=parse_iso(cast(str, item["ingested_at"])),
+        late=bool(item.get("late")),
+        replay=replay,
+    )
+
+
+class BillingService:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.store = ledger.store
+        self.clock = ledger.clock
+        self._buckets: dict[str, int] = {}
+
+    @cached_property
+    def reports(self) -> ReportService:
+        from tallybook.services.reports import ReportService
+
+        return ReportService(self)
+
+    # -- settings and state ----------------------------------------------------
+
+    def configure(
+        self,
+        program: str,
+        *,
+        bucket_minutes: int | None = None,
+        grace_minutes: int | None = None,
+        start: datetime | None = None,
+    ) -> BillingState:
+        """Set the bucket size (only before billing state exists), the grace window
+        and where reporting starts (the first window; also only at first)."""
+        self.ledger.programs.get(program)
+        bucket = check_bucket_seconds(bucket_minutes * 60) if bucket_minutes else None
+        grace = check_grace_seconds(grace_minutes * 60) if grace_minutes is not None else None
+        current = self._read_state(program)
+        if current is None:
+            config = BillingConfig(
+                bucket or BillingConfig().bucket_seconds,
+                grace if grace is not None else BillingConfig().grace_seconds,
+            )
+            first = epoch(check_time(start, "start")) if start else None
+            if first is not None and first % config.bucket_seconds:
+                raise ValidationError("start must fall on a bucket boundary")
+            current = self._create_state(program, config, first)
+        if bucket and bucket != current.config.bucket_seconds:
+            raise InvalidState(
+                "the bucket size is fixed once billing has started "
+                f"({current.config.bucket_seconds // 60} min)"
+            )
+        if start is not None and epoch(check_time(start, "start")) != current.start:
+            raise InvalidState("the reporting start is fixed once billing has started")
+        if grace is not None and grace != current.config.grace_seconds:
+            self.store.update(keys.billing_state(program), [Set("grace_seconds", grace)])
+            return self.state(program)
+        return current
+
+    def state(self, program: str) -> BillingState:
+        """The billing state row (created with defaults on first use)."""
+        self.ledger.programs.get(program)
+        found = self._read_state(program)
+        return found if found is not None else self._create_state(program, BillingConfig(), None)
+
+    def _read_state(self, program: str) -> BillingState | None:
+        item = self.store.get(keys.billing_state(program))
+        if item is None:
+            return None
+        config = BillingConfig(cast(int, item["bucket_seconds"]), cast(int, item["grace_seconds"]))
+        self._buckets[program] = config.bucket_seconds
+        return BillingState(
+            config=config,
+            start=cast(int, item["start"]),
+            checkpoints={k: cast(int, item[f"ckpt_{k}"]) for k in ALL_KINDS},
+            closed={k: cast(int, item[f"closed_{k}"]) for k in ALL_KINDS},
+        )
+
+    def _create_state(self, program: str, config: BillingConfig, start: int | None) -> BillingState:
+        first = (
+            start
+            if start is not None
+            else bucket_start(epoch(self.clock.now()), config.bucket_seconds)
+        )
+        item: Item = {
+            **keys.billing_state(program).as_item(),
+            "program": program,
+            "bucket_seconds": config.bucket_seconds,
+            "grace_seconds": config.grace_seconds,
+            "start": first,
+        }
+        for kind in ALL_KINDS:
+            item[f"ckpt_{kind}"] = first
+            item[f"closed_{kind}"] = first
+        with contextlib.suppress(ConditionFailed):
+            self.store.put(item, NotExists("pk"))
+        found = self._read_state(program)
+        assert found is not None
+        return found
+
+    def bucket_seconds(self, program: str) -> int:
+        """Fixed per program once set, so it is cached for the process's life."""
+        if program not in self._buckets:
+            self.state(program)
+        return self._buckets[program]
+
+    # -- ingestion ----------------------------------------------------------------
+
+    def ingest(
+        self,
+        program: str,
+        record_id: str,
+        *,
+        partner: str,
+        order_id: str,
+        amount: int,
+        currency: str,
+        rate: Any,
+        time: datetime | str,
+    ) -> BillingRecord:
+        """Record one billing record exactly once; a replay returns the original."""
+        draft = new_record(
+            record_id,
+            partner=partner,
+            order_id=order_id,
+            amount=amount,
+            currency=currency,
+            rate=rate,
+            time=time,
+        )
+        return self.ingest_draft(program, draft)
+
+    def ingest_draft(self, program: str, draft: RecordDraft) -> BillingRecord:
+        size = self.bucket_seconds(program)
+        now = self.clock.now()
+        self._check_not_future(draft, now)
+        target = bucket_start(epoch(draft.time), size)
+        late = False
+        for _ in range(_ATTEMPTS):
+            actions, record = self._actions(program, draft, target, late, now, size)
+            try:
+                self.store.transact_write(actions)
+            except ConditionFailed as exc:
+                if exc.index == 0:
+                    return self._replay(program, draft)
+                if exc.index == 2:
+                    target, late = self._first_open(program, now, size), True
+                continue
+            return record
+        raise TooManyRetries(f"billing record {draft.id} could not be filed; retry it")
+
+    def ingest_many(
+        self,
+        program: str,
+        rows: Iterable[tuple[int, Mapping[str, Any] | RecordDraft]],
+        *,
+        progress: Progress | None = None,
+    ) -> IngestSummary:
+        """Ingest numbered records (an NDJSON file) in transactions of up to
+        :data:`BATCH_RECORDS`; a record refused for its content is reported in
+        ``errors`` with its number and does not stop the rest."""
+        summary = IngestSummary()
+        size = self.bucket_seconds(program)
+        batch: list[tuple[int, RecordDraft]] = []
+
+        def flush() -> None:
+            if batch:
+                self._ingest_batch(program, batch, size, summary)
+                if progress:
+                    progress(len(batch))
+                batch.clear()
+
+        for number, row in rows:
+            try:
+                draft = row if isinstance(row, RecordDraft) else draft_from_mapping(row)
+                self._check_not_future(draft, self.clock.now())
+            except TallybookError as exc:
+                summary.errors.append((number, exc.message))
+                if progress:
+                    progress(1)
+                continue
+            if any(d.id == draft.id for _, d in batch):
+                flush()
+            batch.append((number, draft))
+            if len(batch) >= BATCH_RECORDS:
+                flush()
+        flush()
+        return summary
+
+    def _ingest_batch(
+        self,
+        program: str,
+        batch: list[tuple[int, RecordDraft]],
+        size: int,
+        summary: IngestSummary,
+    ) -> None:
+        now = self.clock.now()
+        actions: list[Action] = []
+        for _, draft in batch:
+            target = bucket_start(epoch(draft.time), size)
+            actions.extend(self._actions(program, draft, target, False, now, size)[0])
+        try:
+            self.store.transact_write(actions)
+        except ConditionFailed:
+            # a replay or a late record among them: file each on its own
+            for number, draft in batch:
+                try:
+                    record = self.ingest_draft(program, draft)
+                except TallybookError as exc:
+                    summary.errors.append((number, exc.message))
+                    continue
+                summary.replayed += record.replay
+                summary.created += not record.replay
+                summary.late += record.late and not record.replay
+            return
+        summary.created += len(batch)
+
+    def _actions(
+        self,
+        program: str,
+        draft: RecordDraft,
+        target: int,
+        late: bool,
+        now: datetime,
+        size: int,
+    ) -> tuple[list[Action], BillingRecord]:
+        record = BillingRecord(
+            program=program,
+            id=draft.id,
+            partner=draft.partner,
+            order_id=draft.order_id,
+            amount=draft.amount,
+            currency=draft.currency,
+            rate=draft.rate,
+            commission=draft.commission,
+            time=draft.time,
+            bucket=from_epoch(target),
+            ingested_at=now,
+            late=late,
+        )
+        body: dict[str, Value] = {
+            "program": program,
+            "record_id": draft.id,
+            "partner": draft.partner,
+            "order_id": draft.order_id,
+            "amount": draft.amount,
+            "currency": draft.currency,
+            "rate": draft.rate,
+            "commission": record.commission,
+            "time": iso(draft.time),
+            "bucket": iso(record.bucket),
+            "ingested_at": iso(now),
+            "late": late,
+        }
+        row: Item = {
+            "pk": keys.billing_bucket(program, bucket_label(target)),
+            "sk": f"{iso(draft.time)}#{secrets.token_hex(6)}",
+            **body,
+        }
+        id_row: Item = {
+            **keys.billing_record_id(program, draft.id).as_item(),
+            "fingerprint": fingerprint(draft.body()),
+            "record": body,
+            "record_pk": row["pk"],
+            "record_sk": row["sk"],
+        }
+        actions: list[Action] = [Put(id_row, NotExists("pk")), Put(row, NotExists("pk"))]
+        if target + size <= epoch(now):
+            actions.append(
+                ConditionCheck(keys.billing_state(program), Compare("closed_billing", "<=", target))
+            )
+        return actions, record
+
+    def _first_open(self, program: str, now: datetime, size: int) -> int:
+        state = self.state(program)
+        return bucket_start(max(epoch(now), state.closed["billing"]), size)
+
+    def _replay(self, program: str, draft: RecordDraft) -> BillingRecord:
+        item = self.store.get(keys.billing_record_id(program, draft.id))
+        if item is None:  # pragma: no cover - the row existed a moment ago
+            raise TooManyRetries(f"billing record {draft.id} could not be read back; retry it")
+        if item.get("fingerprint") != fingerprint(draft.body()):
+            raise IdempotencyConflict(
+                f"billing record {draft.id} was ingested before with different content"
+            )
+        return record_from_item(cast(dict[str, Value], item["record"]), replay=True)
+
+    @staticmethod
+    def _check_not_future(draft: RecordDraft, now: datetime) -> None:
+        if draft.time > now + MAX_FUTURE:
+            raise ValidationError(
+                f"record {draft.id} is dated more than a day ahead ({iso(draft.time)})"
+            )
+
+    # -- reads ------------------------------------------------------------------
+
+    def get(self, program: str, record_id: str) -> BillingRecord:
+        """A record by id (one request, through its idempotency row)."""
+        from tallybook.domain.ids import check_id
+        from tallybook.errors import NotFound
+
+        check_id(record_id, "record id")
+        item = self.store.get(keys.billing_record_id(program, record_id))
+        if item is None:
+            raise NotFound(f"billing record {record_id} not found in program {program}")
+        return record_from_item(cast(dict[str, Value], item["record"]))
+
+    def bucket(self, program: str, start: int) -> Iterator[BillingRecord]:
+        """Every record filed in the bucket starting at ``start`` (epoch seconds)."""
+        partition = keys.billing_bucket(program, bucket_label(start))
+        for item in self.store.query_all(partition, page_size=QUERY_PAGE):
+            yield record_from_item(item)
+
+    def records(
+        self,
+        program: str,
+        since: datetime | str,
+        until: datetime | str,
+        *,
+        limit: int = 500,
+        cursor: str | None = None,
+    ) -> RecordPage:
+        """Records filed in the buckets from ``since`` (its bucket) up to ``until``
+        (exclusive), bucket by bucket; late records appear in the bucket they
+        were filed under. Pages with ``cursor``."""
+        from tallybook.services.accounts import check_limit
+
+        check_limit(limit)
+        size = self.bucket_seconds(program)
+        low = bucket_start(epoch(check_time(since, "since")), size)
+        high = epoch(check_time(until, "until"))
+        if high <= low:
+            raise ValidationError("'since' must be before 'until'")
+        if (high - low) // size > MAX_LIST_BUCKETS:
+            raise ValidationError(f"a listing spans at most {MAX_LIST_BUCKETS} buckets")
+        bucket, inner = (low, None) if cursor is None else _decode_cursor(cursor)
+        out: list[BillingRecord] = []
+        while bucket < high:
+            page = self.store.query(
+                keys.billing_bucket(program, bucket_label(bucket)),
+                limit=limit - len(out),
+                cursor=inner,
+            )
+            out.extend(record_from_item(i) for i in page.items)
+            inner = page.cursor
+            if inner is None:
+                bucket += size
+            if len(out) >= limit:
+                more = bucket < high
+                return RecordPage(out, _encode_cursor(bucket, inner) if more else None)
+        return RecordPage(out, None)
+
+
+def _encode_cursor(bucket: int, inner: str | None) -> str:
+    raw = json.dumps({"b": bucket, "c": inner}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[int, str | None]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        bucket, inner = data["b"], data["c"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValidationError("malformed cursor") from exc
+    if not isinstance(bucket, int) or not (inner is None or isinstance(inner, str)):
+        raise ValidationError("malformed cursor")
+    return bucket, inner

@@ -1,0 +1,313 @@
+"""Incremental reports: billing commission per partner, rewards issued per partner.
+
+Each program has, per report kind, a checkpoint (end of the last reported
+window) and a closed mark in its billing state row. A run reports every window
+after the checkpoint that is older than the grace window, one at a time:
+
+1. close the window (``closed_{kind}`` = its end): from then on, billing
+   records dated inside it are filed in a later open bucket instead;
+2. read exactly the window's buckets (billing) or hourly index partitions
+   (rewards) — never a scan;
+3. write the files (deterministic names and bytes);
+4. advance the checkpoint and record the report row, in one transaction.
+
+A crash after step 1 or 3 leaves ``closed > checkpoint``: the next run repeats
+exactly that window (whatever its interval), rewriting the same files, so no
+record is reported twice or lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+
+from tallybook.domain.billing import (
+    check_interval,
+    epoch,
+    from_epoch,
+    iso,
+    next_window,
+    parse_interval,
+    parse_window,
+    window_name,
+)
+from tallybook.domain.reports import (
+    ALL_KINDS,
+    ReportKind,
+    RewardFlow,
+    check_kind,
+    render_billing,
+    render_rewards,
+    report_path,
+)
+from tallybook.errors import ConditionFailed, InvalidState, NotFound, ValidationError
+from tallybook.services.report_sinks import ReportSink
+from tallybook.store import keys
+from tallybook.store.port import Compare, Item, Put, Set, SortCondition, Update, Value, all_of
+
+if TYPE_CHECKING:
+    from tallybook.services.billing import BillingService, BillingState
+
+Progress = Callable[[str], None]
+_HOUR = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class ReportResult:
+    program: str
+    kind: str
+    window: str
+    start: str
+    end: str
+    #: file name -> where it was written
+    files: dict[str, str]
+    #: file name -> sha256 of its bytes
+    sha256: dict[str, str]
+    #: billing records or reward entries in the window
+    rows: int
+    #: a repeat of a window interrupted before its checkpoint advanced
+    repeated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReportInfo:
+    program: str
+    kind: str
+    window: str
+    start: str
+    end: str
+    rows: int
+    sha256: dict[str, str]
+    location: str
+    written_at: str
+
+
+class ReportService:
+    def __init__(self, billing: BillingService) -> None:
+        self.billing = billing
+        self.store = billing.store
+        self.clock = billing.clock
+
+    # -- runs ---------------------------------------------------------------------
+
+    def run(
+        self,
+        program: str,
+        *,
+        sink: ReportSink,
+        interval: str = "15m",
+        kinds: Sequence[str] = ALL_KINDS,
+        progress: Progress | None = None,
+        max_windows: int | None = None,
+    ) -> list[ReportResult]:
+        """Report every due window since each kind's checkpoint; returns what was written."""
+        seconds = parse_interval(interval)
+        chosen = [check_kind(k) for k in kinds]
+        state = self.billing.state(program)
+        if ReportKind.BILLING in chosen:
+            check_interval(seconds, state.config.bucket_seconds)
+        elif seconds % 60:
+            raise ValidationError("interval must be whole minutes")
+        results: list[ReportResult] = []
+        for kind in chosen:
+            for result in self._run_kind(program, kind, seconds, sink):
+                results.append(result)
+                if progress:
+                    progress(f"{kind} {result.window}")
+                if max_windows is not None and len(results) >= max_windows:
+                    return results
+        return results
+
+    def _run_kind(
+        self, program: str, kind: ReportKind, interval: int, sink: ReportSink
+    ) -> Iterator[ReportResult]:
+        while True:
+            state = self.billing.state(program)
+            ckpt, closed = state.checkpoints[kind], state.closed[kind]
+            repeated = closed > ckpt
+            if repeated:
+                window = (ckpt, closed)
+            else:
+                now = epoch(self.clock.now())
+                due = next_window(ckpt, interval, now, state.config.grace_seconds)
+                if due is None:
+                    return
+                window = due
+                if not self._close(program, kind, ckpt, closed, window[1]):
+                    continue
+            result = self._write(program, kind, state, window, sink, repeated=repeated)
+            if self._advance(program, kind, window, result, sink):
+                yield result
+
+    def _close(self, program: str, kind: ReportKind, ckpt: int, closed: int, end: int) -> bool:
+        try:
+            self.store.update(
+                keys.billing_state(program),
+                [Set(f"closed_{kind}", end)],
+                all_of(Compare(f"ckpt_{kind}", "=", ckpt), Compare(f"closed_{kind}", "=", closed)),
+            )
+        except ConditionFailed:
+            return False  # another runner moved first: read the state again
+        return True
+
+    def _write(
+        self,
+        program: str,
+        kind: ReportKind,
+        state: BillingState,
+        window: tuple[int, int],
+        sink: ReportSink,
+        *,
+        repeated: bool = False,
+    ) -> ReportResult:
+        files, rows = self._render(program, kind, state, *window)
+        written = {
+            name: sink.write(report_path(program, kind, *window, name), data)
+            for name, data in files.items()
+        }
+        return ReportResult(
+            program=program,
+            kind=str(kind),
+            window=window_name(*window),
+            start=iso(from_epoch(window[0])),
+            end=iso(from_epoch(window[1])),
+            files=written,
+            sha256={name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
+            rows=rows,
+            repeated=repeated,
+        )
+
+    def _advance(
+        self,
+        program: str,
+        kind: ReportKind,
+        window: tuple[int, int],
+        result: ReportResult,
+        sink: ReportSink,
+    ) -> bool:
+        """Advance the checkpoint past ``window`` and record the report, atomically."""
+        row: Item = {
+            **keys.report_row(program, kind, result.window).as_item(),
+            "program": program,
+            "kind": str(kind),
+            "window": result.window,
+            "start": result.start,
+            "end": result.end,
+            "rows": result.rows,
+            "sha256": cast(Value, result.sha256),
+            "location": sink.describe(),
+            "written_at": iso(self.clock.now()),
+        }
+        try:
+            self.store.transact_write(
+                [
+                    Update(
+                        keys.billing_state(program),
+                        (Set(f"ckpt_{kind}", window[1]),),
+                        Compare(f"ckpt_{kind}", "=", window[0]),
+                    ),
+                    Put(row),
+                ]
+            )
+        except ConditionFailed:
+            return False  # another runner reported this window already
+        return True
+
+    # -- rerun, render, list -----------------------------------------------------------
+
+    def rerun(self, program: str, window: str, *, kind: str, sink: ReportSink) -> ReportResult:
+        """Write a reported window's files again: the same bytes as the first time."""
+        report_kind = check_kind(kind)
+        bounds = parse_window(window)
+        state = self.billing.state(program)
+        self._check_reported(state, report_kind, bounds)
+        return self._write(program, report_kind, state, bounds, sink)
+
+    def render(self, program: str, kind: str, window: str) -> dict[str, bytes]:
+        """A reported window's files, in memory (HTTP downloads)."""
+        report_kind = check_kind(kind)
+        bounds = parse_window(window)
+        state = self.billing.state(program)
+        self._check_reported(state, report_kind, bounds)
+        return self._render(program, report_kind, state, *bounds)[0]
+
+    def list(self, program: str, *, kind: str | None = None, limit: int = 100) -> list[ReportInfo]:
+        """Reports written, newest window first."""
+        from tallybook.services.accounts import check_limit
+
+        self.billing.ledger.programs.get(program)
+        check_limit(limit)
+        sort = SortCondition.begins_with(f"{check_kind(kind)}#") if kind else None
+        page = self.store.query(keys.reports_partition(program), sort, forward=False, limit=limit)
+        return [_info(item) for item in page.items]
+
+    def get(self, program: str, kind: str, window: str) -> ReportInfo:
+        item = self.store.get(keys.report_row(program, check_kind(kind), window))
+        if item is None:
+            raise NotFound(f"no {kind} report for window {window} in program {program}")
+        return _info(item)
+
+    @staticmethod
+    def _check_reported(state: BillingState, kind: ReportKind, bounds: tuple[int, int]) -> None:
+        start, end = bounds
+        if start < state.start or end > state.checkpoints[kind]:
+            raise InvalidState(
+                f"window {window_name(start, end)} has not been reported yet "
+                f"(reported up to {iso(from_epoch(state.checkpoints[kind]))})"
+            )
+        if kind is ReportKind.BILLING and (
+            start % state.config.bucket_seconds or end % state.config.bucket_seconds
+        ):
+            raise ValidationError("a billing window starts and ends on bucket boundaries")
+
+    # -- reading a window -----------------------------------------------------------
+
+    def _render(
+        self, program: str, kind: ReportKind, state: BillingState, start: int, end: int
+    ) -> tuple[dict[str, bytes], int]:
+        if kind is ReportKind.BILLING:
+            size = state.config.bucket_seconds
+            records = [r for b in range(start, end, size) for r in self.billing.bucket(program, b)]
+            return render_billing(program, start, end, records), len(records)
+        flows = list(self._reward_flows(program, start, end))
+        return render_rewards(program, start, end, flows), len(flows)
+
+    def _reward_flows(self, program: str, start: int, end: int) -> Iterator[RewardFlow]:
+        """Entries against issuance/redemption/expiry, from the hourly gsi1 partitions."""
+        hour = start - start % _HOUR
+        while hour < end:
+            low, high = max(start, hour), min(end, hour + _HOUR)
+            label = from_epoch(hour).strftime("%Y-%m-%dT%H")
+            # index sort keys are "{time}#{txn}#...": "{end}#..." sorts above "{end}",
+            # so ``between`` keeps the window's end exclusive
+            sort = SortCondition.between(iso(from_epoch(low)), iso(from_epoch(high)))
+            for shard in range(keys.REWARD_INDEX_SHARDS):
+                partition = keys.reward_index(program, label, shard)
+                for item in self.store.query_all(partition, sort, index="gsi1", page_size=1000):
+                    metadata = cast(dict[str, str], item.get("metadata") or {})
+                    yield RewardFlow(
+                        partner=metadata.get("partner", ""),
+                        fund=cast(str, item["fund"]),
+                        unit=cast(str, item["unit"]),
+                        counter=cast(str, item["counter"]),
+                        amount=cast(int, item["amount"]),
+                        txn_id=cast(str, item["txn_id"]),
+                        account=cast(str, item["account"]),
+                    )
+            hour += _HOUR
+
+
+def _info(item: Item) -> ReportInfo:
+    return ReportInfo(
+        program=cast(str, item["program"]),
+        kind=cast(str, item["kind"]),
+        window=cast(str, item["window"]),
+        start=cast(str, item["start"]),
+        end=cast(str, item["end"]),
+        rows=cast(int, item["rows"]),
+        sha256=cast(dict[str, str], item.get("sha256") or {}),
+        location=cast(str, item.get("location", "")),
+        written_at=cast(str, item.get("written_at", "")),
+    )
