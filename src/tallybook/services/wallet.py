@@ -1,0 +1,321 @@
+"""The wallet (capability B): cash, store credit and expiring bonus grants per owner.
+
+``ledger.wallet`` is the Python API; the HTTP router and the CLI call it.
+
+- Bonus comes only from grants (:meth:`WalletService.grant`): a posting from
+  ``@issuance`` (the program funds its bonuses) plus a grant row, in one
+  transaction. Spending and expiry update grant rows in the same transaction
+  as the posting, on condition of their current ``available``.
+- The balance view counts unexpired grants only; :meth:`expire_grants` (a job)
+  moves what is left of expired grants to ``@expiry``, once per grant.
+- Debits spend bonus (earliest expiry first), then store credit, then cash, to
+  ``@redemption``; a shortfall is rejected or charged (see ``wallet_debit``).
+- Holds and held credits: see ``wallet_holds``; jobs: see ``wallet_jobs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from tallybook.domain.ids import check_fund, check_id
+from tallybook.domain.model import EXTERNAL, ISSUANCE, Leg, TxnType
+from tallybook.domain.money import check_amount
+from tallybook.domain.wallet import (
+    BONUS,
+    CREDIT_FUNDS,
+    Grant,
+    Hold,
+    HoldStatus,
+    WalletBalance,
+    check_future,
+    check_hold_id,
+    fund_views,
+)
+from tallybook.errors import ValidationError
+from tallybook.services.charges import ChargeProcessor, processor_from_env
+from tallybook.services.codec import iso
+from tallybook.services.postings import Plan, Snapshot
+from tallybook.services.wallet_debit import DebitOps, Shortfall
+from tallybook.services.wallet_holds import HoldOps, HoldResult
+from tallybook.services.wallet_jobs import GrantExpiry, ReconcileReport, WalletJobs
+from tallybook.services.wallet_records import (
+    WalletTransaction,
+    availability_after,
+    present_funds,
+    wallet_transaction,
+)
+from tallybook.services.wallet_rows import grant_item, read_grants, read_holds
+from tallybook.store.port import NotExists, Put
+
+if TYPE_CHECKING:
+    from tallybook.ledger import Ledger
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class WalletTransactionPage:
+    transactions: list[WalletTransaction]
+    cursor: str | None
+
+
+class WalletService:
+    def __init__(self, ledger: Ledger, processor: ChargeProcessor | None = None) -> None:
+        self.ledger = ledger
+        self.store = ledger.store
+        self.engine = ledger.engine
+        self.clock = ledger.clock
+        #: the charge hook; replace it to plug in a real payment processor
+        self.processor: ChargeProcessor = processor or processor_from_env()
+        self._holds = HoldOps(ledger)
+        self._debits = DebitOps(self)
+        self._jobs = WalletJobs(ledger, self._holds, lambda: self.processor)
+
+    # -- reads ----------------------------------------------------------------
+
+    def balance(self, program: str, account: str) -> WalletBalance:
+        """Per fund: total, withheld (pending) and available; overdue holds settle first."""
+        prog = self.ledger.programs.get(program)
+        acct = self.ledger.accounts.get(program, account)
+        if self._settle_overdue(program, account):
+            acct = self.ledger.accounts.get(program, account)
+        now = self.clock.now()
+        grants = read_grants(self.store, program, account, now)
+        units = {f.name: f.unit for f in prog.funds}
+        views = fund_views(acct.funds, units, grants, now)
+        return WalletBalance(account, views, sum(v.available for v in views), now)
+
+    def grants(self, program: str, account: str, *, include_expired: bool = False) -> list[Grant]:
+        """Bonus grants, earliest expiry first (unexpired only unless asked)."""
+        self.ledger.accounts.get(program, account)
+        now = None if include_expired else self.clock.now()
+        return read_grants(self.store, program, account, now)
+
+    def hold(self, program: str, hold_id: str) -> Hold:
+        """A hold by id; one past its deadline is expired (or released) on the way."""
+        account = self._holds.account_of(program, hold_id)
+        hold = self._holds.get(program, account, hold_id)
+        if hold.overdue(self.clock.now()):
+            hold = self._holds.expire(program, account, hold_id).hold
+        return hold
+
+    def holds(self, program: str, account: str, *, active_only: bool = False) -> list[Hold]:
+        """An owner's holds and held credits (settled ones stay listed for 90 days)."""
+        self.ledger.accounts.get(program, account)
+        self._settle_overdue(program, account)
+        holds = read_holds(self.store, program, account)
+        if active_only:
+            holds = [h for h in holds if h.status is HoldStatus.ACTIVE]
+        return sorted(holds, key=lambda h: h.created_at, reverse=True)
+
+    def transaction(self, program: str, txn_id: str) -> WalletTransaction:
+        """A transaction record with its per-fund breakdown and resulting availability."""
+        return wallet_transaction(self.ledger.transactions.get(program, txn_id))
+
+    def transactions(
+        self, program: str, account: str, *, limit: int = 50, cursor: str | None = None
+    ) -> WalletTransactionPage:
+        """An owner's transaction records, newest first, through the owner index."""
+        page = self.ledger.transactions.for_owner(program, account, limit=limit, cursor=cursor)
+        return WalletTransactionPage(
+            [wallet_transaction(t) for t in page.transactions], page.cursor
+        )
+
+    # -- credits ----------------------------------------------------------------
+
+    def grant(
+        self,
+        program: str,
+        account: str,
+        amount: int,
+        *,
+        expires_at: datetime,
+        txn_id: str,
+        description: str | None = None,
+    ) -> WalletTransaction:
+        """Award a bonus grant expiring at ``expires_at`` (the grant id is ``txn_id``)."""
+        check_id(account, "account")
+        check_amount(amount)
+        check_hold_id(check_id(txn_id, "transaction id"))
+        if expires_at.tzinfo is None:
+            raise ValidationError("expires_at needs a time zone (for example ...Z)")
+        body = {
+            "op": "wallet.grant",
+            "account": account,
+            "amount": amount,
+            "expires_at": iso(expires_at),
+            "description": description,
+        }
+
+        def plan(snap: Snapshot) -> Plan:
+            check_future(expires_at, snap.now, "expires_at")
+            if snap.program.fund(BONUS) is None:
+                raise ValidationError(f"program {program} has no bonus fund")
+            acct = snap.account(account)
+            grant = Grant(txn_id, amount, amount, expires_at, snap.now)
+            funds = present_funds(f.name for f in snap.program.funds)
+            grants = read_grants(snap.store, program, account, snap.now)
+            return Plan(
+                type=TxnType.GRANT,
+                legs=[Leg(account, BONUS, amount), Leg(ISSUANCE, BONUS, -amount)],
+                actions=[Put(grant_item(program, account, grant), NotExists("pk"))],
+                description=description,
+                owner=account,
+                details={
+                    "account": account,
+                    "grants": [[txn_id, iso(expires_at), amount]],
+                    "availability": availability_after(
+                        acct, funds, grants, snap.now, bonus_delta=amount
+                    ),
+                },
+            )
+
+        txn = self.engine.commit(program, txn_id, body, plan, lock=[account])
+        return wallet_transaction(txn)
+
+    def credit(
+        self,
+        program: str,
+        account: str,
+        fund: str,
+        amount: int,
+        *,
+        txn_id: str,
+        description: str | None = None,
+    ) -> WalletTransaction:
+        """Money into cash or store credit from outside the program (``@external``)."""
+        check_id(account, "account")
+        check_fund(fund)
+        check_amount(amount)
+        if fund not in CREDIT_FUNDS:
+            raise ValidationError(f"wallet credits go to {' or '.join(CREDIT_FUNDS)}, not {fund}")
+        body = {
+            "op": "wallet.credit",
+            "account": account,
+            "fund": fund,
+            "amount": amount,
+            "description": description,
+        }
+
+        def plan(snap: Snapshot) -> Plan:
+            acct = snap.account(account)
+            funds = present_funds(f.name for f in snap.program.funds)
+            grants = read_grants(snap.store, program, account, snap.now)
+            return Plan(
+                type=TxnType.CREDIT,
+                legs=[Leg(account, fund, amount), Leg(EXTERNAL, fund, -amount)],
+                description=description,
+                owner=account,
+                details={
+                    "account": account,
+                    "availability": availability_after(
+                        acct, funds, grants, snap.now, balance_delta={fund: amount}
+                    ),
+                },
+            )
+
+        return wallet_transaction(self.engine.commit(program, txn_id, body, plan, lock=[account]))
+
+    def credit_held(
+        self,
+        program: str,
+        account: str,
+        fund: str,
+        amount: int,
+        *,
+        release_at: datetime,
+        txn_id: str,
+        description: str | None = None,
+    ) -> HoldResult:
+        """Credit now, pending until ``release_at`` (sale proceeds); the id names the hold."""
+        return self._holds.credit_held(
+            program,
+            account,
+            fund,
+            amount,
+            release_at=release_at,
+            txn_id=txn_id,
+            description=description,
+        )
+
+    # -- debits -------------------------------------------------------------------
+
+    def debit(
+        self,
+        program: str,
+        account: str,
+        amount: int,
+        *,
+        txn_id: str,
+        on_shortfall: Shortfall = "reject",
+        order_id: str | None = None,
+        description: str | None = None,
+    ) -> WalletTransaction:
+        """Spend bonus, then store credit, then cash; reject or charge a shortfall."""
+        return self._debits.debit(
+            program,
+            account,
+            amount,
+            txn_id=txn_id,
+            on_shortfall=on_shortfall,
+            order_id=order_id,
+            description=description,
+        )
+
+    def authorize(
+        self,
+        program: str,
+        account: str,
+        amount: int,
+        *,
+        hold_id: str,
+        expires_in: int | None = None,
+        description: str | None = None,
+    ) -> HoldResult:
+        """Withhold ``amount`` in spend order; ``expires_in`` seconds (default 7 days)."""
+        return self._holds.authorize(
+            program,
+            account,
+            amount,
+            hold_id=hold_id,
+            expires_in=expires_in,
+            description=description,
+        )
+
+    def capture(self, program: str, hold_id: str, amount: int | None = None) -> HoldResult:
+        """Spend all or part of a hold; the rest is released. Idempotent."""
+        return self._holds.capture(program, hold_id, amount)
+
+    def void(self, program: str, hold_id: str) -> HoldResult:
+        """Release a hold. Idempotent; voiding an expired hold returns it unchanged."""
+        return self._holds.void(program, hold_id)
+
+    # -- jobs -------------------------------------------------------------------
+
+    def expire_grants(self, program: str, *, progress: Progress | None = None) -> list[GrantExpiry]:
+        """Move what is left of expired grants to ``@expiry`` (idempotent job)."""
+        return self._jobs.expire_grants(program, progress=progress)
+
+    def expire_holds(self, program: str, *, progress: Progress | None = None) -> ReconcileReport:
+        """Expire holds and release held credits past their deadline (idempotent job)."""
+        return self._jobs.expire_holds(program, progress=progress)
+
+    def reconcile(self, program: str, *, progress: Progress | None = None) -> ReconcileReport:
+        """Resolve charge intents without a transaction, overdue holds and expired grants."""
+        return self._jobs.reconcile(program, progress=progress)
+
+    def check(self, program: str, account: str) -> list[str]:
+        """Wallet invariants of one owner: holds match the heads, grants match bonus."""
+        return self._jobs.check(program, account)
+
+    # -- helpers ----------------------------------------------------------------
+
+    def _settle_overdue(self, program: str, account: str) -> bool:
+        now = self.clock.now()
+        due = [h for h in read_holds(self.store, program, account) if h.overdue(now)]
+        for h in due:
+            self._holds.expire(program, account, h.id)
+        return bool(due)

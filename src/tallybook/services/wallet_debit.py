@@ -1,0 +1,266 @@
+"""Debits in spend order, and charging a shortfall to an external payment method.
+
+Charging is three steps that cannot share one storage transaction, since the
+processor is outside the store:
+
+1. put a *charge intent* row ``C#{txn}`` (amount, status ``pending``), listed
+   in the due index at ``now + CHARGE_GRACE``;
+2. ask the processor to charge (idempotency key ``{program}:{txn}``);
+3. commit the debit, which deletes the intent on condition it is still
+   ``pending``; the charge is recorded in that transaction as its own posting
+   (``@external`` → ``@redemption``) and in ``details.charge``.
+
+A decline deletes the intent; a timeout refunds the key, then deletes it. A
+crash anywhere leaves either nothing, or an intent that ``reconcile`` finds
+after the grace period: it marks it ``cancelling`` (so a late commit can no
+longer use it), refunds the key and deletes it. A client that retries the same
+debit before then reuses the intent and the processor's idempotent charge.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from datetime import timedelta
+from typing import TYPE_CHECKING, Literal, cast
+
+from tallybook.domain.ids import check_id
+from tallybook.domain.model import EXTERNAL, REDEMPTION, Leg, TxnType
+from tallybook.domain.money import check_amount
+from tallybook.domain.wallet import BONUS, CASH, Allocation, allocate
+from tallybook.errors import (
+    ConditionFailed,
+    InsufficientFunds,
+    LedgerError,
+    PaymentDeclined,
+    ValidationError,
+)
+from tallybook.services.charges import ChargeDeclined, ChargeTimeout
+from tallybook.services.codec import iso
+from tallybook.services.postings import Plan, Snapshot
+from tallybook.services.wallet_records import (
+    WalletTransaction,
+    availability_after,
+    present_funds,
+    takes_value,
+    wallet_transaction,
+)
+from tallybook.services.wallet_rows import DUE_CHARGE, due_attrs, read_grants, spend_grant
+from tallybook.store import keys
+from tallybook.store.port import Action, Compare, Delete, Item, NotExists, Value
+
+if TYPE_CHECKING:
+    from tallybook.services.wallet import WalletService
+
+#: how long a charge may stay in flight before reconcile cancels it
+CHARGE_GRACE = timedelta(minutes=10)
+PENDING = "pending"
+CANCELLING = "cancelling"
+
+Shortfall = Literal["reject", "charge"]
+
+
+def charge_key(program: str, txn_id: str) -> str:
+    return f"{program}:{txn_id}"
+
+
+class DebitOps:
+    def __init__(self, wallet: WalletService) -> None:
+        self.wallet = wallet
+        self.store = wallet.store
+        self.engine = wallet.engine
+
+    def debit(
+        self,
+        program: str,
+        account: str,
+        amount: int,
+        *,
+        txn_id: str,
+        on_shortfall: Shortfall = "reject",
+        order_id: str | None = None,
+        description: str | None = None,
+    ) -> WalletTransaction:
+        check_id(account, "account")
+        check_amount(amount)
+        check_id(txn_id, "transaction id")
+        if on_shortfall not in ("reject", "charge"):
+            raise ValidationError("on_shortfall must be 'reject' or 'charge'")
+        body = {
+            "op": "wallet.debit",
+            "account": account,
+            "amount": amount,
+            "on_shortfall": on_shortfall,
+            "order_id": order_id,
+            "description": description,
+        }
+        if on_shortfall == "reject" or self.engine.existing(program, txn_id) is not None:
+            return self._commit(program, account, amount, txn_id, body, 0, None)
+        for _ in range(3):
+            shortfall = self._preview(program, account, amount).shortfall
+            intent = self._intent(program, account, txn_id)
+            if intent is None and shortfall == 0:
+                try:
+                    return self._commit(program, account, amount, txn_id, body, 0, None)
+                except InsufficientFunds:
+                    continue  # spent concurrently: charge the new shortfall
+            return self._charge_and_commit(program, account, amount, txn_id, body, shortfall)
+        raise InsufficientFunds(f"the wallet of {account} kept changing; retry the debit")
+
+    # -- steps ------------------------------------------------------------------
+
+    def _preview(self, program: str, account: str, amount: int) -> Allocation:
+        prog = self.wallet.ledger.programs.get(program)
+        acct = self.wallet.ledger.accounts.get(program, account)
+        now = self.wallet.clock.now()
+        funds = present_funds(f.name for f in prog.funds)
+        grants = read_grants(self.store, program, account, now)
+        return allocate(amount, grants, {f: acct.fund(f).available for f in funds}, now)
+
+    def _intent(self, program: str, account: str, txn_id: str) -> Item | None:
+        return self.store.get(keys.wallet_charge(program, account, txn_id))
+
+    def _charge_and_commit(
+        self,
+        program: str,
+        account: str,
+        amount: int,
+        txn_id: str,
+        body: dict[str, object],
+        shortfall: int,
+    ) -> WalletTransaction:
+        prog = self.wallet.ledger.programs.get(program)
+        if prog.fund(CASH) is None:
+            raise ValidationError(f"program {program} has no cash fund to record a charge in")
+        intent = self._intent(program, account, txn_id)
+        if intent is None:
+            now = self.wallet.clock.now()
+            intent = {
+                **keys.wallet_charge(program, account, txn_id).as_item(),
+                "program": program,
+                "account": account,
+                "txn_id": txn_id,
+                "amount": shortfall,
+                "status": PENDING,
+                "created_at": iso(now),
+                **due_attrs(program, DUE_CHARGE, now + CHARGE_GRACE, account, txn_id),
+            }
+            try:
+                self.store.put(intent, NotExists("pk"))
+            except ConditionFailed:
+                intent = self._intent(program, account, txn_id) or intent
+        if intent.get("status") != PENDING:
+            raise PaymentDeclined(
+                f"the charge for transaction {txn_id} was cancelled by reconcile; "
+                "retry the debit with a new transaction id"
+            )
+        charged = cast(int, intent["amount"])
+        key = charge_key(program, txn_id)
+        try:
+            reference = self.wallet.processor.charge(
+                key=key, account=account, amount=charged, currency=prog.currency
+            )
+        except ChargeDeclined as exc:
+            self._drop_intent(program, account, txn_id)
+            raise PaymentDeclined(f"the charge of {charged} was declined: {exc}") from None
+        except ChargeTimeout:
+            self.wallet.processor.refund(key=key)
+            self._drop_intent(program, account, txn_id)
+            raise PaymentDeclined(
+                f"the charge of {charged} timed out and was reversed; nothing was debited"
+            ) from None
+        try:
+            return self._commit(program, account, amount, txn_id, body, charged, reference)
+        except LedgerError:
+            if self.engine.existing(program, txn_id) is None:
+                self.wallet.processor.refund(key=key)
+                self._drop_intent(program, account, txn_id)
+            raise
+
+    def _drop_intent(self, program: str, account: str, txn_id: str) -> None:
+        # gone already, or reconcile is cancelling it: either way not ours to delete
+        with contextlib.suppress(ConditionFailed):
+            self.store.delete(
+                keys.wallet_charge(program, account, txn_id), Compare("status", "=", PENDING)
+            )
+
+    def _commit(
+        self,
+        program: str,
+        account: str,
+        amount: int,
+        txn_id: str,
+        body: dict[str, object],
+        charged: int,
+        reference: str | None,
+    ) -> WalletTransaction:
+        def plan(snap: Snapshot) -> Plan:
+            acct = snap.account(account)
+            funds = present_funds(f.name for f in snap.program.funds)
+            grants = read_grants(snap.store, program, account, snap.now)
+            by_id = {g.id: g for g in grants}
+            alloc = allocate(
+                amount - charged, grants, {f: acct.fund(f).available for f in funds}, snap.now
+            )
+            if alloc.shortfall:
+                raise InsufficientFunds(
+                    f"insufficient funds in the wallet of {account}: available "
+                    f"{alloc.covered + charged}, needed {amount}"
+                )
+            actions: list[Action] = [
+                spend_grant(program, account, by_id[t.grant_id], t) for t in alloc.grants
+            ]
+            redeemed: dict[str, int] = defaultdict(int)
+            legs = []
+            for fund, x in alloc.funds.items():
+                legs.append(Leg(account, fund, -x))
+                redeemed[fund] += x
+            details: dict[str, Value] = {
+                "account": account,
+                "grants": takes_value(alloc.grants, -1),
+                "availability": availability_after(
+                    acct,
+                    funds,
+                    grants,
+                    snap.now,
+                    balance_delta={f: -x for f, x in alloc.funds.items()},
+                    bonus_delta=-alloc.funds.get(BONUS, 0),
+                ),
+            }
+            if charged:
+                intent = snap.store.get(keys.wallet_charge(program, account, txn_id))
+                if intent is None or intent.get("status") != PENDING:
+                    raise PaymentDeclined(
+                        f"the charge for transaction {txn_id} was cancelled by reconcile; "
+                        "retry the debit with a new transaction id"
+                    )
+                legs.append(Leg(EXTERNAL, CASH, -charged))
+                redeemed[CASH] += charged
+                actions.append(
+                    Delete(
+                        keys.wallet_charge(program, account, txn_id),
+                        Compare("status", "=", PENDING),
+                    )
+                )
+                details["charge"] = {"amount": charged, "reference": reference}
+            legs += [Leg(REDEMPTION, f, x) for f, x in redeemed.items()]
+            return Plan(
+                type=TxnType.DEBIT,
+                legs=legs,
+                actions=actions,
+                owner=account,
+                order_id=order_id_of(body),
+                description=description_of(body),
+                details=details,
+            )
+
+        txn = self.engine.commit(program, txn_id, body, plan, lock=[account])
+        return wallet_transaction(txn)
+
+
+def order_id_of(body: dict[str, object]) -> str | None:
+    return cast(str | None, body.get("order_id"))
+
+
+def description_of(body: dict[str, object]) -> str | None:
+    return cast(str | None, body.get("description"))

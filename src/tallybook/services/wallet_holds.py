@@ -1,0 +1,403 @@
+"""Two-phase debits and held credits: authorize, capture, void, expire, release.
+
+A hold is one row ``H#{hold}`` plus the transaction that created it (the hold
+id *is* that transaction's id), written together. Settling a hold is another
+transaction with a derived id (``{hold}:capture``, ``:void``, ``:expire``,
+``:release``) that flips the row's status on condition it is still active,
+so capture, void and expiry race safely and each is idempotent.
+
+Bonus reserved by a hold comes from specific grants. Released bonus goes back
+to its grant, unless the grant has expired meanwhile: then it goes straight
+to ``@expiry`` in the same transaction (the grant's expiry already ran or
+will only move what the grant itself still has).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, cast
+
+from tallybook.domain.ids import check_fund, check_id
+from tallybook.domain.model import EXPIRY, EXTERNAL, REDEMPTION, Leg, TxnType
+from tallybook.domain.money import check_amount
+from tallybook.domain.wallet import (
+    BONUS,
+    CREDIT_FUNDS,
+    CaptureSplit,
+    Hold,
+    HoldKind,
+    HoldStatus,
+    allocate,
+    check_future,
+    check_hold_id,
+    hold_deadline,
+    split_capture,
+)
+from tallybook.errors import InsufficientFunds, InvalidState, NotFound, ValidationError
+from tallybook.services.codec import iso
+from tallybook.services.events import LedgerEvent
+from tallybook.services.postings import Plan, Snapshot
+from tallybook.services.wallet_records import (
+    WalletTransaction,
+    availability_after,
+    present_funds,
+    takes_value,
+    wallet_transaction,
+)
+from tallybook.services.wallet_rows import (
+    finish_hold,
+    hold_item,
+    read_grants,
+    read_hold,
+    return_to_grant,
+    spend_grant,
+)
+from tallybook.store import keys
+from tallybook.store.port import Action, NotExists, Put, Value
+
+if TYPE_CHECKING:
+    from tallybook.ledger import Ledger
+
+
+@dataclass(frozen=True, slots=True)
+class HoldResult:
+    hold: Hold
+    #: the transaction this call applied (or replayed); None when nothing was left to do
+    transaction: WalletTransaction | None
+
+
+class HoldNotActive(InvalidState):
+    """Raised inside a planner: the hold was settled already."""
+
+    def __init__(self, hold: Hold, message: str) -> None:
+        super().__init__(message)
+        self.hold = hold
+
+
+class HoldOverdue(InvalidState):
+    """Raised inside a planner: the hold passed its deadline and must expire first."""
+
+    def __init__(self, hold: Hold) -> None:
+        super().__init__(f"hold {hold.id} expired at {iso(hold.deadline)}")
+        self.hold = hold
+
+
+def expired_message(hold: Hold) -> str:
+    return (
+        f"hold {hold.id} expired at {iso(hold.deadline)} and its funds were released; "
+        "it can no longer be captured"
+    )
+
+
+class HoldOps:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.store = ledger.store
+        self.engine = ledger.engine
+
+    # -- lookups -----------------------------------------------------------
+
+    def account_of(self, program: str, hold_id: str) -> str:
+        """A hold's owner, from the transaction that created it (hold id = its id)."""
+        check_id(program, "program id")
+        check_id(hold_id, "hold id")
+        item = self.store.get(keys.transaction(program, hold_id))
+        owner = item.get("owner") if item else None
+        details = item.get("details") if item else None
+        if not isinstance(owner, str) or not isinstance(details, dict) or "hold_id" not in details:
+            raise NotFound(f"hold {hold_id} not found in program {program}")
+        return owner
+
+    def get(self, program: str, account: str, hold_id: str) -> Hold:
+        hold = read_hold(self.store, program, account, hold_id)
+        if hold is None:
+            raise NotFound(f"hold {hold_id} not found in program {program}")
+        return hold
+
+    # -- authorize / held credit --------------------------------------------
+
+    def authorize(
+        self,
+        program: str,
+        account: str,
+        amount: int,
+        *,
+        hold_id: str,
+        expires_in: int | None = None,
+        description: str | None = None,
+    ) -> HoldResult:
+        """Withhold ``amount`` across funds in spend order until capture, void or deadline."""
+        check_id(account, "account")
+        check_amount(amount)
+        check_hold_id(check_id(hold_id, "hold id"))
+        body = {
+            "op": "wallet.authorize",
+            "account": account,
+            "amount": amount,
+            "expires_in": expires_in,
+            "description": description,
+        }
+
+        def plan(snap: Snapshot) -> Plan:
+            acct = snap.account(account)
+            funds = present_funds(f.name for f in snap.program.funds)
+            deadline = hold_deadline(snap.now, expires_in)
+            grants = read_grants(snap.store, program, account, snap.now)
+            by_id = {g.id: g for g in grants}
+            alloc = allocate(amount, grants, {f: acct.fund(f).available for f in funds}, snap.now)
+            if alloc.shortfall:
+                raise InsufficientFunds(
+                    f"insufficient funds in the wallet of {account}: available "
+                    f"{alloc.covered}, needed {amount}"
+                )
+            hold = Hold(
+                hold_id,
+                account,
+                HoldKind.DEBIT,
+                HoldStatus.ACTIVE,
+                alloc.funds,
+                alloc.grants,
+                deadline,
+                snap.now,
+            )
+            actions: list[Action] = [Put(hold_item(program, hold), NotExists("pk"))]
+            actions += [spend_grant(program, account, by_id[t.grant_id], t) for t in alloc.grants]
+            return Plan(
+                type=TxnType.AUTHORIZE,
+                held={(account, f): x for f, x in alloc.funds.items()},
+                actions=actions,
+                description=description,
+                owner=account,
+                details={
+                    "account": account,
+                    "hold_id": hold_id,
+                    "held": cast(Value, alloc.funds),
+                    "grants": takes_value(alloc.grants, -1),
+                    "deadline": iso(deadline),
+                    "availability": availability_after(
+                        acct,
+                        funds,
+                        grants,
+                        snap.now,
+                        held_delta=alloc.funds,
+                        bonus_delta=-alloc.funds.get(BONUS, 0),
+                    ),
+                },
+            )
+
+        txn = self.engine.commit(program, hold_id, body, plan, lock=[account])
+        return HoldResult(self.get(program, account, hold_id), wallet_transaction(txn))
+
+    def credit_held(
+        self,
+        program: str,
+        account: str,
+        fund: str,
+        amount: int,
+        *,
+        release_at: datetime,
+        txn_id: str,
+        description: str | None = None,
+    ) -> HoldResult:
+        """Credit ``fund`` now but keep it pending (withheld) until ``release_at``."""
+        check_id(account, "account")
+        check_fund(fund)
+        check_amount(amount)
+        check_hold_id(check_id(txn_id, "transaction id"))
+        if fund not in CREDIT_FUNDS:
+            raise ValidationError(f"held credits go to {' or '.join(CREDIT_FUNDS)}, not {fund}")
+        body = {
+            "op": "wallet.credit_held",
+            "account": account,
+            "fund": fund,
+            "amount": amount,
+            "release_at": iso(release_at) if release_at.tzinfo else str(release_at),
+            "description": description,
+        }
+
+        def plan(snap: Snapshot) -> Plan:
+            check_future(release_at, snap.now, "release_at")
+            acct = snap.account(account)
+            funds = present_funds(f.name for f in snap.program.funds)
+            grants = read_grants(snap.store, program, account, snap.now)
+            hold = Hold(
+                txn_id,
+                account,
+                HoldKind.CREDIT,
+                HoldStatus.ACTIVE,
+                {fund: amount},
+                (),
+                release_at,
+                snap.now,
+            )
+            return Plan(
+                type=TxnType.CREDIT,
+                legs=[Leg(account, fund, amount), Leg(EXTERNAL, fund, -amount)],
+                held={(account, fund): amount},
+                actions=[Put(hold_item(program, hold), NotExists("pk"))],
+                description=description,
+                owner=account,
+                details={
+                    "account": account,
+                    "hold_id": txn_id,
+                    "held": {fund: amount},
+                    "release_at": iso(release_at),
+                    "availability": availability_after(acct, funds, grants, snap.now),
+                },
+            )
+
+        txn = self.engine.commit(program, txn_id, body, plan, lock=[account])
+        return HoldResult(self.get(program, account, txn_id), wallet_transaction(txn))
+
+    # -- settle ---------------------------------------------------------------
+
+    def capture(self, program: str, hold_id: str, amount: int | None = None) -> HoldResult:
+        """Spend ``amount`` (default: all) of a hold; the rest is released."""
+        if amount is not None:
+            check_amount(amount)
+        account = self.account_of(program, hold_id)
+        try:
+            return self._settle(program, account, hold_id, "capture", amount)
+        except HoldOverdue as exc:
+            self.expire(program, account, hold_id)
+            raise InvalidState(expired_message(exc.hold)) from None
+        except HoldNotActive as exc:
+            if exc.hold.status is HoldStatus.EXPIRED:
+                raise InvalidState(expired_message(exc.hold)) from None
+            raise
+
+    def void(self, program: str, hold_id: str) -> HoldResult:
+        """Release a hold; voiding a voided or expired hold returns it unchanged."""
+        account = self.account_of(program, hold_id)
+        try:
+            return self._settle(program, account, hold_id, "void", None)
+        except HoldOverdue:
+            return self.expire(program, account, hold_id)
+        except HoldNotActive as exc:
+            if exc.hold.status in (HoldStatus.EXPIRED, HoldStatus.VOIDED):
+                return HoldResult(exc.hold, None)
+            raise
+
+    def expire(self, program: str, account: str, hold_id: str) -> HoldResult:
+        """Expire a debit hold or release a held credit, once its deadline passed."""
+        hold = self.get(program, account, hold_id)
+        op = "release" if hold.kind is HoldKind.CREDIT else "expire"
+        try:
+            result = self._settle(program, account, hold_id, op, None)
+        except HoldNotActive as exc:
+            return HoldResult(exc.hold, None)
+        if op == "expire" and result.transaction is not None and not result.transaction.replay:
+            self.ledger.events.publish(
+                LedgerEvent(
+                    program,
+                    account,
+                    "HoldExpired",
+                    {"hold_id": hold_id, "amount": hold.amount, "deadline": iso(hold.deadline)},
+                    source_id=hold_id,
+                )
+            )
+        return result
+
+    def _settle(
+        self, program: str, account: str, hold_id: str, op: str, amount: int | None
+    ) -> HoldResult:
+        body = {"op": f"wallet.{op}", "hold": hold_id, "amount": amount}
+
+        def plan(snap: Snapshot) -> Plan:
+            hold = read_hold(snap.store, program, account, hold_id)
+            if hold is None:
+                raise NotFound(f"hold {hold_id} not found in program {program}")
+            return self._settle_plan(snap, program, hold, op, amount)
+
+        txn = self.engine.commit(program, f"{hold_id}:{op}", body, plan, lock=[account])
+        return HoldResult(self.get(program, account, hold_id), wallet_transaction(txn))
+
+    def _settle_plan(
+        self, snap: Snapshot, program: str, hold: Hold, op: str, amount: int | None
+    ) -> Plan:
+        if hold.status is not HoldStatus.ACTIVE:
+            raise HoldNotActive(hold, f"hold {hold.id} is {hold.status}; it cannot be {op}d")
+        expected = HoldKind.CREDIT if op == "release" else HoldKind.DEBIT
+        if hold.kind is not expected:
+            raise InvalidState(f"hold {hold.id} is a {hold.kind} hold; it cannot be {op}d")
+        if op in ("expire", "release"):
+            if not hold.overdue(snap.now):
+                raise InvalidState(f"hold {hold.id} is not due before {iso(hold.deadline)}")
+        elif hold.overdue(snap.now):
+            raise HoldOverdue(hold)
+        if amount is not None and amount > hold.amount:
+            raise ValidationError(f"cannot capture {amount}: hold {hold.id} holds {hold.amount}")
+        capture = (hold.amount if amount is None else amount) if op == "capture" else 0
+        split = split_capture(hold.amounts, hold.grants, capture)
+        status = {
+            "capture": HoldStatus.CAPTURED,
+            "void": HoldStatus.VOIDED,
+            "expire": HoldStatus.EXPIRED,
+            "release": HoldStatus.RELEASED,
+        }[op]
+        return self._plan_split(snap, program, hold, split, status)
+
+    def _plan_split(
+        self, snap: Snapshot, program: str, hold: Hold, split: CaptureSplit, status: HoldStatus
+    ) -> Plan:
+        account = hold.account
+        acct = snap.account(account)
+        funds = present_funds(f.name for f in snap.program.funds)
+        grants = read_grants(snap.store, program, account, snap.now)
+        actions: list[Action] = [finish_hold(program, hold, status, snap.now, split.captured)]
+        to_expiry = 0
+        back_to_grants = 0
+        for take in split.released_grants:
+            if take.expires_at <= snap.now:
+                to_expiry += take.amount
+            else:
+                back_to_grants += take.amount
+                actions.append(return_to_grant(program, account, take))
+        balance_delta: dict[str, int] = defaultdict(int)
+        legs: list[Leg] = []
+        if hold.kind is HoldKind.DEBIT:
+            for fund, x in split.captured.items():
+                balance_delta[fund] -= x
+                legs.append(Leg(REDEMPTION, fund, x))
+            if to_expiry:
+                balance_delta[BONUS] -= to_expiry
+                legs.append(Leg(EXPIRY, BONUS, to_expiry))
+            legs += [Leg(account, f, x) for f, x in balance_delta.items()]
+        held_delta = {f: -x for f, x in hold.amounts.items()}
+        type_ = {
+            HoldStatus.CAPTURED: TxnType.CAPTURE,
+            HoldStatus.VOIDED: TxnType.VOID,
+            HoldStatus.EXPIRED: TxnType.EXPIRE,
+            HoldStatus.RELEASED: TxnType.RELEASE,
+        }[status]
+        return Plan(
+            type=type_,
+            legs=legs,
+            held={(account, f): x for f, x in held_delta.items()},
+            actions=actions,
+            owner=account,
+            details={
+                "account": account,
+                "hold_id": hold.id,
+                "held": cast(Value, held_delta),
+                "captured": cast(Value, split.captured),
+                "released": cast(Value, split.released),
+                "grants": takes_value(split.captured_grants, -1),
+                "expired_bonus": to_expiry,
+                "availability": availability_after(
+                    acct,
+                    funds,
+                    grants,
+                    snap.now,
+                    balance_delta=balance_delta,
+                    held_delta=held_delta,
+                    bonus_delta=back_to_grants,
+                ),
+            },
+        )
+
+
+def overdue(holds: list[Hold], now: datetime) -> list[Hold]:
+    return [h for h in holds if h.overdue(now)]

@@ -1,0 +1,261 @@
+"""Wallet jobs: grant expiry, hold expiry and ``reconcile``; plus the wallet invariant check.
+
+The jobs read the sparse due index (``WDUE#{program}#{kind}#{shard}``) up to
+now, never the table. Each row is re-read with a consistent read and resolved
+through a conditional write, so a job is idempotent and safe to run while
+traffic flows: a capture racing an expiry is settled by whichever transaction
+flips the row first, the other sees the new status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, cast
+
+from tallybook.domain.model import EXPIRY, Leg, Transaction, TxnType
+from tallybook.domain.wallet import BONUS, HoldKind, HoldStatus
+from tallybook.errors import ConditionFailed, InvalidState
+from tallybook.services.charges import ChargeProcessor
+from tallybook.services.codec import iso, parse_iso
+from tallybook.services.postings import Plan, Snapshot
+from tallybook.services.wallet_debit import CANCELLING, CHARGE_GRACE, PENDING, charge_key
+from tallybook.services.wallet_records import availability_after, present_funds
+from tallybook.services.wallet_rows import (
+    DUE_CHARGE,
+    DUE_GRANT,
+    DUE_HOLD,
+    due_rows,
+    grant_from_item,
+    grant_key,
+    hold_from_item,
+    read_grants,
+    read_holds,
+    row_key,
+)
+from tallybook.store import keys
+from tallybook.store.port import Compare, Remove, Set, SortCondition, Update, any_of
+
+if TYPE_CHECKING:
+    from tallybook.ledger import Ledger
+    from tallybook.services.wallet_holds import HoldOps
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class GrantExpiry:
+    account: str
+    grant_id: str
+    amount: int
+
+
+@dataclass
+class ReconcileReport:
+    cancelled_charges: list[tuple[str, str, int]] = field(default_factory=list)
+    orphan_holds: list[tuple[str, str]] = field(default_factory=list)
+    expired_holds: list[tuple[str, str]] = field(default_factory=list)
+    released_credits: list[tuple[str, str]] = field(default_factory=list)
+    expired_grants: list[GrantExpiry] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [f"cancelled charge {t} of {a}: refunded {n}" for a, t, n in self.cancelled_charges]
+        out += [f"removed hold {h} of {a}: no transaction record" for a, h in self.orphan_holds]
+        out += [f"expired hold {h} of {a}" for a, h in self.expired_holds]
+        out += [f"released held credit {h} of {a}" for a, h in self.released_credits]
+        out += [
+            f"expired bonus grant {g.grant_id} of {g.account}: {g.amount} to @expiry"
+            for g in self.expired_grants
+        ]
+        return out
+
+
+class _NothingLeft(InvalidState):
+    pass
+
+
+class WalletJobs:
+    def __init__(
+        self, ledger: Ledger, holds: HoldOps, processor: Callable[[], ChargeProcessor]
+    ) -> None:
+        self.ledger = ledger
+        self.store = ledger.store
+        self.holds = holds
+        self.processor = processor
+
+    def reconcile(self, program: str, *, progress: Progress | None = None) -> ReconcileReport:
+        report = self.cancel_stale_charges(program, progress=progress)
+        holds = self.expire_holds(program, progress=progress)
+        report.orphan_holds = holds.orphan_holds
+        report.expired_holds = holds.expired_holds
+        report.released_credits = holds.released_credits
+        report.expired_grants = self.expire_grants(program, progress=progress)
+        return report
+
+    def cancel_stale_charges(
+        self, program: str, *, progress: Progress | None = None
+    ) -> ReconcileReport:
+        """Charge intents past their grace without a debit: refund and remove them."""
+        self.ledger.programs.get(program)
+        report = ReconcileReport()
+        for row in due_rows(self.store, program, DUE_CHARGE, self.ledger.clock.now()):
+            if progress:
+                progress(1)
+            key = row_key(row)
+            intent = self.store.get(key)
+            if intent is None:
+                continue
+            account, txn_id = cast(str, intent["account"]), cast(str, intent["txn_id"])
+            if self.ledger.engine.existing(program, txn_id) is None:
+                try:
+                    self.store.update(
+                        key,
+                        [Set("status", CANCELLING)],
+                        any_of(Compare("status", "=", PENDING), Compare("status", "=", CANCELLING)),
+                    )
+                except ConditionFailed:
+                    continue  # committed (and removed) meanwhile
+                self.processor().refund(key=charge_key(program, txn_id))
+                report.cancelled_charges.append((account, txn_id, cast(int, intent["amount"])))
+            self.store.delete(key)
+        return report
+
+    def expire_holds(self, program: str, *, progress: Progress | None = None) -> ReconcileReport:
+        """Holds past their deadline: expire debits, release held credits."""
+        self.ledger.programs.get(program)
+        report = ReconcileReport()
+        for row in due_rows(self.store, program, DUE_HOLD, self.ledger.clock.now()):
+            if progress:
+                progress(1)
+            item = self.store.get(row_key(row))
+            if item is None:
+                continue
+            hold = hold_from_item(item)
+            if hold.status is not HoldStatus.ACTIVE:
+                continue
+            if self.ledger.engine.existing(program, hold.id) is None:
+                try:
+                    self.store.delete(row_key(item), Compare("status", "=", str(hold.status)))
+                    report.orphan_holds.append((hold.account, hold.id))
+                except ConditionFailed:
+                    pass
+                continue
+            result = self.holds.expire(program, hold.account, hold.id)
+            if result.transaction is None or result.transaction.replay:
+                continue
+            target = (
+                report.released_credits if hold.kind is HoldKind.CREDIT else report.expired_holds
+            )
+            target.append((hold.account, hold.id))
+        return report
+
+    def expire_grants(self, program: str, *, progress: Progress | None = None) -> list[GrantExpiry]:
+        """Move what is left of each expired grant to ``@expiry``, once per grant."""
+        self.ledger.programs.get(program)
+        done: list[GrantExpiry] = []
+        now = self.ledger.clock.now()
+        for row in due_rows(self.store, program, DUE_GRANT, now):
+            if progress:
+                progress(1)
+            item = self.store.get(row_key(row))
+            if item is None or "gsi1pk" not in item:
+                continue
+            grant = grant_from_item(item)
+            account = cast(str, item["account"])
+            if not grant.expired(now):
+                continue
+            if grant.available == 0:
+                with contextlib.suppress(ConditionFailed):
+                    self.store.update(
+                        row_key(item),
+                        [Remove("gsi1pk"), Remove("gsi1sk")],
+                        Compare("available", "=", 0),
+                    )
+                continue
+            try:
+                txn = self._expire_grant(program, account, grant.id, grant.expires_at)
+            except _NothingLeft:
+                continue
+            if not txn.replay:
+                done.append(GrantExpiry(account, grant.id, -txn.legs[0].amount))
+        return done
+
+    def _expire_grant(
+        self, program: str, account: str, grant_id: str, expires_at: datetime
+    ) -> Transaction:
+        key = grant_key(program, account, grant_id, expires_at)
+        body = {"op": "wallet.expire_grant", "account": account, "grant": grant_id}
+
+        def plan(snap: Snapshot) -> Plan:
+            item = snap.store.get(key)
+            left = cast(int, item["available"]) if item else 0
+            if left <= 0:
+                raise _NothingLeft(f"grant {grant_id} has nothing left to expire")
+            acct = snap.account(account)
+            funds = present_funds(f.name for f in snap.program.funds)
+            grants = read_grants(snap.store, program, account, snap.now)
+            return Plan(
+                type=TxnType.EXPIRE,
+                legs=[Leg(account, BONUS, -left), Leg(EXPIRY, BONUS, left)],
+                actions=[
+                    Update(
+                        key,
+                        (Set("available", 0), Remove("gsi1pk"), Remove("gsi1sk")),
+                        Compare("available", "=", left),
+                    )
+                ],
+                owner=account,
+                details={
+                    "account": account,
+                    "grants": [[grant_id, iso(expires_at), -left]],
+                    "availability": availability_after(acct, funds, grants, snap.now),
+                },
+            )
+
+        return self.ledger.engine.commit(program, f"{grant_id}:expire", body, plan, lock=[account])
+
+    # -- invariants ----------------------------------------------------------------
+
+    def check(self, program: str, account: str) -> list[str]:
+        """Holds match the heads' withheld amounts, grants match the bonus balance,
+        no fund is below zero available, no charge intent outlived reconcile."""
+        prog = self.ledger.programs.get(program)
+        acct = self.ledger.accounts.get(program, account)
+        now = self.ledger.clock.now()
+        holds = [
+            h for h in read_holds(self.store, program, account) if h.status is HoldStatus.ACTIVE
+        ]
+        problems: list[str] = []
+        for fund in present_funds(f.name for f in prog.funds):
+            state = acct.fund(fund)
+            held = sum(h.amounts.get(fund, 0) for h in holds)
+            if state.held != held:
+                problems.append(f"{account}/{fund}: head withholds {state.held}, holds sum {held}")
+            spec = prog.fund(fund)
+            if state.available < 0 and not (spec and spec.allow_overdraft):
+                problems.append(f"{account}/{fund}: available {state.available} below zero")
+        for h in holds:
+            reserved = sum(t.amount for t in h.grants)
+            if reserved != h.amounts.get(BONUS, 0):
+                problems.append(f"hold {h.id}: grants reserve {reserved}, bonus held differs")
+            if self.ledger.engine.existing(program, h.id) is None:
+                problems.append(f"hold {h.id} of {account} has no transaction record")
+        if prog.fund(BONUS) is not None:
+            grants = read_grants(self.store, program, account)
+            in_grants = sum(g.available for g in grants)
+            reserved = sum(h.amounts.get(BONUS, 0) for h in holds if h.kind is HoldKind.DEBIT)
+            balance = acct.fund(BONUS).balance
+            if balance != in_grants + reserved:
+                problems.append(
+                    f"{account}/bonus: balance {balance} != grants {in_grants} + held {reserved}"
+                )
+        intents = self.store.query_all(
+            keys.account_partition(program, account), SortCondition.begins_with("C#")
+        )
+        for intent in intents:
+            created = parse_iso(cast(str, intent["created_at"]))
+            if created + CHARGE_GRACE <= now:
+                problems.append(f"charge intent {intent['txn_id']} of {account} is stale")
+        return problems

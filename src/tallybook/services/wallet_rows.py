@@ -1,0 +1,199 @@
+"""Wallet rows in storage: grants, holds and charge intents (codecs, reads, actions).
+
+Every row lives in the owner's account partition (see ``store/keys.py``). Rows
+that fall due later carry ``gsi1pk``/``gsi1sk`` in the sparse due index until
+they are resolved, which is how the jobs find them without scanning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from tallybook.domain.wallet import Grant, GrantTake, Hold, HoldKind, HoldStatus
+from tallybook.services.codec import iso, parse_iso, to_us
+from tallybook.store import keys
+from tallybook.store.port import (
+    Add,
+    Compare,
+    Item,
+    ItemStore,
+    Key,
+    Remove,
+    Set,
+    SortCondition,
+    Update,
+    Value,
+)
+
+#: finished holds stay readable this long, then their row expires (TTL); the
+#: transaction records that created and settled them are kept for ever
+HOLD_RETENTION = timedelta(days=90)
+
+DUE_GRANT = "grant"
+DUE_HOLD = "hold"
+DUE_CHARGE = "charge"
+
+
+def due_attrs(program: str, kind: str, due: datetime, account: str, row_id: str) -> Item:
+    return {
+        "gsi1pk": keys.wallet_due(program, kind, keys.shard_of(f"{account}#{row_id}")),
+        "gsi1sk": f"{iso(due)}#{account}#{row_id}",
+    }
+
+
+def due_rows(store: ItemStore, program: str, kind: str, now: datetime) -> Iterator[Item]:
+    """Index rows of ``kind`` due at or before ``now``, shard by shard (never a scan)."""
+    bound = SortCondition.lt(iso(now) + "$")  # '$' sorts just after the '#' separator
+    for shard in range(keys.SHARDS):
+        yield from store.query_all(
+            keys.wallet_due(program, kind, shard), bound, index="gsi1", consistent=False
+        )
+
+
+def row_key(item: Item) -> Key:
+    return Key(cast(str, item["pk"]), cast(str, item["sk"]))
+
+
+# --- grants ------------------------------------------------------------------
+
+
+def grant_key(program: str, account: str, grant_id: str, expires_at: datetime) -> Key:
+    return keys.wallet_grant(program, account, to_us(expires_at), grant_id)
+
+
+def grant_item(program: str, account: str, grant: Grant) -> Item:
+    return {
+        **grant_key(program, account, grant.id, grant.expires_at).as_item(),
+        "program": program,
+        "account": account,
+        "grant_id": grant.id,
+        "awarded": grant.awarded,
+        "available": grant.available,
+        "expires_at": iso(grant.expires_at),
+        "granted_at": iso(grant.granted_at),
+        **due_attrs(program, DUE_GRANT, grant.expires_at, account, grant.id),
+    }
+
+
+def grant_from_item(item: Item) -> Grant:
+    return Grant(
+        id=cast(str, item["grant_id"]),
+        awarded=cast(int, item["awarded"]),
+        available=cast(int, item["available"]),
+        expires_at=parse_iso(cast(str, item["expires_at"])),
+        granted_at=parse_iso(cast(str, item["granted_at"])),
+    )
+
+
+def read_grants(
+    store: ItemStore, program: str, account: str, now: datetime | None = None
+) -> list[Grant]:
+    """Grants earliest expiry first; with ``now``, only those unexpired at ``now``."""
+    low = keys.wallet_grant_bound(to_us(now) + 1) if now is not None else keys.WALLET_GRANT_PREFIX
+    items = store.query_all(
+        keys.account_partition(program, account),
+        SortCondition.between(low, keys.WALLET_GRANT_PREFIX + "~"),
+    )
+    return [grant_from_item(i) for i in items]
+
+
+def spend_grant(program: str, account: str, grant: Grant, take: GrantTake) -> Update:
+    """Take from a grant, on condition nobody changed it since we read it."""
+    return Update(
+        grant_key(program, account, grant.id, grant.expires_at),
+        (Add("available", -take.amount),),
+        Compare("available", "=", grant.available),
+    )
+
+
+def return_to_grant(program: str, account: str, take: GrantTake) -> Update:
+    return Update(
+        grant_key(program, account, take.grant_id, take.expires_at),
+        (Add("available", take.amount),),
+        Compare("available", ">=", 0),
+    )
+
+
+# --- holds -------------------------------------------------------------------
+
+
+def takes_to_value(takes: tuple[GrantTake, ...]) -> Value:
+    return [[t.grant_id, iso(t.expires_at), t.amount] for t in takes]
+
+
+def takes_from_value(value: Value) -> tuple[GrantTake, ...]:
+    rows = cast(list[list[Any]], value or [])
+    return tuple(GrantTake(str(r[0]), parse_iso(str(r[1])), int(r[2])) for r in rows)
+
+
+def hold_item(program: str, hold: Hold) -> Item:
+    return {
+        **keys.wallet_hold(program, hold.account, hold.id).as_item(),
+        "program": program,
+        "account": hold.account,
+        "hold_id": hold.id,
+        "kind": str(hold.kind),
+        "status": str(hold.status),
+        "amounts": cast(Value, dict(hold.amounts)),
+        "grants": takes_to_value(hold.grants),
+        "deadline": iso(hold.deadline),
+        "created_at": iso(hold.created_at),
+        "captured": 0,
+        **due_attrs(program, DUE_HOLD, hold.deadline, hold.account, hold.id),
+    }
+
+
+def hold_from_item(item: Item) -> Hold:
+    finished = item.get("finished_at")
+    return Hold(
+        id=cast(str, item["hold_id"]),
+        account=cast(str, item["account"]),
+        kind=HoldKind(cast(str, item["kind"])),
+        status=HoldStatus(cast(str, item["status"])),
+        amounts=cast(dict[str, int], item.get("amounts") or {}),
+        grants=takes_from_value(item.get("grants")),
+        deadline=parse_iso(cast(str, item["deadline"])),
+        created_at=parse_iso(cast(str, item["created_at"])),
+        captured=cast(int, item.get("captured") or 0),
+        finished_at=parse_iso(finished) if isinstance(finished, str) else None,
+        captured_funds=cast(dict[str, int], item.get("captured_funds") or {}),
+    )
+
+
+def finish_hold(
+    program: str,
+    hold: Hold,
+    status: HoldStatus,
+    now: datetime,
+    captured: dict[str, int] | None = None,
+) -> Update:
+    """Settle an active hold: out of the due index, kept readable for a while."""
+    captured = captured or {}
+    return Update(
+        keys.wallet_hold(program, hold.account, hold.id),
+        (
+            Set("status", str(status)),
+            Set("captured", sum(captured.values())),
+            Set("captured_funds", cast(Value, captured)),
+            Set("finished_at", iso(now)),
+            Set("ttl", int((now + HOLD_RETENTION).timestamp())),
+            Remove("gsi1pk"),
+            Remove("gsi1sk"),
+        ),
+        Compare("status", "=", str(HoldStatus.ACTIVE)),
+    )
+
+
+def read_hold(store: ItemStore, program: str, account: str, hold_id: str) -> Hold | None:
+    item = store.get(keys.wallet_hold(program, account, hold_id))
+    return hold_from_item(item) if item is not None else None
+
+
+def read_holds(store: ItemStore, program: str, account: str) -> list[Hold]:
+    items = store.query_all(
+        keys.account_partition(program, account),
+        SortCondition.begins_with(keys.WALLET_HOLD_PREFIX),
+    )
+    return [hold_from_item(i) for i in items]
