@@ -210,3 +210,36 @@ def tier_log(p: str, a: str, us: int, txn_id: str) -> Key:
 
 def loyalty_checkpoint(p: str) -> Key:
     return Key(f"LOYALTY#{p}", "EXPIRY")
+
+
+# --- wallet (capability B): grants, holds, charge intents, due index --------
+#
+# Bonus grants  ACCT#{p}#{a}  G#{expires_us:016d}#{grant}  (earliest expiry first)
+# Holds         ACCT#{p}#{a}  H#{hold}                     (authorisations, held credits)
+# Charge intent ACCT#{p}#{a}  C#{txn}                      (external charge in flight)
+# Rows that fall due later (grant expiry, hold deadline, charge grace) sit in
+# the sparse gsi1 partition WDUE#{p}#{kind}#{shard:02d}, sorted by due time,
+# until they are resolved; the jobs query it instead of scanning.
+
+WALLET_GRANT_PREFIX = "G#"
+WALLET_HOLD_PREFIX = "H#"
+
+
+def wallet_grant(p: str, a: str, expires_us: int, grant_id: str) -> Key:
+    return Key(account_partition(p, a), f"{WALLET_GRANT_PREFIX}{expires_us:016d}#{grant_id}")
+
+
+def wallet_grant_bound(expires_us: int) -> str:
+    return f"{WALLET_GRANT_PREFIX}{expires_us:016d}"
+
+
+def wallet_hold(p: str, a: str, hold_id: str) -> Key:
+    return Key(account_partition(p, a), f"{WALLET_HOLD_PREFIX}{hold_id}")
+
+
+def wallet_charge(p: str, a: str, txn_id: str) -> Key:
+    return Key(account_partition(p, a), f"C#{txn_id}")
+
+
+def wallet_due(p: str, kind: str, shard: int) -> str:
+    return f"WDUE#{p}#{kind}#{shard:02d}"
