@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from tallybook.errors import ItemTooLarge, StoreValidationError
@@ -159,7 +161,10 @@ def test_one_hundred_actions_in_one_transaction(store: ItemStore) -> None:
 
 
 def test_a_request_token_is_accepted(store: ItemStore) -> None:
-    store.transact_write([Put(item("tok", v=1)), Update(key("ctr"), (Add("n", 1),))], token="t-1")
+    # Tokens are unique per logical transaction (DynamoDB remembers them for
+    # ten minutes, across tables on one endpoint).
+    token = f"contract-{uuid.uuid4().hex}"
+    store.transact_write([Put(item("tok", v=1)), Update(key("ctr"), (Add("n", 1),))], token=token)
     assert store.get(key("tok")) == item("tok", v=1)
     assert store.get(key("ctr")) == item("ctr", n=1)
 

@@ -29,9 +29,7 @@ FAILED = ["ConditionalCheckFailed"]
 
 def test_put_if_not_exists_succeeds_once(store: ItemStore) -> None:
     store.put(item("once", v=1), NotExists("pk"))
-    condition_failed(
-        lambda: store.put(item("once", v=2), NotExists("pk")), index=0, reasons=FAILED
-    )
+    condition_failed(lambda: store.put(item("once", v=2), NotExists("pk")), index=0, reasons=FAILED)
     assert store.get(key("once")) == item("once", v=1)
 
 
@@ -98,7 +96,9 @@ def test_compare_never_matches_across_types(store: ItemStore) -> None:
         Compare("s", "<", 2),
     ):
         condition_failed(lambda c=cond: store.delete(key("t"), c), index=0, reasons=FAILED)
-    store.update(key("t"), [Set("ok", True)], And((Compare("n", "<>", "1"), Compare("b", "=", True))))
+    store.update(
+        key("t"), [Set("ok", True)], And((Compare("n", "<>", "1"), Compare("b", "=", True)))
+    )
     assert store.get(key("t")) == item("t", n=1, s="1", b=True, ok=True)
 
 
@@ -126,6 +126,26 @@ def test_compare_on_a_missing_attribute(store: ItemStore) -> None:
         )
     store.update(key("m"), [Add("v", 1)], Compare("absent", "<>", 1))
     assert store.get(key("m")) == item("m", v=1)
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        Compare("n", "=", 1.0),
+        Compare("n", "<", 10**38),
+        Compare("n", "=", [1, {"x": 0.5}]),
+        And((Exists("n"), Or((NotExists("m"), Compare("m", ">", 0.5))))),
+    ],
+    ids=["float", "39-digits", "nested-float", "deep-in-and-or"],
+)
+def test_malformed_condition_values_are_refused(store: ItemStore, condition: Condition) -> None:
+    store.put(item("mc", n=1))
+    with pytest.raises(StoreValidationError):
+        store.put(item("mc", n=2), condition)
+    with pytest.raises(StoreValidationError):
+        store.update(key("other"), [Set("n", 2)], condition)
+    assert store.get(key("mc")) == item("mc", n=1)
+    assert store.get(key("other")) is None
 
 
 @pytest.mark.parametrize(

@@ -453,6 +453,7 @@ def check_item(item: Mapping[str, Value]) -> None:
     key = key_of(item)
     check_key(key)
     for name, value in item.items():
+        check_name(name)
         check_value(value, name)
     for name in INDEX_ATTRS & item.keys():
         check_attribute(name, item[name])
@@ -485,7 +486,30 @@ def check_key(key: Key) -> None:
             raise StoreValidationError(f"key attribute {name} exceeds 1024 bytes")
 
 
+def check_name(name: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise StoreValidationError("attribute names must be non-empty strings")
+
+
+def check_condition(condition: Condition) -> None:
+    """Refuse malformed conditions: empty names, floats, numbers beyond 38 digits."""
+    match condition:
+        case Exists(attr) | NotExists(attr):
+            check_name(attr)
+        case Compare(attr, op, value):
+            check_name(attr)
+            if op not in ("=", "<>", "<", "<=", ">", ">="):
+                raise StoreValidationError(f"unknown comparison operator {op!r}")
+            check_value(value, attr)
+        case And(conditions) | Or(conditions):
+            for c in conditions:
+                check_condition(c)
+        case _:
+            raise StoreValidationError(f"unknown condition {condition!r}")
+
+
 def check_update(op: UpdateOp) -> None:
+    check_name(op.attr)
     if op.attr in KEY_ATTRS:
         raise StoreValidationError(f"cannot update key attribute {op.attr}")
     if isinstance(op, Set):
@@ -511,6 +535,8 @@ def check_actions(actions: Sequence[Action]) -> None:
         if isinstance(action, Update):
             for op in action.updates:
                 check_update(op)
+        if action.condition is not None:
+            check_condition(action.condition)
         k = action_key(action)
         if k in seen:
             raise StoreValidationError(

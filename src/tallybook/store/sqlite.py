@@ -191,6 +191,8 @@ class SqliteStore(ItemStore):
         cmp = ">" if forward else "<"
         if cursor is not None:
             last = decode_cursor(cursor)
+            if last.get(pk_col) != partition:
+                raise StoreValidationError("cursor does not belong to this query")
             try:
                 if index is None:
                     where.append(f"sk {cmp} ?")
