@@ -12,10 +12,11 @@ import sys
 
 import typer
 
+from tallybook.cli import billing as billing_cli
 from tallybook.cli import keys, ledger, program, serve, table
 from tallybook.cli import loyalty as loyalty_cli
-from tallybook.cli import loyalty as loyalty_cli
 from tallybook.cli import notifications as notifications_cli
+from tallybook.cli import report as report_cli
 from tallybook.cli.options import StoreOption
 from tallybook.errors import TallybookError
 
@@ -51,10 +52,10 @@ app.add_typer(keys.app, name="keys")
 app.command("serve")(serve.serve)
 app.add_typer(loyalty_cli.app, name="loyalty")
 app.command("expire")(loyalty_cli.expire)
-app.add_typer(loyalty_cli.app, name="loyalty")
-app.command("expire")(loyalty_cli.expire)
 app.add_typer(notifications_cli.app, name="notifications")
 app.add_typer(notifications_cli.events_app, name="events")
+app.add_typer(billing_cli.app, name="billing")
+app.add_typer(report_cli.app, name="report")
 
 
 def main() -> None:

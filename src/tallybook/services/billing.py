@@ -278,13 +278,14 @@ class BillingService:
     def ingest_many(
         self,
         program: str,
-        rows: Iterable[tuple[int, Mapping[str, Any] | RecordDraft]],
+        rows: Iterable[tuple[int, Mapping[str, Any] | RecordDraft | TallybookError]],
         *,
         progress: Progress | None = None,
     ) -> IngestSummary:
         """Ingest numbered records (an NDJSON file) in transactions of up to
-        :data:`BATCH_RECORDS`; a record refused for its content is reported in
-        ``errors`` with its number and does not stop the rest."""
+        :data:`BATCH_RECORDS`; a record refused for its content (or a line that
+        failed to parse, given as the error) is reported in ``errors`` with its
+        number and does not stop the rest."""
         summary = IngestSummary()
         size = self.bucket_seconds(program)
         batch: list[tuple[int, RecordDraft]] = []
@@ -298,6 +299,8 @@ class BillingService:
 
         for number, row in rows:
             try:
+                if isinstance(row, TallybookError):
+                    raise row
                 draft = row if isinstance(row, RecordDraft) else draft_from_mapping(row)
                 self._check_not_future(draft, self.clock.now())
             except TallybookError as exc:
