@@ -1,0 +1,216 @@
+"""Loyalty use cases on both engines: earn, redeem, tiers, expiry, order lookup."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tallybook.errors import (
+    ConfigError,
+    IdempotencyConflict,
+    InsufficientFunds,
+    NotFound,
+    ValidationError,
+)
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+from tallybook.services.events import LedgerEvent
+
+RULES: dict[str, Any] = {
+    "tiers": [
+        {"name": "base", "threshold": 0},
+        {"name": "silver", "threshold": 100, "multiplier": 2},
+        {"name": "gold", "threshold": 300, "multiplier": 3},
+    ],
+    "expiry": {"days": 10, "warn_days": 3},
+    "downgrade": {"rule": "after_hold", "hold_months": 1},
+    "qualification": {"basis": "balance"},
+}
+
+
+@pytest.fixture
+def loyal(ledger: Ledger) -> Ledger:
+    ledger.loyalty.configure("shop", RULES)
+    ledger.accounts.open("shop", "alice")
+    return ledger
+
+
+@pytest.fixture
+def events(ledger: Ledger) -> list[LedgerEvent]:
+    seen: list[LedgerEvent] = []
+    ledger.events.subscribe(seen.append)
+    return seen
+
+
+def test_no_rules_is_a_clear_error(ledger: Ledger) -> None:
+    ledger.accounts.open("shop", "alice")
+    with pytest.raises(ConfigError, match="no loyalty configuration"):
+        ledger.loyalty.earn("shop", "alice", "o1", 100)
+
+
+def test_configure_validates_and_keeps_other_settings(ledger: Ledger) -> None:
+    ledger.programs.update_settings("shop", {"notifications": {"x": 1}})
+    with pytest.raises(ConfigError, match="has no fund 'miles'"):
+        ledger.loyalty.configure("shop", {**RULES, "fund": "miles"})
+    with pytest.raises(ConfigError, match="differs from the program's currency"):
+        ledger.loyalty.configure("shop", {"earn": {"currency": "EUR"}})
+    ledger.loyalty.configure("shop", RULES)
+    settings = ledger.programs.get("shop", fresh=True).settings
+    assert settings["notifications"] == {"x": 1}
+    assert settings["loyalty"]["tiers"][1] == {
+        "name": "silver",
+        "threshold": 100,
+        "multiplier": "2",
+    }
+
+
+def test_earn_is_idempotent_per_order(loyal: Ledger) -> None:
+    first = loyal.loyalty.earn("shop", "alice", "o1", 5000)
+    again = loyal.loyalty.earn("shop", "alice", "o1", 5000)
+    assert (first.points, first.replay) == (50, False)
+    assert (again.points, again.replay, again.transaction.id) == (50, True, "order:o1")
+    assert loyal.accounts.balances("shop", "alice")[0].balance == 50
+    with pytest.raises(IdempotencyConflict):
+        loyal.loyalty.earn("shop", "alice", "o1", 9999)
+    with pytest.raises(ValidationError, match="not EUR"):
+        loyal.loyalty.earn("shop", "alice", "o2", 100, currency="EUR")
+    with pytest.raises(ValidationError):
+        loyal.loyalty.earn("shop", "alice", "o2", -5)
+    with pytest.raises(NotFound):
+        loyal.loyalty.earn("shop", "nobody", "o3", 100)
+
+
+def test_order_lookup(loyal: Ledger) -> None:
+    loyal.loyalty.earn("shop", "alice", "o-7", 2000)
+    found = loyal.loyalty.order("shop", "o-7")
+    assert (found.account, found.points, found.transaction.id) == ("alice", 20, "order:o-7")
+    assert [t.id for t in loyal.transactions.for_order("shop", "o-7")] == ["order:o-7"]
+    with pytest.raises(NotFound, match="has not earned points"):
+        loyal.loyalty.order("shop", "o-unknown")
+
+
+def test_small_order_earns_zero_points_once(loyal: Ledger) -> None:
+    r = loyal.loyalty.earn("shop", "alice", "tiny", 50)
+    assert (r.points, r.lot_expires) == (0, None)
+    assert loyal.loyalty.order("shop", "tiny").points == 0
+    assert loyal.loyalty.earn("shop", "alice", "tiny", 50).replay
+
+
+def test_redeem_and_insufficient_points(loyal: Ledger) -> None:
+    loyal.loyalty.earn("shop", "alice", "o1", 5000)
+    with pytest.raises(InsufficientFunds, match="alice has 50 available, reward mug needs 80"):
+        loyal.loyalty.redeem("shop", "alice", 80, "mug", txn_id="r1")
+    r = loyal.loyalty.redeem("shop", "alice", 30, "mug", txn_id="r1")
+    assert (r.points, r.balance, r.replay) == (30, 20, False)
+    assert loyal.loyalty.redeem("shop", "alice", 30, "mug", txn_id="r1").replay
+    assert loyal.transactions.system_balance("shop", "@redemption") == {"points": 30}
+    assert loyal.check.program("shop").ok
+
+
+def test_tiers_upgrade_at_once_with_history_index_and_event(
+    loyal: Ledger, events: list[LedgerEvent]
+) -> None:
+    loyal.loyalty.earn("shop", "alice", "o1", 5000)  # 50 points: base
+    up = loyal.loyalty.earn("shop", "alice", "o2", 5000)  # 50 -> 100: silver
+    assert (up.tier, up.previous_tier, up.points) == ("silver", "base", 50)
+    boosted = loyal.loyalty.earn("shop", "alice", "o3", 1000)  # silver earns x2
+    assert boosted.points == 20
+    assert loyal.loyalty.status("shop", "alice").tier == "silver"
+    assert loyal.loyalty.members("shop", "silver").accounts == ["alice"]
+    assert loyal.loyalty.members("shop", "base").accounts == []
+    changes = loyal.loyalty.tier_history("shop", "alice").changes
+    assert [(c.previous, c.tier, c.reason) for c in changes] == [
+        ("base", "silver", "earn"),
+        (None, "base", "earn"),
+    ]
+    tier_events = [e for e in events if e.type == "TierChanged"]
+    assert [(e.payload["previous"], e.payload["tier"], e.source_id) for e in tier_events] == [
+        ("base", "silver", "order:o2")
+    ]
+    # a replay raises nothing again
+    loyal.loyalty.earn("shop", "alice", "o2", 5000)
+    assert len([e for e in events if e.type == "TierChanged"]) == 1
+    with pytest.raises(NotFound, match="no tier 'platinum'"):
+        loyal.loyalty.members("shop", "platinum")
+
+
+def test_downgrade_waits_for_the_hold_then_the_job_applies_it(
+    loyal: Ledger, clock: ManualClock, events: list[LedgerEvent]
+) -> None:
+    loyal.loyalty.earn("shop", "alice", "o1", 12000)  # 120 points: silver
+    loyal.loyalty.redeem("shop", "alice", 100, "tv", txn_id="r1")  # balance 20
+    assert loyal.loyalty.status("shop", "alice").tier == "silver"  # held for a month
+    assert loyal.loyalty.review_tiers("shop").downgraded == 0
+    clock.advance(timedelta(days=32))
+    report = loyal.loyalty.review_tiers("shop")
+    assert (report.members, report.downgraded) == (1, 1)
+    assert loyal.loyalty.status("shop", "alice").tier == "base"
+    assert loyal.loyalty.members("shop", "silver").accounts == []
+    assert loyal.loyalty.members("shop", "base").accounts == ["alice"]
+    assert loyal.loyalty.review_tiers("shop").downgraded == 0
+    assert loyal.loyalty.tier_history("shop", "alice").changes[0].reason == "review"
+    assert events[-1].type == "TierChanged"
+    assert events[-1].payload["tier"] == "base"
+
+
+def test_members_are_paged(loyal: Ledger) -> None:
+    for i in range(5):
+        loyal.accounts.open("shop", f"m{i}")
+        loyal.loyalty.earn("shop", f"m{i}", f"order-{i}", 10000)
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = loyal.loyalty.members("shop", "silver", limit=2, cursor=cursor)
+        assert len(page.accounts) <= 2
+        seen += page.accounts
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert seen == [f"m{i}" for i in range(5)]
+
+
+def test_redeem_consumes_oldest_lots_and_expiry_is_idempotent(
+    loyal: Ledger, clock: ManualClock, events: list[LedgerEvent]
+) -> None:
+    loyal.loyalty.earn("shop", "alice", "o1", 3000)  # 30, expires day 10
+    clock.advance(timedelta(days=4))
+    loyal.loyalty.earn("shop", "alice", "o2", 4000)  # 40, expires day 14
+    loyal.loyalty.redeem("shop", "alice", 20, "cup", txn_id="r1")
+    lots = loyal.loyalty.expiring("shop", "alice", days=30)
+    assert [lot.points for lot in lots] == [10, 40]
+    assert [lot.order_id for lot in lots] == ["o1", "o2"]
+    assert loyal.loyalty.expiring("shop", "alice", days=1) == []
+
+    clock.advance(timedelta(days=4))  # day 8: o1's lot expires within 3 days
+    report = loyal.loyalty.expire("shop")
+    assert (report.points, report.warned) == (0, 1)
+    warning = [e for e in events if e.type == "PointsExpiring"][-1]
+    assert warning.payload["points"] == 10
+
+    clock.advance(timedelta(days=3))  # day 11: o1's lot is past its date
+    report = loyal.loyalty.expire("shop")
+    assert (report.points, report.lots, report.accounts) == (10, 1, 1)
+    assert loyal.accounts.balances("shop", "alice")[0].balance == 40
+    again = loyal.loyalty.expire("shop")
+    assert (again.points, again.lots) == (0, 0)
+    assert loyal.transactions.system_balance("shop", "@expiry") == {"points": 10}
+    assert [lot.points for lot in loyal.loyalty.expiring("shop", "alice", days=30)] == [40]
+
+    clock.advance(timedelta(days=10))
+    assert loyal.loyalty.expire("shop").points == 40
+    assert loyal.accounts.balances("shop", "alice")[0].balance == 0
+    assert loyal.loyalty.expiring("shop", "alice", days=30) == []
+    assert loyal.check.program("shop").ok
+
+
+def test_expiry_lowers_a_balance_based_tier_by_rule(loyal: Ledger, clock: ManualClock) -> None:
+    loyal.loyalty.configure("shop", {**RULES, "downgrade": {"rule": "immediate"}})
+    loyal.loyalty.earn("shop", "alice", "o1", 15000)
+    assert loyal.loyalty.status("shop", "alice").tier == "silver"
+    clock.advance(timedelta(days=11))
+    loyal.loyalty.expire("shop")
+    status = loyal.loyalty.status("shop", "alice")
+    assert (status.tier, status.balance) == ("base", 0)
+    assert loyal.loyalty.tier_history("shop", "alice").changes[0].reason == "expiry"
