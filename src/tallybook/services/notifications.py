@@ -301,7 +301,7 @@ class NotificationService:
                 if not superseded:
                     actions.append(Delete(_key(old), Compare("id", "=", old["id"])))
                 old_id = cast(str, old["id"])
-                if old_id in no_history:
+                if old_id in no_history or not items.live(old, now):
                     continue
                 history_updates[len(actions)] = old_id
                 actions.append(
@@ -335,7 +335,6 @@ class NotificationService:
     def _actives(self, program: str, account: str, types: list[str]) -> dict[str, Item]:
         if not types:
             return {}
-        now = self.clock.now()
         if len(types) == 1:
             one = self.store.get(keys.notification_active(program, account, types[0]))
             found = [one] if one is not None else []
@@ -343,7 +342,9 @@ class NotificationService:
             found = self.store.batch_get(
                 [keys.notification_active(program, account, t) for t in types]
             )
-        return {cast(str, i["type"]): i for i in found if items.live(i, now)}
+        # rows past expiry by the ledger clock but not yet by the store's are kept:
+        # a write must still be conditioned on them
+        return {cast(str, i["type"]): i for i in found}
 
     def _replay(
         self, program: str, account: str, key: str, fp: str, now: datetime
@@ -441,6 +442,8 @@ class NotificationService:
             sets.append(Set("delivery_error", error))
         try:
             self.store.update(items.history_key(n, created_us), sets, Exists("pk"))
+        except ConditionFailed:
+            pass  # its history row is already past retention
         except TallybookError as exc:
             log.warning("could not record the delivery of %s: %s", n.id, exc)
         return replace(n, delivery=outcome, delivered_at=at, delivery_error=error)

@@ -1,0 +1,249 @@
+"""Add, supersede, dismiss, history, retention and delivery, on both engines."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+
+from tallybook.domain.notifications import Status
+from tallybook.errors import IdempotencyConflict, NotFound, ValidationError
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+from tallybook.services.notification_delivery import RecordingDelivery
+
+SEC = timedelta(seconds=1)
+
+
+def test_add_lists_and_supersedes(ledger: Ledger, clock: ManualClock, alice: str) -> None:
+    n = ledger.notifications
+    first = n.add("shop", alice, "TierChanged", {"tier": "silver"})
+    clock.advance(SEC)
+    other = n.add("shop", alice, "HoldExpired", {"hold": "h1"})
+    clock.advance(SEC)
+    second = n.add("shop", alice, "TierChanged", {"tier": "gold"})
+
+    active = n.list("shop", alice)
+    assert [(a.id, a.type) for a in active] == [
+        (second.id, "TierChanged"),
+        (other.id, "HoldExpired"),
+    ]
+    assert active[0].payload == {"tier": "gold"}
+
+    history = n.history("shop", alice).notifications
+    assert [h.id for h in history] == [second.id, other.id, first.id]
+    old = history[2]
+    assert old.status is Status.SUPERSEDED
+    assert old.dismissed_by == second.id
+    assert old.dismissed_at == clock.now()
+    assert history[0].status is Status.ACTIVE
+    assert n.get("shop", alice, first.id).dismissed_by == second.id
+
+
+def test_dismiss_by_id_is_idempotent(ledger: Ledger, alice: str) -> None:
+    n = ledger.notifications
+    added = n.add("shop", alice, "TierChanged", {"tier": "gold"})
+    dismissed = n.dismiss("shop", alice, added.id)
+    assert dismissed.status is Status.DISMISSED
+    assert dismissed.dismissed_by == "user"
+    assert n.list("shop", alice) == []
+    again = n.dismiss("shop", alice, added.id)
+    assert again.status is Status.DISMISSED
+    assert again.dismissed_at == dismissed.dismissed_at
+    with pytest.raises(NotFound):
+        n.dismiss("shop", alice, "n-0000000000000001-0000000000")
+    with pytest.raises(NotFound):
+        n.dismiss("shop", alice, "not-an-id")
+
+
+def test_dismiss_by_type(ledger: Ledger, clock: ManualClock, alice: str) -> None:
+    n = ledger.notifications
+    n.add("shop", alice, "TierChanged", {"tier": "gold"})
+    kept = n.add("shop", alice, "HoldExpired", {})
+    clock.advance(SEC)
+    gone = n.dismiss_type("shop", alice, "TierChanged")
+    assert gone is not None
+    assert gone.status is Status.DISMISSED
+    assert n.dismiss_type("shop", alice, "TierChanged") is None
+    assert [a.id for a in n.list("shop", alice)] == [kept.id]
+    assert n.get("shop", alice, gone.id).status is Status.DISMISSED
+
+
+def test_rule_dismisses_other_type(ledger: Ledger, clock: ManualClock, alice: str) -> None:
+    n = ledger.notifications
+    low = n.add("shop", alice, "LowBalance", {"fund": "cash"})
+    clock.advance(SEC)
+    top_up = n.add("shop", alice, "TopUp", {"amount": 500})
+    assert top_up.status is Status.UNLISTED
+    assert n.list("shop", alice) == []
+    old = n.get("shop", alice, low.id)
+    assert old.status is Status.DISMISSED
+    assert (old.dismissed_by, old.dismiss_reason) == (top_up.id, "rule")
+    assert n.get("shop", alice, top_up.id).status is Status.UNLISTED
+
+
+def test_rules_from_settings(ledger: Ledger, alice: str, delivered: RecordingDelivery) -> None:
+    n = ledger.notifications
+    n.set_rules(
+        "shop",
+        {"types": {"Promo": {"listed": False, "deliver": True}, "TierChanged": {"deliver": False}}},
+    )
+    assert n.rules("shop").rule("Promo").listed is False
+    assert n.rules("shop").rule("LowBalance").deliver is True  # defaults kept
+    n.add("shop", alice, "Promo", {"code": "X"})
+    n.add("shop", alice, "TierChanged", {"tier": "gold"})
+    assert [a.type for a in n.list("shop", alice)] == ["TierChanged"]
+    assert [d.type for d in delivered.delivered] == ["Promo"]
+    with pytest.raises(ValidationError):
+        n.set_rules("shop", {"retention_days": 0})
+    with pytest.raises(ValidationError):
+        n.set_rules("shop", {"types": {"A": {"dismisses": ["A"]}}})
+
+
+def test_history_range_and_cursor(ledger: Ledger, clock: ManualClock, alice: str) -> None:
+    n = ledger.notifications
+    start = clock.now()
+    ids = []
+    for i in range(5):
+        ids.append(n.add("shop", alice, f"T{i}", {"i": i}).id)
+        clock.advance(timedelta(minutes=1))
+    page1 = n.history("shop", alice, limit=2)
+    assert [x.id for x in page1.notifications] == ids[::-1][:2]
+    assert page1.cursor is not None
+    page2 = n.history("shop", alice, limit=2, cursor=page1.cursor)
+    page3 = n.history("shop", alice, limit=2, cursor=page2.cursor)
+    assert [x.id for x in page2.notifications + page3.notifications] == ids[::-1][2:]
+    assert page3.cursor is None
+    ranged = n.history(
+        "shop",
+        alice,
+        since=start + timedelta(minutes=1),
+        until=start + timedelta(minutes=3),
+        newest_first=False,
+    )
+    assert [x.id for x in ranged.notifications] == ids[1:3]
+    with pytest.raises(ValidationError):
+        n.history("shop", alice, since=start, until=start)
+
+
+def test_history_past_retention_is_invisible(
+    ledger: Ledger, clock: ManualClock, alice: str
+) -> None:
+    n = ledger.notifications
+    n.set_rules("shop", {"retention_days": 30})
+    now = clock.now()
+    clock.set(now - timedelta(days=31))
+    old = n.add("shop", alice, "HoldExpired", {"hold": "h-old"})
+    clock.set(now - timedelta(days=29))
+    recent = n.add("shop", alice, "TierChanged", {"tier": "gold"})
+    clock.set(now)
+    assert [h.id for h in n.history("shop", alice).notifications] == [recent.id]
+    # the active one outlives its history row: still found, listed and dismissable
+    assert n.get("shop", alice, old.id).status is Status.ACTIVE
+    assert {a.id for a in n.list("shop", alice)} == {old.id, recent.id}
+    dismissed = n.dismiss("shop", alice, old.id)
+    assert dismissed.status is Status.DISMISSED
+    assert [a.id for a in n.list("shop", alice)] == [recent.id]
+    # and superseding an active one whose history expired works too
+    clock.set(now - timedelta(days=31))
+    stale = n.add("shop", alice, "PointsExpiring", {})
+    clock.set(now)
+    fresh = n.add("shop", alice, "PointsExpiring", {"points": 10})
+    assert [a.id for a in n.list("shop", alice) if a.type == "PointsExpiring"] == [fresh.id]
+    assert stale.id not in {h.id for h in n.history("shop", alice).notifications}
+
+
+def test_active_expiry(ledger: Ledger, clock: ManualClock, alice: str) -> None:
+    n = ledger.notifications
+    added = n.add("shop", alice, "Promo", {}, expires_at=clock.now() + timedelta(hours=1))
+    assert [a.id for a in n.list("shop", alice)] == [added.id]
+    clock.advance(timedelta(hours=2))
+    assert n.list("shop", alice) == []
+    assert n.get("shop", alice, added.id).status is Status.EXPIRED
+    again = n.add("shop", alice, "Promo", {"new": True})
+    assert [a.id for a in n.list("shop", alice)] == [again.id]
+
+
+def test_idempotency_key(ledger: Ledger, alice: str) -> None:
+    n = ledger.notifications
+    first = n.add("shop", alice, "TierChanged", {"tier": "gold"}, idempotency_key="evt-1")
+    again = n.add("shop", alice, "TierChanged", {"tier": "gold"}, idempotency_key="evt-1")
+    assert again.replay
+    assert again.id == first.id
+    assert len(n.history("shop", alice).notifications) == 1
+    with pytest.raises(IdempotencyConflict):
+        n.add("shop", alice, "TierChanged", {"tier": "silver"}, idempotency_key="evt-1")
+
+
+def test_bad_input(ledger: Ledger, alice: str) -> None:
+    n = ledger.notifications
+    with pytest.raises(NotFound):
+        n.add("shop", "nobody", "TierChanged", {})
+    with pytest.raises(NotFound):
+        n.list("shop", "nobody")
+    with pytest.raises(ValidationError):
+        n.add("shop", alice, "Bad#Type", {})
+    with pytest.raises(ValidationError):
+        n.add("shop", alice, "T", {"amount": 1.5})
+    with pytest.raises(ValidationError):
+        n.add("shop", alice, "T", {"blob": "x" * 20_000})
+
+
+def test_delivery_is_recorded(ledger: Ledger, alice: str, delivered: RecordingDelivery) -> None:
+    n = ledger.notifications
+    ok = n.add("shop", alice, "TierChanged", {"tier": "gold"})
+    n.add("shop", alice, "Custom", {})  # no rule: not delivered
+    assert [d.id for d in delivered.delivered] == [ok.id]
+    assert ok.delivery == "delivered"
+    assert n.get("shop", alice, ok.id).delivery == "delivered"
+    delivered.fail = True
+    failed = n.add("shop", alice, "HoldExpired", {})
+    stored = n.get("shop", alice, failed.id)
+    assert stored.delivery == "failed"
+    assert stored.delivery_error is not None
+    assert "ConnectionError" in stored.delivery_error
+    assert stored.status is Status.ACTIVE
+
+
+def test_invariant_6_under_concurrent_adds(ledger: Ledger, alice: str) -> None:
+    """Eight threads add the same type at once: one stays active, seven are superseded."""
+    n = ledger.notifications
+    barrier = threading.Barrier(8)
+    added: list[str] = []
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        try:
+            barrier.wait()
+            added.append(n.add("shop", alice, "TierChanged", {"i": i}).id)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(set(added)) == 8
+
+    active = [a for a in n.list("shop", alice) if a.type == "TierChanged"]
+    assert len(active) == 1
+    history = n.history("shop", alice).notifications
+    assert {h.id for h in history} == set(added)
+    superseded = [h for h in history if h.status is Status.SUPERSEDED]
+    assert len(superseded) == 7
+    assert [h.id for h in history if h.status is Status.ACTIVE] == [active[0].id]
+    # every superseded one names a distinct newcomer: one chain ending at the active one
+    successors = [h.dismissed_by for h in superseded]
+    assert len(set(successors)) == 7
+    assert set(successors) <= set(added)
+    assert active[0].id in successors
+
+
+def test_created_times_stay_ordered_under_a_still_clock(ledger: Ledger, alice: str) -> None:
+    n = ledger.notifications
+    ids = [n.add("shop", alice, "TierChanged", {"i": i}).id for i in range(3)]
+    assert [h.id for h in n.history("shop", alice).notifications] == ids[::-1]
+    assert n.get("shop", alice, ids[0]).created_at < n.get("shop", alice, ids[2]).created_at
