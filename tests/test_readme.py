@@ -1,0 +1,36 @@
+"""The README's examples run as written."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks())))
+def test_readme_python_example_runs_twice(index: int, tmp_path: Path) -> None:
+    code = python_blocks()[index]
+    for _ in range(2):  # idempotent: a second run replays instead of failing
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+
+
+def test_readme_starts_with_run_and_test_commands() -> None:
+    text = README.read_text()
+    first_block = re.search(r"```bash\n(.*?)```", text, flags=re.S)
+    assert first_block is not None
+    commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]
+    assert commands[:2] == ["scripts/serve.sh", "scripts/test.sh"]
+    for command in commands[:2]:
+        assert (README.parent / command).exists()
