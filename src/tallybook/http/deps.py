@@ -71,6 +71,9 @@ def idempotency_key(
         str | None,
         Header(
             alias="Idempotency-Key",
+            min_length=1,
+            max_length=128,
+            pattern=r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$",
             description="Unique per logical request (1-128 of A-Z a-z 0-9 . _ : -); "
             "a replay returns the original response, another body with the same key is a 409",
         ),

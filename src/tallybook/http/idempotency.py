@@ -189,10 +189,11 @@ class IdempotencyMiddleware:
             "fingerprint": fp,
             "status": status,
             "headers": kept,
-            "body": text,
             "scopes": cast(Value, sorted(principal.scopes)),
             "ttl": int(self.ledger.clock.now().timestamp()) + TTL_SECONDS,
         }
+        if text:  # older DynamoDB engines refuse empty strings
+            item["body"] = text
         try:
             self.ledger.store.put(item, NotExists("pk"))
         except ConditionFailed:

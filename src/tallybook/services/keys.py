@@ -94,12 +94,13 @@ class KeyService:
             "key_id": key_id,
             "program": program,
             "scopes": cast(Value, list(scope_tuple)),
-            "name": label,
             "hash": hash_secret(secret),
             "created_at": iso(now),
             "gsi1pk": keys.api_key_index(program),
             "gsi1sk": f"{iso(now)}#{key_id}",
         }
+        if label:  # older DynamoDB engines refuse empty strings
+            item["name"] = label
         self.store.put(item, NotExists("pk"))
         return record, secret
 
