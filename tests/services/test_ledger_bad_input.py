@@ -1,0 +1,263 @@
+"""Bad input gets a clear error from tallybook.errors and changes nothing.
+
+Each group runs its cases against one ledger (one DynamoDB table), checking
+after every case that balances, versions, histories and system accounts are
+exactly as before and that the transaction id was not consumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+
+import pytest
+
+from tallybook.domain.model import Leg
+from tallybook.errors import (
+    IdempotencyConflict,
+    InsufficientFunds,
+    NotFound,
+    TallybookError,
+    ValidationError,
+)
+from tallybook.ledger import Ledger
+
+from .ledger_helpers import PROGRAM, open_accounts, state
+
+Case = tuple[str, Callable[[Ledger], object], type[TallybookError], str]
+
+
+def _run(ledger: Ledger, cases: list[Case]) -> None:
+    open_accounts(ledger, "alice", "bob")
+    ledger.transactions.credit(PROGRAM, "alice", "points", 100, txn_id="seed")
+    ledger.transactions.credit(PROGRAM, "alice", "cash", 100, txn_id="seed-cash")
+    before = state(ledger, "alice", "bob")
+    for name, call, error, message in cases:
+        with pytest.raises(TallybookError) as info:
+            call(ledger)
+        exc = info.value
+        assert type(exc) is error, f"{name}: {type(exc).__name__}: {exc}"
+        assert message in exc.message, f"{name}: {exc.message!r}"
+        assert state(ledger, "alice", "bob") == before, f"{name} changed the ledger"
+        with pytest.raises(NotFound):
+            ledger.transactions.get(PROGRAM, "bad")
+    # the refused id was never consumed
+    ledger.transactions.credit(PROGRAM, "alice", "points", 1, txn_id="bad")
+
+
+def credit(amount: object, **kw: object) -> Callable[[Ledger], object]:
+    args = {"account": "alice", "fund": "points", "txn_id": "bad", **kw}
+
+    def call(led: Ledger) -> object:
+        return led.transactions.credit(
+            str(kw.get("program", PROGRAM)),
+            args["account"],  # type: ignore[arg-type]
+            args["fund"],  # type: ignore[arg-type]
+            amount,  # type: ignore[arg-type]
+            txn_id=args["txn_id"],  # type: ignore[arg-type]
+            **{k: v for k, v in kw.items() if k in ("order_id", "description", "metadata")},  # type: ignore[arg-type]
+        )
+
+    return call
+
+
+def test_bad_amounts(ledger: Ledger) -> None:
+    too_big = 10**15 + 1
+    cases: list[Case] = [
+        ("credit zero", credit(0), ValidationError, "must be positive"),
+        ("credit negative", credit(-5), ValidationError, "must be positive"),
+        ("credit float", credit(1.5), ValidationError, "must be an integer"),
+        ("credit whole float", credit(10.0), ValidationError, "must be an integer"),
+        ("credit decimal", credit(Decimal(3)), ValidationError, "must be an integer"),
+        ("credit string", credit("10"), ValidationError, "must be an integer"),
+        ("credit bool", credit(True), ValidationError, "must be an integer"),
+        ("credit None", credit(None), ValidationError, "must be an integer"),
+        ("credit oversized", credit(too_big), ValidationError, "exceeds the maximum"),
+        (
+            "debit zero",
+            lambda led: led.transactions.debit(PROGRAM, "alice", "points", 0, txn_id="bad"),
+            ValidationError,
+            "must be positive",
+        ),
+        (
+            "debit negative",
+            lambda led: led.transactions.debit(PROGRAM, "alice", "points", -1, txn_id="bad"),
+            ValidationError,
+            "must be positive",
+        ),
+        (
+            "debit float",
+            lambda led: led.transactions.debit(PROGRAM, "alice", "points", 0.5, txn_id="bad"),  # type: ignore[arg-type]
+            ValidationError,
+            "must be an integer",
+        ),
+        (
+            "debit oversized",
+            lambda led: led.transactions.debit(PROGRAM, "alice", "points", too_big, txn_id="bad"),
+            ValidationError,
+            "exceeds the maximum",
+        ),
+        (
+            "debit too much",
+            lambda led: led.transactions.debit(PROGRAM, "alice", "points", 101, txn_id="bad"),
+            InsufficientFunds,
+            "available 100",
+        ),
+        (
+            "adjust zero",
+            lambda led: led.transactions.adjust(PROGRAM, "alice", "points", 0, txn_id="bad"),
+            ValidationError,
+            "must not be zero",
+        ),
+        (
+            "adjust oversized",
+            lambda led: led.transactions.adjust(PROGRAM, "alice", "points", -too_big, txn_id="bad"),
+            ValidationError,
+            "exceeds the maximum",
+        ),
+        (
+            "transfer zero",
+            lambda led: led.transactions.transfer(
+                PROGRAM, "alice", "bob", "points", 0, txn_id="bad"
+            ),
+            ValidationError,
+            "must be positive",
+        ),
+        (
+            "transfer negative",
+            lambda led: led.transactions.transfer(
+                PROGRAM, "alice", "bob", "points", -10, txn_id="bad"
+            ),
+            ValidationError,
+            "must be positive",
+        ),
+        (
+            "transfer too much",
+            lambda led: led.transactions.transfer(
+                PROGRAM, "alice", "bob", "points", 101, txn_id="bad"
+            ),
+            InsufficientFunds,
+            "alice",
+        ),
+    ]
+    _run(ledger, cases)
+
+
+def test_unknown_or_malformed_names(ledger: Ledger) -> None:
+    cases: list[Case] = [
+        ("unknown account", credit(1, account="ghost"), NotFound, "account ghost not found"),
+        ("unknown fund", credit(1, fund="gems"), NotFound, "no fund 'gems'"),
+        ("malformed fund", credit(1, fund="Points!"), ValidationError, "fund"),
+        ("unknown program", credit(1, program="nope"), NotFound, "program nope not found"),
+        ("empty account", credit(1, account=""), ValidationError, "account is required"),
+        ("account with slash", credit(1, account="a/b"), ValidationError, "may hold only"),
+        ("oversized account", credit(1, account="a" * 129), ValidationError, "longer than 128"),
+        ("empty txn id", credit(1, txn_id=""), ValidationError, "transaction id is required"),
+        ("oversized txn id", credit(1, txn_id="t" * 129), ValidationError, "longer than 128"),
+        ("txn id with space", credit(1, txn_id="a b"), ValidationError, "may hold only"),
+        ("empty order id", credit(1, order_id=""), ValidationError, "order id is required"),
+        ("oversized order id", credit(1, order_id="o" * 129), ValidationError, "longer than"),
+        ("long description", credit(1, description="d" * 501), ValidationError, "description"),
+        (
+            "big metadata",
+            credit(1, metadata={f"k{i}": "v" for i in range(17)}),
+            ValidationError,
+            "metadata",
+        ),
+        ("non-string metadata", credit(1, metadata={"k": 1}), ValidationError, "metadata"),
+        (
+            "transfer to unknown account",
+            lambda led: led.transactions.transfer(
+                PROGRAM, "alice", "ghost", "points", 10, txn_id="bad"
+            ),
+            NotFound,
+            "ghost",
+        ),
+        (
+            "transfer to self",
+            lambda led: led.transactions.transfer(
+                PROGRAM, "alice", "alice", "points", 10, txn_id="bad"
+            ),
+            ValidationError,
+            "two different accounts",
+        ),
+        (
+            "replay with another body",
+            lambda led: led.transactions.credit(PROGRAM, "alice", "points", 99, txn_id="seed"),
+            IdempotencyConflict,
+            "seed",
+        ),
+    ]
+    _run(ledger, cases)
+
+
+def _post(legs: list[Leg]) -> Callable[[Ledger], object]:
+    return lambda led: led.transactions.post(PROGRAM, legs, txn_id="bad")
+
+
+def test_bad_postings(ledger: Ledger) -> None:
+    cases: list[Case] = [
+        ("no legs", _post([]), ValidationError, "at least one posting"),
+        (
+            "unbalanced",
+            _post([Leg("alice", "points", 5), Leg("@issuance", "points", -4)]),
+            ValidationError,
+            "do not balance",
+        ),
+        (
+            "balanced across units only",
+            _post([Leg("alice", "points", 5), Leg("@external", "cash", -5)]),
+            ValidationError,
+            "do not balance",
+        ),
+        (
+            "unknown system account",
+            _post([Leg("alice", "points", 5), Leg("@bogus", "points", -5)]),
+            NotFound,
+            "unknown system account @bogus",
+        ),
+        (
+            "same fund twice",
+            _post([Leg("bob", "points", 5), Leg("bob", "points", 5), Leg("alice", "points", -10)]),
+            ValidationError,
+            "appears twice",
+        ),
+        (
+            "too many legs",
+            _post([Leg("alice" if i % 2 else "bob", "points", 1) for i in range(25)]),
+            ValidationError,
+            "at most 24",
+        ),
+        (
+            "zero leg",
+            _post([Leg("alice", "points", 0), Leg("@issuance", "points", 0)]),
+            ValidationError,
+            "must not be zero",
+        ),
+        (
+            "float leg",
+            _post([Leg("alice", "points", 1.0), Leg("@issuance", "points", -1.0)]),  # type: ignore[arg-type]
+            ValidationError,
+            "must be an integer",
+        ),
+        (
+            "unopened account among legs",
+            _post([Leg("alice", "points", -5), Leg("ghost", "points", 5)]),
+            NotFound,
+            "ghost",
+        ),
+        (
+            "one leg short of funds",
+            _post(
+                [
+                    Leg("alice", "points", -5),
+                    Leg("bob", "points", 5),
+                    Leg("bob", "cash", -1),
+                    Leg("alice", "cash", 1),
+                ]
+            ),
+            InsufficientFunds,
+            "bob",
+        ),
+    ]
+    _run(ledger, cases)

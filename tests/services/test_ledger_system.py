@@ -1,0 +1,155 @@
+"""System accounts stay off the hot path, and ``ledger.check`` finds what is wrong."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from tallybook.domain.model import SYSTEM_ACCOUNTS, Leg
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+from tallybook.store import keys
+from tallybook.store.port import ItemStore, Key, Set
+
+from .faults import FaultyStore
+from .ledger_helpers import PROGRAM, open_accounts
+
+
+def test_no_item_is_written_by_every_transaction(store: ItemStore, clock: ManualClock) -> None:
+    faulty = FaultyStore(store)
+    ledger = Ledger(faulty, clock=clock)
+    ledger.programs.create(PROGRAM)
+    accounts = [f"c{i}" for i in range(8)]
+    open_accounts(ledger, *accounts)
+    faulty.written.clear()
+    n = 48
+    for i in range(n):
+        account = accounts[i % len(accounts)]
+        if i >= len(accounts) and i % 3 == 2:
+            ledger.transactions.debit(PROGRAM, account, "points", 1, txn_id=f"d{i}")
+        else:
+            ledger.transactions.credit(PROGRAM, account, "points", 5, txn_id=f"c{i}")
+    assert len(faulty.written) == n
+    writes = Counter(k for keys_ in faulty.written for k in set(keys_))
+    hottest, count = writes.most_common(1)[0]
+    assert count < n / 2, f"{hottest} was written by {count} of {n} transactions"
+
+    shards = list(store.query_all(keys.system_partition(PROGRAM, "@external")))
+    assert len(shards) >= 8, "the external account's writes hit too few shards"
+    assert all(int(str(s["sk"]).removeprefix("SHARD#")) < keys.SHARDS for s in shards)
+    total = sum(int(s["f_points"]) for s in shards)  # type: ignore[call-overload]
+    expected = -sum(-1 if i >= len(accounts) and i % 3 == 2 else 5 for i in range(n))
+    assert total == expected
+    assert ledger.transactions.system_balance(PROGRAM, "@external") == {"points": expected}
+
+
+def test_system_balance_of_an_unknown_account_is_not_found(ledger: Ledger) -> None:
+    import pytest
+
+    from tallybook.errors import NotFound
+
+    assert ledger.transactions.system_balance(PROGRAM, "@issuance") == {}
+    with pytest.raises(NotFound):
+        ledger.transactions.system_balance(PROGRAM, "@nope")
+
+
+def _workload(ledger: Ledger) -> None:
+    open_accounts(ledger, "alice", "bob", "carol")
+    ledger.transactions.credit(PROGRAM, "alice", "cash", 500, txn_id="w1")
+    ledger.transactions.post(
+        PROGRAM,
+        [Leg("alice", "points", 40), Leg("bob", "points", 60), Leg("@issuance", "points", -100)],
+        txn_id="w2",
+        type="earn",
+    )
+    ledger.transactions.transfer(PROGRAM, "alice", "carol", "cash", 120, txn_id="w3")
+    ledger.transactions.post(
+        PROGRAM, [Leg("bob", "points", -25), Leg("@redemption", "points", 25)], txn_id="w4"
+    )
+    ledger.transactions.adjust(PROGRAM, "carol", "store_credit", 15, txn_id="w5")
+    ledger.transactions.debit(PROGRAM, "carol", "cash", 20, txn_id="w6")
+    ledger.transactions.credit(PROGRAM, "alice", "cash", 500, txn_id="w1")  # replay
+
+
+def test_check_finds_no_violation_after_a_workload(ledger: Ledger) -> None:
+    _workload(ledger)
+    report = ledger.check.program(PROGRAM)
+    assert report.ok, report.violations
+    assert report.accounts == 3
+    assert report.entries == 8
+    assert report.transactions == 8  # (account, txn) pairs checked against records
+    assert report.unit_totals == {"points": 0, "USD": 0}
+    balances = {s: ledger.transactions.system_balance(PROGRAM, s) for s in SYSTEM_ACCOUNTS}
+    assert balances["@issuance"] == {"points": -100}
+    assert balances["@redemption"] == {"points": 25}
+    assert balances["@external"] == {"cash": -480}
+    assert balances["@adjustment"] == {"store_credit": -15}
+
+
+def test_check_finds_an_entry_with_a_wrong_balance(ledger: Ledger, store: ItemStore) -> None:
+    _workload(ledger)
+    (last,) = ledger.accounts.history(PROGRAM, "carol", "cash", limit=1).entries
+    key = keys.entry(PROGRAM, "carol", "cash", 0, 0)
+    bad_key = Key(key.pk, keys.entry_prefix("cash") + "9" * 16 + f"#{last.seq + 1:012d}")
+    store.put(
+        {
+            **bad_key.as_item(),
+            "program": PROGRAM,
+            "account": "carol",
+            "fund": "cash",
+            "unit": "USD",
+            "seq": last.seq + 1,
+            "amount": 10,
+            "balance": last.balance + 11,
+            "txn_id": "forged",
+            "type": "credit",
+            "created_at": "2026-01-01T00:00:00.000000Z",
+        }
+    )
+    report = ledger.check.program(PROGRAM)
+    assert not report.ok
+    text = "\n".join(report.violations)
+    assert "invariant 1: carol/cash seq 3: balance 111 != running sum 110" in text
+    assert "carol/cash: balance 100 != sum of entries 110" in text
+    assert "transaction forged which has no record" in text
+    assert not any("alice" in v or "bob" in v for v in report.violations)
+
+
+def test_check_finds_a_gap_and_a_tampered_head(ledger: Ledger, store: ItemStore) -> None:
+    _workload(ledger)
+    entries = ledger.accounts.history(PROGRAM, "alice", "cash", newest_first=False).entries
+    first = entries[0]
+    store.delete(
+        keys.entry(PROGRAM, "alice", "cash", _us_of(store, "alice", "cash", first.seq), first.seq)
+    )
+    head = ledger.accounts.get(PROGRAM, "bob")
+    funds = {
+        name: {"balance": s.balance, "held": s.held, "seq": s.seq, "last_us": s.last_us}
+        for name, s in head.funds.items()
+    }
+    funds["points"]["balance"] += 1
+    store.update(keys.account_head(PROGRAM, "bob"), [Set("funds", funds)])  # type: ignore[arg-type]
+    report = ledger.check.program(PROGRAM)
+    text = "\n".join(report.violations)
+    assert "invariant 1: alice/cash seq 2: expected sequence 1" in text
+    assert "invariant 1: bob/points: balance 36 != sum of entries 35" in text
+    assert "invariant 5: unit points does not sum to zero" in text
+
+
+def test_check_finds_a_system_shard_out_of_balance(ledger: Ledger, store: ItemStore) -> None:
+    _workload(ledger)
+    from tallybook.store.port import Add
+
+    store.update(keys.system_shard(PROGRAM, "@issuance", "x"), [Add("f_points", 7)])
+    report = ledger.check.program(PROGRAM)
+    assert report.violations == [
+        "invariant 5: unit points does not sum to zero over all accounts (7)"
+    ]
+    assert ledger.check.account(PROGRAM, "alice").ok
+
+
+def _us_of(store: ItemStore, account: str, fund: str, seq: int) -> int:
+    for item in store.query_all(keys.account_partition(PROGRAM, account)):
+        sk = str(item["sk"])
+        if sk.startswith(keys.entry_prefix(fund)) and item["seq"] == seq:
+            return int(sk.split("#")[2])
+    raise AssertionError("entry not found")
