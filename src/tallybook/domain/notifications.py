@@ -11,8 +11,8 @@ kept in the program's settings under ``"notifications"``:
 - ``deliver``: pushed to the user through the delivery hook;
 - ``expires_after_days``: an active one disappears by itself after that long.
 
-``retention_days`` sets the TTL of history items; ``points_expiring_days`` is
-how long before a lot expires a ``PointsExpiring`` notification is raised.
+``retention_days`` sets the TTL of history items. How many days before points
+expire a ``PointsExpiring`` is raised is loyalty's setting (``expiry.warn_days``).
 """
 
 from __future__ import annotations
@@ -106,7 +106,6 @@ DEFAULT_TYPE_RULES: Mapping[str, TypeRule] = {
 @dataclass(frozen=True, slots=True)
 class NotificationRules:
     retention_days: int = 90
-    points_expiring_days: int = 7
     types: Mapping[str, TypeRule] = field(default_factory=lambda: dict(DEFAULT_TYPE_RULES))
     #: the rule of a type that has none of its own
     default: TypeRule = TypeRule()
@@ -209,7 +208,7 @@ def parse_rules(raw: object) -> NotificationRules:
         return NotificationRules()
     if not isinstance(raw, Mapping):
         raise ValidationError("settings.notifications must be an object")
-    unknown = set(raw) - {"retention_days", "points_expiring_days", "types", "default"}
+    unknown = set(raw) - {"retention_days", "types", "default"}
     if unknown:
         raise ValidationError(f"settings.notifications: unknown fields {sorted(unknown)}")
     types = dict(DEFAULT_TYPE_RULES)
@@ -223,7 +222,6 @@ def parse_rules(raw: object) -> NotificationRules:
         default = parse_type_rule("default", raw["default"])
     return NotificationRules(
         retention_days=_int_setting(raw, "retention_days", 90, 1, MAX_RETENTION_DAYS),
-        points_expiring_days=_int_setting(raw, "points_expiring_days", 7, 0, 365),
         types=types,
         default=default,
     )
@@ -240,7 +238,6 @@ def rules_to_settings(rules: NotificationRules) -> dict[str, Any]:
 
     return {
         "retention_days": rules.retention_days,
-        "points_expiring_days": rules.points_expiring_days,
         "types": {name: rule(r) for name, r in sorted(rules.types.items())},
         "default": rule(rules.default),
     }

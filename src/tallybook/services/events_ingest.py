@@ -212,15 +212,26 @@ class EventIngestor:
         self.notifications = notifications
         self.confirm = confirm if confirm is not None else confirmer_from_env()
         self.stats = IngestStats()
+        self._by_program: dict[str, IngestStats] = {}
+        self._lock = threading.Lock()
+
+    def stats_for(self, program: str) -> IngestStats:
+        """The counts of one program's messages (the HTTP stats endpoint shows these)."""
+        with self._lock:
+            return self._by_program.setdefault(program, IngestStats())
+
+    def _count(self, program: str, outcome: str, reason: str | None = None) -> None:
+        self.stats.count(outcome, reason)
+        self.stats_for(program).count(outcome, reason)
 
     def ingest(self, program: str, raw: str | bytes | Mapping[str, Any]) -> IngestResult:
         """Apply one message for ``program``; counts it; raises on a bad one."""
         try:
             result = self._ingest(program, raw)
         except RejectedMessage as exc:
-            self.stats.count("rejected", exc.reason)
+            self._count(program, "rejected", exc.reason)
             raise
-        self.stats.count(result.status)
+        self._count(program, result.status)
         return result
 
     def ingest_lines(

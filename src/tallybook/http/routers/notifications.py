@@ -1,0 +1,270 @@
+"""Notifications over HTTP, and the SNS-style inbound events endpoint.
+
+- ``GET /v1/accounts/{account}/notifications``: the active ones, newest first;
+- ``POST`` there adds one (it supersedes the active one of its type); the
+  ``Idempotency-Key`` header, when sent, is also the notification's
+  idempotency key, so a retry after the 24 h response cache still adds nothing;
+- ``DELETE .../notifications/{id}`` dismisses one (again: 200, unchanged);
+  ``DELETE .../notifications?type=T`` dismisses the active one of a type;
+- ``GET .../notifications/history``: newest first, time range, cursor;
+- ``POST /v1/events/sns``: an SNS envelope (``text/plain`` JSON as SNS sends
+  it, or ``application/json``); ``MessageId`` is the idempotency key. A bad
+  message answers 422 ``rejected-message`` and is counted
+  (``GET /v1/events/stats``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Path, Query, Request, Response, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from tallybook.domain.notifications import Notification
+from tallybook.http.deps import LedgerDep, ReadPrincipal, WritePrincipal
+from tallybook.http.idempotency import REPLAYED_HEADER
+from tallybook.http.models import ID_PATTERN
+from tallybook.http.routers.ledger import Cursor, Limit, _utc
+from tallybook.services.events_ingest import IngestResult
+
+router = APIRouter(prefix="/v1", tags=["notifications"])
+
+TYPE_PATTERN = r"^[A-Za-z][A-Za-z0-9_.:\-]{0,63}$"
+AccountId = Annotated[
+    str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="account id")
+]
+NotificationId = Annotated[
+    str, Path(pattern=r"^n-\d{16}-[0-9a-f]{10}$", description="notification id")
+]
+
+
+class NotificationIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(pattern=TYPE_PATTERN, examples=["TierChanged"])
+    payload: dict[str, Any] = Field(
+        default_factory=dict, description="JSON object; numbers must be integers"
+    )
+    expires_at: datetime | None = Field(
+        default=None, description="when the active notification disappears by itself"
+    )
+
+
+class NotificationOut(BaseModel):
+    id: str
+    account: str
+    type: str
+    payload: dict[str, Any]
+    created_at: datetime
+    status: Literal["active", "superseded", "dismissed", "expired", "unlisted"]
+    listed: bool
+    expires_at: datetime | None = None
+    dismissed_at: datetime | None = None
+    dismissed_by: str | None = Field(
+        default=None, description="the superseding notification's id, a transaction id or 'user'"
+    )
+    dismiss_reason: str | None = None
+    delivery: Literal["delivered", "failed"] | None = None
+    delivered_at: datetime | None = None
+    delivery_error: str | None = None
+    source: str | None = Field(default=None, description="idempotency key it was added with")
+
+    @classmethod
+    def of(cls, n: Notification) -> NotificationOut:
+        return cls(
+            id=n.id,
+            account=n.account,
+            type=n.type,
+            payload=n.payload,
+            created_at=n.created_at,
+            status=n.status.value,
+            listed=n.listed,
+            expires_at=n.expires_at,
+            dismissed_at=n.dismissed_at,
+            dismissed_by=n.dismissed_by,
+            dismiss_reason=n.dismiss_reason,
+            delivery=n.delivery,
+            delivered_at=n.delivered_at,
+            delivery_error=n.delivery_error,
+            source=n.source,
+        )
+
+
+class NotificationListOut(BaseModel):
+    notifications: list[NotificationOut]
+
+
+class NotificationPageOut(BaseModel):
+    notifications: list[NotificationOut]
+    cursor: str | None = None
+
+
+class DismissedOut(BaseModel):
+    dismissed: NotificationOut | None = Field(description="null when none of that type was active")
+
+
+class IngestOut(BaseModel):
+    status: Literal["added", "replayed", "confirmed", "pending_confirmation", "ignored"]
+    message_id: str
+    notification: NotificationOut | None = None
+    detail: str | None = None
+
+    @classmethod
+    def of(cls, r: IngestResult) -> IngestOut:
+        return cls(
+            status=r.status,
+            message_id=r.message_id,
+            notification=NotificationOut.of(r.notification) if r.notification else None,
+            detail=r.detail,
+        )
+
+
+class IngestStatsOut(BaseModel):
+    received: int
+    added: int
+    replayed: int
+    confirmed: int
+    ignored: int
+    rejected: int
+    reasons: dict[str, int] = Field(description="rejections by reason since the process started")
+
+
+@router.get("/accounts/{account}/notifications", summary="Active notifications, newest first")
+def list_notifications(
+    account: AccountId, principal: ReadPrincipal, ledger: LedgerDep
+) -> NotificationListOut:
+    found = ledger.notifications.list(principal.program, account)
+    return NotificationListOut(notifications=[NotificationOut.of(n) for n in found])
+
+
+@router.post(
+    "/accounts/{account}/notifications",
+    status_code=status.HTTP_201_CREATED,
+    summary="Add a notification (supersedes the active one of its type)",
+    responses={200: {"model": NotificationOut, "description": "a replay of the same key"}},
+)
+def add_notification(
+    account: AccountId,
+    body: NotificationIn,
+    principal: WritePrincipal,
+    ledger: LedgerDep,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            max_length=128,
+            pattern=ID_PATTERN,
+            description="recommended: adding again with it is a no-op",
+        ),
+    ] = None,
+) -> NotificationOut:
+    n = ledger.notifications.add(
+        principal.program,
+        account,
+        body.type,
+        body.payload,
+        idempotency_key=idempotency_key,
+        expires_at=_utc(body.expires_at, "expires_at"),
+    )
+    response.headers["Location"] = f"/v1/accounts/{account}/notifications/{n.id}"
+    if n.replay:
+        response.status_code = status.HTTP_200_OK
+        response.headers[REPLAYED_HEADER] = "true"
+    return NotificationOut.of(n)
+
+
+@router.delete(
+    "/accounts/{account}/notifications",
+    summary="Dismiss the active notification of a type",
+)
+def dismiss_type(
+    account: AccountId,
+    principal: WritePrincipal,
+    ledger: LedgerDep,
+    type: Annotated[str, Query(pattern=TYPE_PATTERN, description="notification type")],
+) -> DismissedOut:
+    n = ledger.notifications.dismiss_type(principal.program, account, type)
+    return DismissedOut(dismissed=NotificationOut.of(n) if n else None)
+
+
+@router.get(
+    "/accounts/{account}/notifications/history",
+    summary="Notification history (superseded, dismissed, delivered), newest first",
+)
+def notification_history(
+    account: AccountId,
+    principal: ReadPrincipal,
+    ledger: LedgerDep,
+    order: Annotated[Literal["newest", "oldest"], Query()] = "newest",
+    since: Annotated[datetime | None, Query(description="inclusive (ISO 8601)")] = None,
+    until: Annotated[datetime | None, Query(description="exclusive (ISO 8601)")] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> NotificationPageOut:
+    page = ledger.notifications.history(
+        principal.program,
+        account,
+        since=_utc(since, "since"),
+        until=_utc(until, "until"),
+        newest_first=order == "newest",
+        limit=limit,
+        cursor=cursor,
+    )
+    return NotificationPageOut(
+        notifications=[NotificationOut.of(n) for n in page.notifications], cursor=page.cursor
+    )
+
+
+@router.get("/accounts/{account}/notifications/{notification_id}", summary="One notification")
+def get_notification(
+    account: AccountId,
+    notification_id: NotificationId,
+    principal: ReadPrincipal,
+    ledger: LedgerDep,
+) -> NotificationOut:
+    return NotificationOut.of(ledger.notifications.get(principal.program, account, notification_id))
+
+
+@router.delete(
+    "/accounts/{account}/notifications/{notification_id}",
+    summary="Dismiss a notification (dismissing it again answers the same)",
+)
+def dismiss_notification(
+    account: AccountId,
+    notification_id: NotificationId,
+    principal: WritePrincipal,
+    ledger: LedgerDep,
+) -> NotificationOut:
+    n = ledger.notifications.dismiss(principal.program, account, notification_id)
+    return NotificationOut.of(n)
+
+
+@router.post(
+    "/events/sns",
+    summary="Inbound event in an SNS-style envelope (MessageId is the idempotency key)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "text/plain": {"schema": {"type": "string"}},
+                "application/json": {"schema": {"type": "object"}},
+            },
+        }
+    },
+)
+async def ingest_sns(request: Request, principal: WritePrincipal, ledger: LedgerDep) -> IngestOut:
+    from anyio import to_thread
+
+    raw = await request.body()
+    result = await to_thread.run_sync(ledger.notifications.ingestor.ingest, principal.program, raw)
+    return IngestOut.of(result)
+
+
+@router.get(
+    "/events/stats",
+    summary="The key's program's inbound events accepted and rejected by this process",
+)
+def ingest_stats(principal: ReadPrincipal, ledger: LedgerDep) -> IngestStatsOut:
+    return IngestStatsOut(**ledger.notifications.ingestor.stats_for(principal.program).as_dict())

@@ -1,0 +1,107 @@
+"""Inbound events: SNS envelopes and NDJSON batches; replays are no-ops."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tallybook.ledger import Ledger
+from tallybook.services.events_ingest import EventIngestor, RejectedMessage, parse_envelope
+
+
+def envelope(message_id: str, account: str = "alice", **event: Any) -> dict[str, Any]:
+    body = {"account": account, "type": "TopUp", "payload": {"amount": 500}, **event}
+    return {
+        "Type": "Notification",
+        "MessageId": message_id,
+        "TopicArn": "arn:aws:sns:us-east-1:123456789012:tallybook",
+        "Message": json.dumps(body),
+    }
+
+
+def test_sns_notification_and_replay(ledger: Ledger, alice: str) -> None:
+    ingest = ledger.notifications.ingestor
+    ledger.notifications.add("shop", alice, "LowBalance", {"fund": "cash"})
+    first = ingest.ingest("shop", json.dumps(envelope("m-1")))
+    assert first.status == "added"
+    assert first.notification is not None
+    assert ledger.notifications.list("shop", alice) == []  # TopUp dismissed LowBalance
+    again = ingest.ingest("shop", json.dumps(envelope("m-1")).encode())
+    assert again.status == "replayed"
+    assert again.notification is not None
+    assert again.notification.id == first.notification.id
+    assert len(ledger.notifications.history("shop", alice).notifications) == 2
+    assert ingest.stats.as_dict()["added"] == 1
+    assert ingest.stats.as_dict()["replayed"] == 1
+
+
+BAD = [
+    ("not json", "not-json"),
+    ("[1]", "not-an-object"),
+    (json.dumps({"Type": "Notification", "Message": "{}"}), "missing-message-id"),
+    (json.dumps({**envelope("m-2"), "Type": "Weird"}), "unknown-type"),
+    (json.dumps({**envelope("m-3"), "Message": "{oops"}), "not-json"),
+    (json.dumps(envelope("m-4", account="nobody")), "not-found"),
+    (json.dumps(envelope("m-5", payload={"amount": 1.5})), "bad-payload"),
+    (json.dumps(envelope("m-6", program="other")), "wrong-program"),
+    (json.dumps(envelope("m 7")), "bad-message-id"),
+    (json.dumps({**envelope("m-8"), "Type": "SubscriptionConfirmation"}), "bad-subscribe-url"),
+]
+
+
+def test_bad_envelopes_are_rejected_and_counted(ledger: Ledger, alice: str) -> None:
+    ingest = ledger.notifications.ingestor
+    for raw, reason in BAD:
+        with pytest.raises(RejectedMessage) as caught:
+            ingest.ingest("shop", raw)
+        assert caught.value.reason == reason, raw
+        assert caught.value.message.startswith(reason + ": ")
+    assert ingest.stats.rejected == len(BAD)
+    assert ingest.stats.reasons["not-json"] == 2
+    assert ingest.stats.reasons["wrong-program"] == 1
+    assert ledger.notifications.history("shop", alice).notifications == []
+
+
+def test_subscription_confirmation(ledger: Ledger) -> None:
+    url = "https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription&Token=t"
+    message = {"Type": "SubscriptionConfirmation", "MessageId": "s-1", "SubscribeURL": url}
+    pending = ledger.notifications.ingestor.ingest("shop", message)
+    assert pending.status == "pending_confirmation"
+    confirmed: list[str] = []
+    ingest = EventIngestor(ledger.notifications, confirm=confirmed.append)
+    assert ingest.ingest("shop", message).status == "confirmed"
+    assert confirmed == [url]
+
+
+def test_ndjson_batch_continues_past_bad_lines(ledger: Ledger, alice: str) -> None:
+    lines = [
+        json.dumps(envelope("m-1")) + "\n",
+        "garbage\n",
+        "\n",
+        json.dumps({"id": "e-2", "account": alice, "type": "TierChanged", "payload": {}}) + "\n",
+        json.dumps(envelope("m-1")) + "\n",
+        json.dumps(envelope("m-9", account="ghost")) + "\n",
+    ]
+    seen: list[int] = []
+    report = ledger.notifications.ingestor.ingest_lines("shop", lines, progress=seen.append)
+    stats = report.stats.as_dict()
+    assert (stats["added"], stats["replayed"], stats["rejected"]) == (2, 1, 2)
+    assert [(line, reason) for line, reason, _ in report.rejected] == [
+        (2, "not-json"),
+        (6, "not-found"),
+    ]
+    assert sum(seen) == sum(len(x) for x in lines)
+    again = ledger.notifications.ingestor.ingest_lines("shop", lines)
+    assert again.stats.added == 0
+    assert again.stats.replayed == 3
+    assert len(ledger.notifications.history("shop", alice).notifications) == 2
+
+
+def test_parse_envelope_accepts_message_object() -> None:
+    env = parse_envelope(
+        {"Type": "Notification", "MessageId": "x", "Message": {"account": "a", "type": "T"}}
+    )
+    assert env.event is not None
+    assert (env.event.account, env.event.type, env.event.payload) == ("a", "T", {})
