@@ -1,0 +1,105 @@
+"""Debits in spend order, shortfall reject or charge, transaction records."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tallybook.errors import IdempotencyConflict, InsufficientFunds, PaymentDeclined
+from tallybook.ledger import Ledger
+from tallybook.services.charges import FakeChargeProcessor
+from tallybook.services.clock import ManualClock
+
+from .conftest import P, assert_consistent, available, fund
+
+
+def test_spend_order_bonus_then_store_credit_then_cash(wallet: Ledger) -> None:
+    fund(wallet, "alice", cash=1000, store_credit=300, bonus=((100, 9), (50, 2)))
+    t = wallet.wallet.debit(P, "alice", 400, txn_id="d1", order_id="o-1")
+    assert t.funds == {"bonus": -150, "store_credit": -250}
+    assert [(g["grant_id"], g["amount"]) for g in t.grants] == [
+        ("alice-g1", -50),
+        ("alice-g0", -100),
+    ]
+    assert t.availability == {"bonus": 0, "store_credit": 50, "cash": 1000, "total": 1050}
+    assert available(wallet, "alice") == {
+        "bonus": 0,
+        "store_credit": 50,
+        "cash": 1000,
+        "total": 1050,
+    }
+    assert wallet.transactions.system_balance(P, "@redemption") == {
+        "bonus": 150,
+        "store_credit": 250,
+    }
+    assert_consistent(wallet, "alice")
+
+
+def test_shortfall_rejected_leaves_nothing(wallet: Ledger) -> None:
+    fund(wallet, "alice", cash=100, bonus=((50, 3),))
+    with pytest.raises(InsufficientFunds, match="available 150, needed 151"):
+        wallet.wallet.debit(P, "alice", 151, txn_id="d1")
+    assert available(wallet, "alice")["total"] == 150
+    with pytest.raises(Exception, match="not found"):
+        wallet.wallet.transaction(P, "d1")
+
+
+def test_replay_and_conflict(wallet: Ledger) -> None:
+    fund(wallet, "alice", cash=100)
+    first = wallet.wallet.debit(P, "alice", 60, txn_id="d1")
+    again = wallet.wallet.debit(P, "alice", 60, txn_id="d1")
+    assert again.replay and again.funds == first.funds
+    with pytest.raises(IdempotencyConflict):
+        wallet.wallet.debit(P, "alice", 61, txn_id="d1")
+    assert available(wallet, "alice")["cash"] == 40
+
+
+def test_shortfall_charged_as_its_own_posting(
+    wallet: Ledger, processor: FakeChargeProcessor
+) -> None:
+    fund(wallet, "alice", cash=100, bonus=((30, 3),))
+    t = wallet.wallet.debit(P, "alice", 200, txn_id="d1", on_shortfall="charge")
+    assert t.funds == {"bonus": -30, "cash": -100}
+    assert t.charge == {"amount": 70, "reference": "fake-shop:d1"}
+    assert processor.net_charged == 70
+    legs = {(leg.account, leg.fund): leg.amount for leg in wallet.transactions.get(P, "d1").legs}
+    assert legs[("@external", "cash")] == -70
+    assert legs[("@redemption", "cash")] == 170
+    again = wallet.wallet.debit(P, "alice", 200, txn_id="d1", on_shortfall="charge")
+    assert again.replay and processor.net_charged == 70
+    assert_consistent(wallet, "alice")
+
+
+@pytest.mark.parametrize("mode", ["decline", "timeout"])
+def test_declined_or_timed_out_charge_leaves_nothing(
+    wallet: Ledger, processor: FakeChargeProcessor, mode: str
+) -> None:
+    fund(wallet, "alice", cash=100)
+    processor.mode = mode  # type: ignore[assignment]
+    before = wallet.wallet.balance(P, "alice")
+    with pytest.raises(PaymentDeclined):
+        wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
+    assert wallet.wallet.balance(P, "alice").funds == before.funds
+    assert processor.net_charged == 0
+    assert wallet.wallet.check(P, "alice") == []
+    assert wallet.wallet.reconcile(P).lines() == []
+    processor.mode = "succeed"
+    t = wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
+    assert t.charge is not None and t.charge["amount"] == 150
+    assert processor.net_charged == 150
+    assert_consistent(wallet, "alice")
+
+
+def test_transaction_records_per_owner_newest_first(wallet: Ledger, clock: ManualClock) -> None:
+    fund(wallet, "alice", cash=500)
+    for i in range(3):
+        clock.advance(timedelta(seconds=1))
+        wallet.wallet.debit(P, "alice", 10, txn_id=f"d{i}")
+    page = wallet.wallet.transactions(P, "alice", limit=2)
+    assert [t.id for t in page.transactions] == ["d2", "d1"]
+    assert [t.availability["cash"] for t in page.transactions] == [470, 480]
+    rest = wallet.wallet.transactions(P, "alice", limit=10, cursor=page.cursor)
+    assert [t.id for t in rest.transactions] == ["d0", "alice-cash"]
+    one = wallet.wallet.transaction(P, "d1")
+    assert one.funds == {"cash": -10} and one.account == "alice"

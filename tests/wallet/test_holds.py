@@ -1,0 +1,149 @@
+"""Two-phase debits: authorize, capture (full or partial), void, expiry, concurrency."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+
+from tallybook.errors import InsufficientFunds, InvalidState, NotFound, ValidationError
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+from tallybook.services.events import LedgerEvent
+
+from .conftest import P, assert_consistent, available, fund
+
+
+def test_authorize_withholds_without_changing_balance(wallet: Ledger) -> None:
+    fund(wallet, "alice", cash=1000, bonus=((100, 5),))
+    r = wallet.wallet.authorize(P, "alice", 300, hold_id="h1")
+    assert r.hold.amounts == {"bonus": 100, "cash": 200}
+    assert r.transaction is not None and r.transaction.held == {"bonus": 100, "cash": 200}
+    view = wallet.wallet.balance(P, "alice")
+    assert (view.fund("cash").total, view.fund("cash").withheld) == (1000, 200)
+    assert (view.fund("bonus").total, view.fund("bonus").available) == (100, 0)
+    assert view.total_available == 800
+    assert wallet.accounts.get(P, "alice").fund("cash").balance == 1000
+    assert_consistent(wallet, "alice")
+
+
+def test_partial_capture_releases_the_rest(wallet: Ledger) -> None:
+    fund(wallet, "alice", cash=1000, store_credit=100, bonus=((100, 5),))
+    wallet.wallet.authorize(P, "alice", 500, hold_id="h1")
+    r = wallet.wallet.capture(P, "h1", 250)
+    assert r.hold.status == "captured" and r.hold.captured == 250
+    assert r.transaction is not None
+    assert r.transaction.funds == {"bonus": -100, "store_credit": -100, "cash": -50}
+    assert available(wallet, "alice") == {"bonus": 0, "store_credit": 0, "cash": 950, "total": 950}
+    again = wallet.wallet.capture(P, "h1", 250)
+    assert again.transaction is not None and again.transaction.replay
+    with pytest.raises(InvalidState, match="captured"):
+        wallet.wallet.void(P, "h1")
+    assert_consistent(wallet, "alice")
+
+
+def test_capture_more_than_held_is_refused(wallet: Ledger) -> None:
+    fund(wallet, "alice", cash=100)
+    wallet.wallet.authorize(P, "alice", 50, hold_id="h1")
+    with pytest.raises(ValidationError, match="holds 50"):
+        wallet.wallet.capture(P, "h1", 51)
+    assert wallet.wallet.capture(P, "h1").hold.captured == 50
+
+
+def test_void_releases_bonus_back_to_its_grant(wallet: Ledger) -> None:
+    fund(wallet, "alice", bonus=((100, 5),))
+    wallet.wallet.authorize(P, "alice", 80, hold_id="h1")
+    assert available(wallet, "alice")["bonus"] == 20
+    r = wallet.wallet.void(P, "h1")
+    assert r.hold.status == "voided"
+    assert wallet.wallet.void(P, "h1").hold.status == "voided"
+    assert wallet.wallet.grants(P, "alice")[0].available == 100
+    with pytest.raises(InvalidState, match="voided"):
+        wallet.wallet.capture(P, "h1")
+    assert_consistent(wallet, "alice")
+
+
+def test_release_to_an_expired_grant_goes_to_expiry(wallet: Ledger, clock: ManualClock) -> None:
+    fund(wallet, "alice", bonus=((100, 1),))
+    wallet.wallet.authorize(P, "alice", 60, hold_id="h1", expires_in=3 * 86400)
+    clock.advance(timedelta(days=2))
+    assert [e.amount for e in wallet.wallet.expire_grants(P)] == [40]
+    r = wallet.wallet.void(P, "h1")
+    assert r.transaction is not None and r.transaction.funds == {"bonus": -60}
+    assert wallet.transactions.system_balance(P, "@expiry") == {"bonus": 100}
+    assert wallet.accounts.get(P, "alice").fund("bonus").balance == 0
+    assert_consistent(wallet, "alice")
+
+
+def test_holds_expire_lazily_and_capture_after_expiry_fails(
+    wallet: Ledger, clock: ManualClock
+) -> None:
+    fund(wallet, "alice", cash=100)
+    events: list[LedgerEvent] = []
+    wallet.events.subscribe(events.append)
+    wallet.wallet.authorize(P, "alice", 70, hold_id="h1", expires_in=60)
+    clock.advance(timedelta(seconds=61))
+    with pytest.raises(InvalidState, match="expired at"):
+        wallet.wallet.capture(P, "h1")
+    assert wallet.wallet.hold(P, "h1").status == "expired"
+    assert available(wallet, "alice")["cash"] == 100
+    assert [(e.type, e.source_id) for e in events] == [("HoldExpired", "h1")]
+    with pytest.raises(InvalidState, match="expired at"):
+        wallet.wallet.capture(P, "h1")
+    assert wallet.wallet.void(P, "h1").hold.status == "expired"  # nothing left to release
+    assert wallet.wallet.reconcile(P).lines() == []
+    assert len(events) == 1
+    assert_consistent(wallet, "alice")
+
+
+def test_reconcile_expires_overdue_holds(wallet: Ledger, clock: ManualClock) -> None:
+    fund(wallet, "alice", cash=100)
+    wallet.wallet.authorize(P, "alice", 30, hold_id="h1", expires_in=60)
+    wallet.wallet.authorize(P, "alice", 30, hold_id="h2", expires_in=3600)
+    clock.advance(timedelta(minutes=2))
+    assert wallet.wallet.reconcile(P).lines() == ["expired hold h1 of alice"]
+    assert [h.id for h in wallet.wallet.holds(P, "alice", active_only=True)] == ["h2"]
+    assert_consistent(wallet, "alice")
+
+
+def test_unknown_hold_and_insufficient_authorization(wallet: Ledger) -> None:
+    fund(wallet, "alice", cash=10)
+    with pytest.raises(NotFound):
+        wallet.wallet.capture(P, "nope")
+    with pytest.raises(NotFound):
+        wallet.wallet.capture(P, "alice-cash")  # a transaction, not a hold
+    with pytest.raises(InsufficientFunds):
+        wallet.wallet.authorize(P, "alice", 11, hold_id="h1")
+
+
+def test_concurrent_authorizations_never_over_commit(wallet: Ledger, engine: str) -> None:
+    """Writers in separate Ledger objects (no shared in-process lock) race on one account."""
+    fund(wallet, "alice", cash=500, bonus=((200, 5), (100, 9)))
+    workers, per_worker = (4, 3) if engine == "dynamodb" else (8, 6)
+    ledgers = [Ledger(wallet.store, clock=wallet.clock) for _ in range(workers)]
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def run(i: int) -> None:
+        for j in range(per_worker):
+            try:
+                wallet_i = ledgers[i].wallet
+                wallet_i.authorize(P, "alice", 70, hold_id=f"h{i}-{j}")
+                result = "ok"
+            except InsufficientFunds:
+                result = "short"
+            with lock:
+                outcomes.append(result)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(outcomes) == workers * per_worker
+    view = wallet.wallet.balance(P, "alice")
+    assert all(f.available >= 0 for f in view.funds)
+    assert outcomes.count("ok") == 800 // 70
+    assert view.total_available == 800 - 70 * outcomes.count("ok")
+    assert_consistent(wallet, "alice")
