@@ -325,9 +325,15 @@ class BillingService:
     ) -> None:
         now = self.clock.now()
         actions: list[Action] = []
+        earliest_late: int | None = None
         for _, draft in batch:
             target = bucket_start(epoch(draft.time), size)
-            actions.extend(self._actions(program, draft, target, False, now, size)[0])
+            actions.extend(self._actions(program, draft, target, False, now, size)[0][:2])
+            if target + size <= epoch(now):
+                earliest_late = min(target, earliest_late if earliest_late is not None else target)
+        if earliest_late is not None:
+            # one check covers every late record of the batch: the earliest bucket is open
+            actions.append(_open_check(program, earliest_late))
         try:
             self.store.transact_write(actions)
         except ConditionFailed:
@@ -395,9 +401,7 @@ class BillingService:
         }
         actions: list[Action] = [Put(id_row, NotExists("pk")), Put(row, NotExists("pk"))]
         if target + size <= epoch(now):
-            actions.append(
-                ConditionCheck(keys.billing_state(program), Compare("closed_billing", "<=", target))
-            )
+            actions.append(_open_check(program, target))
         return actions, record
 
     def _first_open(self, program: str, now: datetime, size: int) -> int:
@@ -478,6 +482,11 @@ class BillingService:
                 more = bucket < high
                 return RecordPage(out, _encode_cursor(bucket, inner) if more else None)
         return RecordPage(out, None)
+
+
+def _open_check(program: str, bucket: int) -> ConditionCheck:
+    """The bucket starting at ``bucket`` is not in a closed (reported) window."""
+    return ConditionCheck(keys.billing_state(program), Compare("closed_billing", "<=", bucket))
 
 
 def _encode_cursor(bucket: int, inner: str | None) -> str:

@@ -1,0 +1,110 @@
+"""Ingesting billing records: idempotency, validation, buckets, late filing (both engines)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tallybook.errors import IdempotencyConflict, InvalidState, NotFound, ValidationError
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+from tallybook.services.report_sinks import DirectorySink
+from tallybook.store import keys
+
+from .helpers import MIN, aligned_start, ingest, record
+
+
+def test_ingest_files_by_bucket_and_replays(ledger: Ledger, clock: ManualClock) -> None:
+    t0 = aligned_start(clock)
+    clock.advance(2 * MIN)
+    first = ingest(ledger, "r1", t0 + MIN, amount=1005, rate="0.05")
+    assert (first.commission, first.bucket, first.late, first.replay) == (50, t0, False, False)
+    again = ingest(ledger, "r1", t0 + MIN, amount=1005, rate="0.050")  # same rate, other spelling
+    assert again.replay and again.commission == 50 and again.ingested_at == first.ingested_at
+    with pytest.raises(IdempotencyConflict):
+        ingest(ledger, "r1", t0 + MIN, amount=1006)
+    page = ledger.billing.records("shop", t0, t0 + 15 * MIN)
+    assert [r.id for r in page.records] == ["r1"]
+    assert ledger.billing.get("shop", "r1").commission == 50
+    with pytest.raises(NotFound):
+        ledger.billing.get("shop", "nope")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("amount", 0), ("amount", 1.5), ("currency", "usd"), ("rate", 0.05), ("rate", "2"),
+     ("time", "2026-01-01T00:00:00"), ("partner", "a/b"), ("order_id", "")],
+)
+def test_bad_records_are_refused(ledger: Ledger, field: str, value: object) -> None:
+    data = record("r1", ledger.clock.now())
+    data[field] = value
+    summary = ledger.billing.ingest_many("shop", [(1, data)])
+    assert summary.created == 0
+    assert summary.errors and summary.errors[0][0] == 1
+
+
+def test_future_and_unknown_program(ledger: Ledger, clock: ManualClock) -> None:
+    with pytest.raises(ValidationError, match="ahead"):
+        ingest(ledger, "r1", clock.now() + timedelta(days=2))
+    with pytest.raises(NotFound):
+        ledger.billing.ingest(
+            "nope", "r1", partner="a", order_id="o", amount=1, currency="USD", rate="0",
+            time=clock.now(),
+        )
+
+
+def test_ingest_many_batches_replays_and_duplicates(ledger: Ledger, clock: ManualClock) -> None:
+    t0 = aligned_start(clock)
+    clock.advance(50 * MIN)
+    rows = [(i + 1, record(f"r{i}", t0 + i * MIN)) for i in range(40)]
+    summary = ledger.billing.ingest_many("shop", rows)
+    assert (summary.created, summary.replayed, summary.errors) == (40, 0, [])
+    # a file re-run with one changed and one duplicated line
+    changed = dict(rows[3][1], amount=5)
+    again = [*rows[:3], (4, changed), *rows[4:], (41, rows[0][1])]
+    summary = ledger.billing.ingest_many("shop", again)
+    assert (summary.created, summary.replayed) == (0, 40)
+    assert summary.errors == [(4, "billing record r3 was ingested before with different content")]
+    listed = []
+    cursor = None
+    while True:
+        page = ledger.billing.records("shop", t0, t0 + 60 * MIN, limit=7, cursor=cursor)
+        listed += [r.id for r in page.records]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert sorted(listed) == sorted(f"r{i}" for i in range(40))
+
+
+def test_late_record_goes_to_first_open_bucket(
+    ledger: Ledger, clock: ManualClock, tmp_path: object
+) -> None:
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=5, start=t0)
+    clock.advance(18 * MIN)
+    inside = ingest(ledger, "in-grace", t0 + 3 * MIN)  # its window is not reported yet
+    assert inside.bucket == t0 and not inside.late
+    clock.advance(3 * MIN)  # t0+21: the first window is due
+    ledger.billing.reports.run("shop", sink=DirectorySink(str(tmp_path)), kinds=["billing"])
+    late = ingest(ledger, "too-late", t0 + 4 * MIN)
+    assert late.late and late.bucket == t0 + 15 * MIN
+    # a record late for a bucket that is still open is filed in its own bucket
+    clock.advance(20 * MIN)  # t0+41, window [15, 30) closed only when reported
+    own = ingest(ledger, "own", t0 + 20 * MIN)
+    assert own.bucket == t0 + 15 * MIN and not own.late
+
+
+def test_bucket_size_is_fixed_once_started(ledger: Ledger, clock: ManualClock) -> None:
+    t0 = aligned_start(clock)
+    state = ledger.billing.configure("shop", bucket_minutes=5, grace_minutes=1, start=t0)
+    assert (state.config.bucket_seconds, state.config.grace_seconds, state.start) == (
+        300, 60, int(t0.timestamp())
+    )
+    assert ingest(ledger, "r1", t0 + 7 * MIN).bucket == t0 + 5 * MIN
+    with pytest.raises(InvalidState):
+        ledger.billing.configure("shop", bucket_minutes=15)
+    assert ledger.billing.configure("shop", grace_minutes=9).config.grace_seconds == 540
+    with pytest.raises(ValidationError):
+        ledger.billing.configure("shop", bucket_minutes=7)
+    assert ledger.store.get(keys.billing_state("shop")) is not None

@@ -1,0 +1,188 @@
+"""Incremental reports (both engines): invariant 7 across runs with late records,
+byte-identical reruns, crash between writing and advancing, rewards issued."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tallybook.domain.model import EXPIRY, ISSUANCE, REDEMPTION, Leg
+from tallybook.errors import InvalidState, ValidationError
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+from tallybook.services.report_sinks import DirectorySink
+from tallybook.services.reports import ReportService
+
+from .helpers import MIN, aligned_start, billing_docs, ingest, snapshot
+
+
+def _run(ledger: Ledger, out: Path, interval: str = "15m") -> list[str]:
+    results = ledger.billing.reports.run(
+        "shop", sink=DirectorySink(out), interval=interval, kinds=["billing"]
+    )
+    return [r.window for r in results]
+
+
+def _check_invariant_7(out: Path, ingested: set[str]) -> Counter[str]:
+    seen: Counter[str] = Counter()
+    for doc in billing_docs(out).values():
+        lines = doc["line_items"]
+        seen.update(item["record_id"] for item in lines)
+        for total in doc["totals"]:
+            mine = [i for i in lines if i["partner"] == total["partner"]]
+            assert total["records"] == len(mine)
+            assert total["amount"] == sum(i["amount"] for i in mine)
+            assert total["commission"] == sum(i["commission"] for i in mine)
+        assert doc["records"] == len(lines)
+    assert set(seen) == ingested
+    assert all(n == 1 for n in seen.values()), seen
+    return seen
+
+
+def test_invariant_7_across_runs_with_late_records(
+    ledger: Ledger, clock: ManualClock, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=5, start=t0)
+    clock.advance(MIN)
+    ingest(ledger, "a1", t0 + MIN, partner="acme", amount=1005)
+    ingest(ledger, "a2", t0 + 10 * MIN, partner="zeta", amount=333, rate="0.015")
+    clock.set(t0 + 17 * MIN)
+    assert not ingest(ledger, "b1", t0 + 14 * MIN).late  # late, inside the grace window
+    assert _run(ledger, out) == []  # [0, 15) is due at 20
+    clock.set(t0 + 21 * MIN)
+    assert _run(ledger, out) == [_w(t0, 0, 15)]
+    assert ingest(ledger, "c1", t0 + 5 * MIN).late  # after its window was reported
+    ingest(ledger, "c2", t0 + 16 * MIN)
+    clock.set(t0 + 33 * MIN)
+    assert not ingest(ledger, "d1", t0 + 29 * MIN).late  # late for [15, 30), inside grace
+    clock.set(t0 + 36 * MIN)
+    assert _run(ledger, out) == [_w(t0, 15, 30)]
+    clock.set(t0 + 50 * MIN)
+    e1 = ingest(ledger, "e1", t0 + 20 * MIN)
+    assert e1.late and e1.bucket == t0 + 45 * MIN
+    ingest(ledger, "f1", t0 + 40 * MIN)
+    assert ingest(ledger, "a1", t0 + MIN, partner="acme", amount=1005).replay
+    assert _run(ledger, out) == [_w(t0, 30, 45)]
+    clock.set(t0 + 70 * MIN)
+    assert _run(ledger, out) == [_w(t0, 45, 60)]
+    seen = _check_invariant_7(out, {"a1", "a2", "b1", "c1", "c2", "d1", "e1", "f1"})
+    assert sum(seen.values()) == 8
+    docs = billing_docs(out)
+    assert [i["record_id"] for i in docs[_w(t0, 0, 15)]["line_items"]] == ["a1", "b1", "a2"]
+    assert {i["record_id"] for i in docs[_w(t0, 15, 30)]["line_items"]} == {"c1", "c2", "d1"}
+    assert [i["record_id"] for i in docs[_w(t0, 45, 60)]["line_items"]] == ["e1"]
+    # every run left the checkpoint at the last window's end; list shows each window once
+    listed = ledger.billing.reports.list("shop", kind="billing")
+    assert [i.window for i in listed] == [_w(t0, 45, 60), _w(t0, 30, 45), _w(t0, 15, 30),
+                                          _w(t0, 0, 15)]
+
+
+def _w(t0: object, a: int, b: int) -> str:
+    from datetime import datetime
+
+    from tallybook.domain.billing import epoch, window_name
+
+    assert isinstance(t0, datetime)
+    return window_name(epoch(t0 + a * MIN), epoch(t0 + b * MIN))
+
+
+def test_rerun_is_byte_identical(ledger: Ledger, clock: ManualClock, tmp_path: Path) -> None:
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=0, start=t0)
+    clock.advance(MIN)
+    for i in range(6):
+        ingest(ledger, f"r{i}", t0 + i * 10 * MIN / 2, partner=f"p{i % 3}", amount=100 + i)
+    clock.set(t0 + 61 * MIN)
+    first = tmp_path / "first"
+    assert _run(ledger, first, "30m") == [_w(t0, 0, 30), _w(t0, 30, 60)]
+    ingest(ledger, "late", t0 + 2 * MIN)  # filed later: must not change the past window
+    again = tmp_path / "again"
+    for window in (_w(t0, 0, 30), _w(t0, 30, 60)):
+        result = ledger.billing.reports.rerun("shop", window, kind="billing",
+                                              sink=DirectorySink(again))
+        assert result.sha256 == ledger.billing.reports.get("shop", "billing", window).sha256
+    assert snapshot(again) == snapshot(first)
+    assert ledger.billing.reports.render("shop", "billing", _w(t0, 0, 30)) == {
+        p.name: p.read_bytes() for p in (first / "shop" / "billing" / _w(t0, 0, 30)).iterdir()
+    }
+    with pytest.raises(InvalidState):
+        ledger.billing.reports.rerun("shop", _w(t0, 60, 90), kind="billing",
+                                     sink=DirectorySink(again))
+    with pytest.raises(ValidationError):
+        _run(ledger, first, "10m")  # not a multiple of the 15 min bucket
+
+
+def test_crash_between_write_and_checkpoint_repeats_the_window(
+    ledger: Ledger, clock: ManualClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=5, start=t0)
+    clock.advance(MIN)
+    ingest(ledger, "r1", t0 + MIN)
+    ingest(ledger, "r2", t0 + 9 * MIN, partner="beta")
+    clock.set(t0 + 21 * MIN)
+
+    original = ReportService._advance
+
+    def crash(*args: object, **kwargs: object) -> bool:
+        raise RuntimeError("process killed after writing the files")
+
+    monkeypatch.setattr(ReportService, "_advance", crash)
+    with pytest.raises(RuntimeError):
+        _run(ledger, out)
+    written = snapshot(out)
+    assert len(written) == 3
+    assert ledger.billing.reports.list("shop") == []
+    # the window is closed already: a record for it arriving now goes to the next one
+    assert ingest(ledger, "r3", t0 + 2 * MIN).late
+    monkeypatch.setattr(ReportService, "_advance", original)
+    # the next run uses another interval; it still repeats exactly the interrupted window
+    results = ledger.billing.reports.run("shop", sink=DirectorySink(out), interval="1h",
+                                         kinds=["billing"])
+    assert [(r.window, r.repeated) for r in results] == [(_w(t0, 0, 15), True)]
+    assert snapshot(out) == written
+    clock.set(t0 + 70 * MIN)
+    assert _run(ledger, out, "1h") == [_w(t0, 15, 60)]
+    _check_invariant_7(out, {"r1", "r2", "r3"})
+
+
+def test_rewards_issued_report(ledger: Ledger, clock: ManualClock, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=1, start=t0)
+    for a in ("alice", "bob"):
+        ledger.accounts.open("shop", a)
+    post = ledger.transactions.post
+    clock.advance(MIN)
+    post("shop", [Leg("alice", "points", 500), Leg(ISSUANCE, "points", -500)], txn_id="e1",
+         type="earn", metadata={"partner": "acme"})
+    post("shop", [Leg("bob", "points", 70), Leg(ISSUANCE, "points", -70)], txn_id="e2",
+         type="earn")
+    clock.advance(5 * MIN)
+    post("shop", [Leg("alice", "points", -120), Leg(REDEMPTION, "points", 120)], txn_id="r1",
+         type="redeem", metadata={"partner": "acme"})
+    ledger.transactions.credit("shop", "bob", "cash", 999, txn_id="c1")  # not a reward
+    clock.advance(20 * MIN)  # next window
+    post("shop", [Leg("alice", "points", -30), Leg(EXPIRY, "points", 30)], txn_id="x1",
+         type="expire", metadata={"partner": "acme"})
+    clock.set(t0 + 31 * MIN)
+    results = ledger.billing.reports.run("shop", sink=DirectorySink(out), kinds=["rewards"])
+    assert [r.rows for r in results] == [3, 1]
+    base = out / "shop" / "rewards"
+    first = (base / _w(t0, 0, 15) / "rewards_issued.csv").read_text().splitlines()
+    assert first == [
+        "partner,fund,unit,issued,redeemed,expired,entries",
+        ",points,points,70,0,0,1",
+        "acme,points,points,500,120,0,2",
+    ]
+    second = (base / _w(t0, 15, 30) / "rewards_issued.csv").read_text().splitlines()
+    assert second[1:] == ["acme,points,points,0,0,30,1"]
+    again = tmp_path / "again"
+    for r in results:
+        ledger.billing.reports.rerun("shop", r.window, kind="rewards", sink=DirectorySink(again))
+    assert snapshot(again) == snapshot(out)
