@@ -56,7 +56,8 @@ def test_grant_validation_and_replay(wallet: Ledger, clock: ManualClock) -> None
         wallet.wallet.grant(P, "nobody", 10, expires_at=soon, txn_id="g0")
     first = wallet.wallet.grant(P, "bob", 10, expires_at=soon, txn_id="g1")
     again = wallet.wallet.grant(P, "bob", 10, expires_at=soon, txn_id="g1")
-    assert again.replay and again.id == first.id
+    assert again.replay
+    assert again.id == first.id
     assert available(wallet, "bob")["bonus"] == 10
     with pytest.raises(ValidationError, match="store_credit or cash"):
         wallet.wallet.credit(P, "bob", "bonus", 5, txn_id="c1")
@@ -67,7 +68,8 @@ def test_held_credit_is_pending_until_release(wallet: Ledger, clock: ManualClock
     r = wallet.wallet.credit_held(
         P, "seller", "cash", 900, release_at=clock.now() + timedelta(days=3), txn_id="sale-1"
     )
-    assert r.hold.status == "active" and r.hold.kind == "credit"
+    assert r.hold.status == "active"
+    assert r.hold.kind == "credit"
     cash = wallet.wallet.balance(P, "seller").fund("cash")
     assert (cash.total, cash.withheld, cash.available) == (1000, 900, 100)
     clock.advance(timedelta(days=3, seconds=1))

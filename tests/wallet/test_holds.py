@@ -19,7 +19,8 @@ def test_authorize_withholds_without_changing_balance(wallet: Ledger) -> None:
     fund(wallet, "alice", cash=1000, bonus=((100, 5),))
     r = wallet.wallet.authorize(P, "alice", 300, hold_id="h1")
     assert r.hold.amounts == {"bonus": 100, "cash": 200}
-    assert r.transaction is not None and r.transaction.held == {"bonus": 100, "cash": 200}
+    assert r.transaction is not None
+    assert r.transaction.held == {"bonus": 100, "cash": 200}
     view = wallet.wallet.balance(P, "alice")
     assert (view.fund("cash").total, view.fund("cash").withheld) == (1000, 200)
     assert (view.fund("bonus").total, view.fund("bonus").available) == (100, 0)
@@ -32,12 +33,14 @@ def test_partial_capture_releases_the_rest(wallet: Ledger) -> None:
     fund(wallet, "alice", cash=1000, store_credit=100, bonus=((100, 5),))
     wallet.wallet.authorize(P, "alice", 500, hold_id="h1")
     r = wallet.wallet.capture(P, "h1", 250)
-    assert r.hold.status == "captured" and r.hold.captured == 250
+    assert r.hold.status == "captured"
+    assert r.hold.captured == 250
     assert r.transaction is not None
     assert r.transaction.funds == {"bonus": -100, "store_credit": -100, "cash": -50}
     assert available(wallet, "alice") == {"bonus": 0, "store_credit": 0, "cash": 950, "total": 950}
     again = wallet.wallet.capture(P, "h1", 250)
-    assert again.transaction is not None and again.transaction.replay
+    assert again.transaction is not None
+    assert again.transaction.replay
     with pytest.raises(InvalidState, match="captured"):
         wallet.wallet.void(P, "h1")
     assert_consistent(wallet, "alice")
@@ -70,7 +73,8 @@ def test_release_to_an_expired_grant_goes_to_expiry(wallet: Ledger, clock: Manua
     clock.advance(timedelta(days=2))
     assert [e.amount for e in wallet.wallet.expire_grants(P)] == [40]
     r = wallet.wallet.void(P, "h1")
-    assert r.transaction is not None and r.transaction.funds == {"bonus": -60}
+    assert r.transaction is not None
+    assert r.transaction.funds == {"bonus": -60}
     assert wallet.transactions.system_balance(P, "@expiry") == {"bonus": 100}
     assert wallet.accounts.get(P, "alice").fund("bonus").balance == 0
     assert_consistent(wallet, "alice")
