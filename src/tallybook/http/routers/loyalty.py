@@ -1,0 +1,360 @@
+"""Loyalty resources: program rules, earn per order, redeem, tiers, expiring points, orders.
+
+An earn is idempotent by its order id (its transaction id is ``order:{id}``),
+so the ``Idempotency-Key`` header is optional there; a redemption takes the
+header as its transaction id. Jobs (expiry, downgrades) need an admin key.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, Query, Response, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from tallybook.domain.money import MAX_AMOUNT
+from tallybook.errors import ValidationError
+from tallybook.http.deps import (
+    AdminPrincipal,
+    IdempotencyKey,
+    LedgerDep,
+    ReadPrincipal,
+    WritePrincipal,
+)
+from tallybook.http.idempotency import REPLAYED_HEADER
+from tallybook.http.models import ID_PATTERN, TransactionOut
+from tallybook.services.accounts import MAX_PAGE
+from tallybook.services.loyalty import EarnResult, RedeemResult
+
+router = APIRouter(prefix="/v1", tags=["loyalty"])
+
+Id = Annotated[str, Field(min_length=1, max_length=128, pattern=ID_PATTERN)]
+AccountId = Annotated[
+    str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="account id")
+]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"page size, 1-{MAX_PAGE}")]
+Cursor = Annotated[
+    str | None, Query(max_length=2048, description="the `cursor` of the previous page")
+]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class EarnIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    order_id: Id
+    amount: int = Field(ge=1, le=MAX_AMOUNT, description="order amount in minor units")
+    currency: str | None = Field(None, description="default: the program's currency")
+    at: datetime | None = Field(None, description="when the order was placed; default now")
+    description: str | None = Field(None, max_length=500)
+    metadata: dict[str, str] | None = None
+
+
+class EarnOut(_Out):
+    order_id: str
+    account: str
+    points: int
+    tier: str
+    previous_tier: str | None
+    lot_expires: str | None
+    campaigns: list[str]
+    transaction: TransactionOut
+
+    @classmethod
+    def of(cls, r: EarnResult) -> EarnOut:
+        return cls(
+            order_id=r.order_id,
+            account=r.account,
+            points=r.points,
+            tier=r.tier,
+            previous_tier=r.previous_tier,
+            lot_expires=r.lot_expires,
+            campaigns=list(r.campaigns),
+            transaction=TransactionOut.of(r.transaction),
+        )
+
+
+class RedeemIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    points: int = Field(ge=1, le=MAX_AMOUNT)
+    reward_id: Id
+    description: str | None = Field(None, max_length=500)
+    metadata: dict[str, str] | None = None
+
+
+class RedeemOut(_Out):
+    account: str
+    reward_id: str
+    points: int
+    balance: int
+    tier: str
+    previous_tier: str | None
+    transaction: TransactionOut
+
+    @classmethod
+    def of(cls, r: RedeemResult) -> RedeemOut:
+        return cls(
+            account=r.account,
+            reward_id=r.reward_id,
+            points=r.points,
+            balance=r.balance,
+            tier=r.tier,
+            previous_tier=r.previous_tier,
+            transaction=TransactionOut.of(r.transaction),
+        )
+
+
+class TierOut(_Out):
+    account: str
+    tier: str
+    qualifying_points: int
+    balance: int
+    available: int
+    lifetime_points: int
+    qualified_at: datetime | None
+    next_tier: str | None
+    points_to_next_tier: int | None
+
+
+class TierChangeOut(_Out):
+    at: datetime
+    previous: str | None
+    tier: str
+    reason: str
+    txn_id: str
+
+
+class TierHistoryOut(_Out):
+    changes: list[TierChangeOut]
+    cursor: str | None = None
+
+
+class MembersOut(_Out):
+    tier: str
+    accounts: list[str]
+    cursor: str | None = None
+
+
+class ExpiringLotOut(_Out):
+    expires: datetime | None
+    points: int
+    order_id: str | None
+    earned_at: str
+
+
+class ExpiringOut(_Out):
+    account: str
+    points: int
+    lots: list[ExpiringLotOut]
+
+
+class OrderOut(_Out):
+    order_id: str
+    account: str
+    points: int
+    transaction: TransactionOut
+
+
+class ExpiryReportOut(_Out):
+    days: int
+    accounts: int
+    lots: int
+    points: int
+    transactions: int
+    warned: int
+
+
+class ReviewReportOut(_Out):
+    members: int
+    downgraded: int
+
+
+def _at(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not datetime(1970, 1, 1, tzinfo=UTC) <= aware < datetime(9000, 1, 1, tzinfo=UTC):
+        raise ValidationError("'at' must be between 1970 and 9000")
+    return aware.astimezone(UTC)
+
+
+@router.put("/program/loyalty", summary="Set the program's loyalty rules (admin)")
+def put_config(
+    principal: AdminPrincipal,
+    ledger: LedgerDep,
+    body: Annotated[dict[str, Any], Body(description="rules, as in examples/loyalty.toml")],
+) -> dict[str, Any]:
+    return ledger.loyalty.configure(principal.program, body).to_settings()
+
+
+@router.get("/program/loyalty", summary="The program's loyalty rules")
+def get_config(principal: ReadPrincipal, ledger: LedgerDep) -> dict[str, Any]:
+    return ledger.loyalty.config(principal.program).to_settings()
+
+
+@router.post(
+    "/accounts/{account}/earn",
+    status_code=status.HTTP_201_CREATED,
+    summary="Earn points for an order, exactly once per order id",
+)
+def earn(
+    account: AccountId,
+    body: EarnIn,
+    principal: WritePrincipal,
+    ledger: LedgerDep,
+    response: Response,
+) -> EarnOut:
+    r = ledger.loyalty.earn(
+        principal.program,
+        account,
+        body.order_id,
+        body.amount,
+        currency=body.currency,
+        at=_at(body.at),
+        description=body.description,
+        metadata=body.metadata,
+    )
+    if r.replay:
+        response.status_code = status.HTTP_200_OK
+        response.headers[REPLAYED_HEADER] = "true"
+    response.headers["Location"] = f"/v1/orders/{r.order_id}"
+    return EarnOut.of(r)
+
+
+@router.post(
+    "/accounts/{account}/redeem",
+    status_code=status.HTTP_201_CREATED,
+    summary="Redeem points for a reward, oldest points first",
+    description="The `Idempotency-Key` is the transaction id. Not enough points: 422 "
+    "`insufficient-funds`.",
+)
+def redeem(
+    account: AccountId,
+    body: RedeemIn,
+    principal: WritePrincipal,
+    ledger: LedgerDep,
+    txn_id: IdempotencyKey,
+    response: Response,
+) -> RedeemOut:
+    r = ledger.loyalty.redeem(
+        principal.program,
+        account,
+        body.points,
+        body.reward_id,
+        txn_id=txn_id,
+        description=body.description,
+        metadata=body.metadata,
+    )
+    if r.replay:
+        response.status_code = status.HTTP_200_OK
+        response.headers[REPLAYED_HEADER] = "true"
+    return RedeemOut.of(r)
+
+
+@router.get("/accounts/{account}/tier", summary="A member's tier and qualifying points")
+def get_tier(account: AccountId, principal: ReadPrincipal, ledger: LedgerDep) -> TierOut:
+    s = ledger.loyalty.status(principal.program, account)
+    return TierOut(
+        account=s.account,
+        tier=s.tier,
+        qualifying_points=s.qualifying_points,
+        balance=s.balance,
+        available=s.available,
+        lifetime_points=s.lifetime_points,
+        qualified_at=s.qualified_at,
+        next_tier=s.next_tier,
+        points_to_next_tier=s.points_to_next_tier,
+    )
+
+
+@router.get("/accounts/{account}/tier/history", summary="A member's tier changes, newest first")
+def get_tier_history(
+    account: AccountId,
+    principal: ReadPrincipal,
+    ledger: LedgerDep,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> TierHistoryOut:
+    page = ledger.loyalty.tier_history(principal.program, account, limit=limit, cursor=cursor)
+    return TierHistoryOut(
+        changes=[
+            TierChangeOut(
+                at=c.at, previous=c.previous, tier=c.tier, reason=c.reason, txn_id=c.txn_id
+            )
+            for c in page.changes
+        ],
+        cursor=page.cursor,
+    )
+
+
+@router.get("/accounts/{account}/expiring", summary="Points expiring soon, oldest first")
+def get_expiring(
+    account: AccountId,
+    principal: ReadPrincipal,
+    ledger: LedgerDep,
+    days: Annotated[int | None, Query(ge=0, le=3660, description="default: warn_days")] = None,
+    limit: Limit = 100,
+) -> ExpiringOut:
+    lots = ledger.loyalty.expiring(principal.program, account, days=days, limit=limit)
+    return ExpiringOut(
+        account=account,
+        points=sum(lot.points for lot in lots),
+        lots=[
+            ExpiringLotOut(
+                expires=lot.expires,
+                points=lot.points,
+                order_id=lot.order_id,
+                earned_at=lot.earned_at,
+            )
+            for lot in lots
+        ],
+    )
+
+
+@router.get("/tiers/{tier}/members", summary="Members of a tier, page by page")
+def get_members(
+    tier: Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)],
+    principal: ReadPrincipal,
+    ledger: LedgerDep,
+    limit: Limit = 100,
+    cursor: Cursor = None,
+) -> MembersOut:
+    page = ledger.loyalty.members(principal.program, tier, limit=limit, cursor=cursor)
+    return MembersOut(tier=tier, accounts=page.accounts, cursor=page.cursor)
+
+
+@router.get("/orders/{order_id}", summary="The earn an order produced, and its account")
+def get_order(
+    order_id: Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)],
+    principal: ReadPrincipal,
+    ledger: LedgerDep,
+) -> OrderOut:
+    found = ledger.loyalty.order(principal.program, order_id)
+    return OrderOut(
+        order_id=found.order_id,
+        account=found.account,
+        points=found.points,
+        transaction=TransactionOut.of(found.transaction),
+    )
+
+
+@router.post("/loyalty/expire", summary="Run the expiry job (admin)")
+def run_expire(principal: AdminPrincipal, ledger: LedgerDep) -> ExpiryReportOut:
+    r = ledger.loyalty.expire(principal.program)
+    return ExpiryReportOut(
+        days=r.days,
+        accounts=r.accounts,
+        lots=r.lots,
+        points=r.points,
+        transactions=r.transactions,
+        warned=r.warned,
+    )
+
+
+@router.post("/loyalty/downgrade", summary="Run the downgrade job (admin)")
+def run_downgrade(principal: AdminPrincipal, ledger: LedgerDep) -> ReviewReportOut:
+    r = ledger.loyalty.review_tiers(principal.program)
+    return ReviewReportOut(members=r.members, downgraded=r.downgraded)

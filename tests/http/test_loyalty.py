@@ -1,0 +1,114 @@
+"""The loyalty HTTP API on both engines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from tallybook.services.clock import ManualClock
+
+Headers = dict[str, str]
+RULES: dict[str, Any] = {
+    "tiers": [
+        {"name": "base", "threshold": 0},
+        {"name": "gold", "threshold": 100, "multiplier": 1.5},
+    ],
+    "expiry": {"days": 5},
+}
+
+
+def _setup(client: TestClient, admin: Headers, open_account: Callable[..., Any]) -> None:
+    r = client.put("/v1/program/loyalty", json=RULES, headers=admin)
+    assert r.status_code == 200, r.text
+    assert r.json()["tiers"][1]["multiplier"] == "1.5"
+    open_account("alice")
+
+
+def test_rules_need_admin_and_are_validated(
+    app_client: TestClient, write_headers: Headers, admin_headers: Headers
+) -> None:
+    assert (
+        app_client.put("/v1/program/loyalty", json=RULES, headers=write_headers).status_code == 403
+    )
+    r = app_client.put(
+        "/v1/program/loyalty", json={"earn": {"rounding": "sideways"}}, headers=admin_headers
+    )
+    assert r.status_code == 400
+    assert r.json()["type"].endswith("/invalid-config")
+    assert "earn.rounding" in r.json()["detail"]
+    assert app_client.get("/v1/program/loyalty", headers=write_headers).status_code == 400
+
+
+def test_earn_redeem_tier_order_expiring(
+    app_client: TestClient,
+    write_headers: Headers,
+    admin_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., Any],
+) -> None:
+    _setup(app_client, admin_headers, open_account)
+    body = {"order_id": "o-1", "amount": 12000}
+    first = app_client.post("/v1/accounts/alice/earn", json=body, headers=write_headers)
+    assert first.status_code == 201, first.text
+    assert (first.json()["points"], first.json()["tier"]) == (120, "gold")
+    again = app_client.post("/v1/accounts/alice/earn", json=body, headers=write_headers)
+    assert again.status_code == 200
+    assert again.json()["transaction"]["id"] == "order:o-1"
+    conflict = app_client.post(
+        "/v1/accounts/alice/earn", json={"order_id": "o-1", "amount": 1}, headers=write_headers
+    )
+    assert conflict.status_code == 409
+
+    order = app_client.get("/v1/orders/o-1", headers=write_headers)
+    assert (order.json()["account"], order.json()["points"]) == ("alice", 120)
+    assert app_client.get("/v1/orders/nope", headers=write_headers).status_code == 404
+
+    tier = app_client.get("/v1/accounts/alice/tier", headers=write_headers).json()
+    assert (tier["tier"], tier["balance"], tier["qualifying_points"]) == ("gold", 120, 120)
+    history = app_client.get("/v1/accounts/alice/tier/history", headers=write_headers).json()
+    assert [c["tier"] for c in history["changes"]] == ["gold"]
+    members = app_client.get("/v1/tiers/gold/members?limit=10", headers=write_headers).json()
+    assert members["accounts"] == ["alice"]
+
+    poor = app_client.post(
+        "/v1/accounts/alice/redeem", json={"points": 500, "reward_id": "tv"}, headers=idem()
+    )
+    assert poor.status_code == 422
+    assert poor.json()["type"].endswith("/insufficient-funds")
+    assert "insufficient points" in poor.json()["detail"]
+    ok = app_client.post(
+        "/v1/accounts/alice/redeem", json={"points": 20, "reward_id": "mug"}, headers=idem()
+    )
+    assert ok.status_code == 201, ok.text
+    assert ok.json()["balance"] == 100
+
+    soon = app_client.get("/v1/accounts/alice/expiring?days=10", headers=write_headers).json()
+    assert soon["points"] == 100
+    assert soon["lots"][0]["order_id"] == "o-1"
+
+
+def test_expire_job_over_http(
+    app_client: TestClient,
+    write_headers: Headers,
+    admin_headers: Headers,
+    open_account: Callable[..., Any],
+    clock: ManualClock,
+) -> None:
+    _setup(app_client, admin_headers, open_account)
+    app_client.post(
+        "/v1/accounts/alice/earn", json={"order_id": "o-2", "amount": 3000}, headers=write_headers
+    )
+    assert app_client.post("/v1/loyalty/expire", headers=write_headers).status_code == 403
+    clock.advance(timedelta(days=6))
+    r = app_client.post("/v1/loyalty/expire", headers=admin_headers)
+    assert r.status_code == 200, r.text
+    assert (r.json()["points"], r.json()["lots"]) == (30, 1)
+    again = app_client.post("/v1/loyalty/expire", headers=admin_headers).json()
+    assert again["points"] == 0
+    tier = app_client.get("/v1/accounts/alice/tier", headers=write_headers).json()
+    assert tier["balance"] == 0
+    review = app_client.post("/v1/loyalty/downgrade", headers=admin_headers)
+    assert review.json() == {"members": 0, "downgraded": 0}
