@@ -8,9 +8,11 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import pytest
 
+from tallybook.domain.model import Transaction
 from tallybook.errors import TooManyRetries
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
@@ -23,7 +25,7 @@ THREADS = 8
 SEED = 1_000_000
 
 
-def _until_done(call: Callable[[], bool]) -> bool:
+def _until_done(call: Callable[[], Transaction]) -> Transaction:
     """Repeat a call the engine gave up on (TooManyRetries is safe to retry)."""
     for _ in range(50):
         try:
@@ -55,13 +57,10 @@ def test_threads_transferring_and_replaying_apply_each_transaction_once(
         out = []
         barrier.wait()
         for txn_id, src, dst, amount in mine:
-            replay = _until_done(
-                lambda: (
-                    ledger.transactions.transfer(
-                        PROGRAM, src, dst, "points", amount, txn_id=txn_id
-                    ).replay
-                )
+            transfer = partial(
+                ledger.transactions.transfer, PROGRAM, src, dst, "points", amount, txn_id=txn_id
             )
+            replay = _until_done(transfer).replay
             out.append((txn_id, replay))
         return out
 
@@ -71,7 +70,7 @@ def test_threads_transferring_and_replaying_apply_each_transaction_once(
     applied = Counter(txn_id for txn_id, replay in results if not replay)
     assert applied == Counter({txn_id: 1 for txn_id, *_ in ops})
     assert len(results) == THREADS * count
-    expected = {acct: SEED for acct in accounts}
+    expected = dict.fromkeys(accounts, SEED)
     for _, src, dst, amount in ops:
         expected[src] -= amount
         expected[dst] += amount
@@ -100,9 +99,8 @@ def test_independent_writers_on_one_hot_account_lose_no_update(
         barrier.wait()
         for i in range(per_thread):
             txn_id = f"w{n}-{i}"
-            assert not _until_done(
-                lambda: led.transactions.credit(PROGRAM, "hot", "points", 1, txn_id=txn_id).replay
-            )
+            credit = partial(led.transactions.credit, PROGRAM, "hot", "points", 1, txn_id=txn_id)
+            assert not _until_done(credit).replay
         return led.engine.retries
 
     with ThreadPoolExecutor(THREADS) as pool:
