@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
 
 from tallybook.cli.options import StoreOption
-from tallybook.cli.output import console, err_console, open_ledger, print_json, table
+from tallybook.cli.output import console, err_console, open_ledger, print_json
 from tallybook.domain.notifications import Notification, rules_to_settings
 from tallybook.errors import ValidationError
 
@@ -45,22 +46,22 @@ def _time(value: str | None, name: str) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
-def _rows(items: list[Notification]) -> list[list[Any]]:
-    return [
-        [
-            n.id,
-            n.type,
-            n.status,
-            n.created_at.isoformat(timespec="seconds"),
-            n.dismissed_by or "",
-            n.delivery or "",
-            json.dumps(n.payload, sort_keys=True)[:60],
-        ]
-        for n in items
-    ]
-
-
-COLUMNS = ["id", "type", "status", "created", "dismissed by", "delivery", "payload"]
+def _table(title: str, items: list[Notification], *, history: bool = False) -> None:
+    """Ids and types are never cut (they are what ``dismiss`` takes); payloads may be."""
+    t = Table(title=title)
+    t.add_column("id", overflow="fold", no_wrap=False, min_width=29)
+    t.add_column("type", overflow="fold")
+    if history:
+        t.add_column("status")
+        t.add_column("dismissed by", overflow="fold")
+        t.add_column("delivery")
+    t.add_column("created")
+    t.add_column("payload", overflow="ellipsis", no_wrap=True)
+    for n in items:
+        extra = [str(n.status), n.dismissed_by or "", n.delivery or ""] if history else []
+        created = n.created_at.strftime("%Y-%m-%d %H:%M:%S")
+        t.add_row(n.id, n.type, *extra, created, json.dumps(n.payload, sort_keys=True))
+    console.print(t)
 
 
 @app.command("add")
@@ -119,7 +120,7 @@ def list_(
     if as_json:
         print_json({"notifications": found})
     else:
-        table(f"{program}/{account} active notifications", COLUMNS, _rows(found))
+        _table(f"{program}/{account} active notifications", found)
 
 
 @app.command("dismiss")
@@ -186,7 +187,7 @@ def history(
     if as_json:
         print_json({"notifications": page.notifications, "cursor": page.cursor})
         return
-    table(f"{program}/{account} notification history", COLUMNS, _rows(page.notifications))
+    _table(f"{program}/{account} notification history", page.notifications, history=True)
     if page.cursor:
         console.print(f"next page: --cursor {page.cursor}")
 

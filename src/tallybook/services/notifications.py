@@ -107,7 +107,8 @@ class NotificationService:
     # -- rules ---------------------------------------------------------------
 
     def rules(self, program: str) -> NotificationRules:
-        return parse_rules(self.programs.get(program).settings.get("notifications"))
+        """The program's rules as stored (writers use a copy cached for up to 2 s)."""
+        return parse_rules(self.programs.get(program, fresh=True).settings.get("notifications"))
 
     def set_rules(self, program: str, rules: Mapping[str, Any]) -> NotificationRules:
         """Replace the program's notification rules (``settings["notifications"]``)."""

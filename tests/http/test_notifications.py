@@ -1,0 +1,148 @@
+"""Notifications over HTTP and the SNS endpoint, on both engines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from tallybook.ledger import Ledger
+from tallybook.store import keys
+
+Headers = dict[str, str]
+URL = "/v1/accounts/alice/notifications"
+
+
+def test_add_list_supersede_dismiss(
+    app_client: TestClient,
+    write_headers: Headers,
+    read_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., Any],
+) -> None:
+    open_account("alice")
+    r = app_client.post(
+        URL,
+        json={"type": "TierChanged", "payload": {"tier": "silver"}},
+        headers=idem(write_headers, "n-add-1"),
+    )
+    assert r.status_code == 201, r.text
+    first = r.json()
+    assert r.headers["location"] == f"{URL}/{first['id']}"
+    assert first["status"] == "active"
+    r = app_client.post(
+        URL, json={"type": "TierChanged", "payload": {"tier": "gold"}}, headers=idem(write_headers)
+    )
+    second = r.json()
+
+    listed = app_client.get(URL, headers=read_headers).json()["notifications"]
+    assert [n["id"] for n in listed] == [second["id"]]
+
+    old = app_client.get(f"{URL}/{first['id']}", headers=read_headers).json()
+    assert (old["status"], old["dismissed_by"]) == ("superseded", second["id"])
+
+    r = app_client.delete(f"{URL}/{second['id']}", headers=write_headers)
+    assert r.status_code == 200
+    assert r.json()["status"] == "dismissed"
+    assert app_client.delete(f"{URL}/{second['id']}", headers=write_headers).status_code == 200
+    assert app_client.get(URL, headers=read_headers).json() == {"notifications": []}
+
+    history = app_client.get(f"{URL}/history", headers=read_headers).json()
+    assert [n["id"] for n in history["notifications"]] == [second["id"], first["id"]]
+    page = app_client.get(f"{URL}/history?limit=1&order=oldest", headers=read_headers).json()
+    assert [n["id"] for n in page["notifications"]] == [first["id"]]
+    assert page["cursor"]
+
+    # read keys cannot write; unknown ids are 404 problems
+    denied = app_client.post(URL, json={"type": "X"}, headers=idem(read_headers))
+    assert denied.status_code == 403
+    missing = app_client.delete(f"{URL}/n-0000000000000001-0000000000", headers=write_headers)
+    assert missing.status_code == 404
+    assert missing.headers["content-type"].startswith("application/problem+json")
+
+
+def test_idempotent_add_and_dismiss_by_type(
+    ledger: Ledger,
+    app_client: TestClient,
+    write_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., Any],
+) -> None:
+    open_account("alice")
+    body = {"type": "LowBalance", "payload": {"fund": "cash"}}
+    a = app_client.post(URL, json=body, headers=idem(write_headers, "lb-1"))
+    # the stored response expired (or another process): the service key still holds
+    ledger.store.delete(keys.idempotent_response("shop", "lb-1"))
+    b = app_client.post(URL, json=body, headers=idem(write_headers, "lb-1"))
+    assert b.status_code == 200
+    assert b.headers["idempotent-replayed"] == "true"
+    assert b.json()["id"] == a.json()["id"]
+
+    r = app_client.delete(f"{URL}?type=LowBalance", headers=write_headers)
+    assert r.json()["dismissed"]["id"] == a.json()["id"]
+    assert app_client.delete(f"{URL}?type=LowBalance", headers=write_headers).json() == {
+        "dismissed": None
+    }
+    bad = app_client.post(URL, json={"type": "T", "payload": {"x": 1.5}}, headers=idem())
+    assert bad.status_code == 422
+
+
+def sns(message_id: str, **event: Any) -> str:
+    inner = {"account": "alice", "type": "TopUp", "payload": {"amount": 100}, **event}
+    return json.dumps(
+        {"Type": "Notification", "MessageId": message_id, "Message": json.dumps(inner)}
+    )
+
+
+def test_sns_endpoint(
+    app_client: TestClient,
+    write_headers: Headers,
+    read_headers: Headers,
+    open_account: Callable[..., Any],
+) -> None:
+    open_account("alice")
+    text = {**write_headers, "Content-Type": "text/plain; charset=UTF-8"}
+    r = app_client.post("/v1/events/sns", content=sns("m-1"), headers=text)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "added"
+    as_json = {**write_headers, "Content-Type": "application/json"}
+    again = app_client.post("/v1/events/sns", content=sns("m-1"), headers=as_json)
+    assert again.json()["status"] == "replayed"
+    assert again.json()["notification"]["id"] == r.json()["notification"]["id"]
+
+    bad = app_client.post("/v1/events/sns", content="{not json", headers=text)
+    assert bad.status_code == 422
+    assert bad.json()["type"].endswith("/rejected-message")
+    assert bad.json()["detail"].startswith("not-json:")
+    ghost = app_client.post("/v1/events/sns", content=sns("m-2", account="ghost"), headers=text)
+    assert ghost.status_code == 422
+
+    confirm = {
+        "Type": "SubscriptionConfirmation",
+        "MessageId": "s-1",
+        "SubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription",
+    }
+    pending = app_client.post("/v1/events/sns", content=json.dumps(confirm), headers=text)
+    assert pending.json()["status"] == "pending_confirmation"
+
+    stats = app_client.get("/v1/events/stats", headers=read_headers).json()
+    assert stats["added"] == 1
+    assert stats["replayed"] == 1
+    assert stats["rejected"] == 2
+    assert stats["reasons"] == {"not-json": 1, "not-found": 1}
+    history = app_client.get(f"{URL}/history", headers=read_headers).json()["notifications"]
+    assert [n["type"] for n in history] == ["TopUp"]
+
+
+def test_other_program_sees_nothing(
+    app_client: TestClient,
+    write_headers: Headers,
+    other_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., Any],
+) -> None:
+    open_account("alice")
+    app_client.post(URL, json={"type": "TierChanged"}, headers=idem(write_headers))
+    assert app_client.get(URL, headers=other_headers).status_code == 404
