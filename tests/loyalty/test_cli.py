@@ -1,0 +1,77 @@
+"""The loyalty CLI is a twin of the Python API (SQLite file store)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tallybook.cli import app
+from tallybook.errors import TallybookError
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "loyalty.toml"
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TALLYBOOK_STORE", f"sqlite:///{tmp_path / 'cli.db'}")
+    monkeypatch.setenv("TALLYBOOK_PROGRAM", "shop")
+    runner = CliRunner()
+
+    def invoke(*args: str, code: int = 0) -> str:
+        result = runner.invoke(app, list(args))
+        exit_code, output = result.exit_code, result.output
+        if isinstance(result.exception, TallybookError):
+            # what tallybook.cli.main prints and exits with
+            exit_code, output = result.exception.exit_code, result.exception.message
+        assert exit_code == code, output
+        return output
+
+    invoke("program", "create", "shop")
+    invoke("account", "open", "alice")
+    return invoke
+
+
+def test_config_earn_redeem_and_lookups(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    assert "valid (3 tiers, 2 campaigns)" in run(
+        "loyalty", "config", "load", str(EXAMPLE), "--check"
+    )
+    run("loyalty", "config", "load", str(EXAMPLE))
+    shown = json.loads(run("loyalty", "config", "show"))
+    assert shown["tiers"][2]["name"] == "gold"
+
+    out = run("loyalty", "earn", "alice", "o-1", "150000", "--at", "2026-01-10T12:00:00Z")
+    assert "earned 1500 points" in out
+    assert "silver" in out
+    assert "already earned" in run(
+        "loyalty", "earn", "alice", "o-1", "150000", "--at", "2026-01-10T12:00:00Z"
+    )
+    earned = json.loads(run("loyalty", "order", "o-1", "--json"))
+    assert (earned["account"], earned["points"]) == ("alice", 1500)
+
+    err = run("loyalty", "redeem", "alice", "99999", "tv", "--txn-id", "r1", code=3)
+    assert "insufficient points" in err
+    assert "balance 1400" in run("loyalty", "redeem", "alice", "100", "mug", "--txn-id", "r2")
+
+    status = json.loads(run("loyalty", "tier", "alice", "--history", "--json"))
+    assert status["status"]["tier"] == "silver"
+    assert [c["tier"] for c in status["history"]] == ["silver"]
+    members = json.loads(run("loyalty", "members", "silver", "--json"))
+    assert members["accounts"] == ["alice"]
+    lots = json.loads(run("loyalty", "expiring", "alice", "--days", "800", "--json"))
+    assert [lot["points"] for lot in lots] == [1400]
+
+    report = json.loads(run("expire", "--json"))
+    assert report["points"] == 0
+    assert json.loads(run("loyalty", "downgrade", "--json"))["downgraded"] == 0
+
+
+def test_bad_config_file_is_one_line_and_exit_2(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[tiers]]\nname = "base"\nthreshold = 3\n')
+    out = run("loyalty", "config", "load", str(bad), code=2)
+    assert "first (base) tier must have threshold 0" in out
+    assert "Traceback" not in out
+    assert "no loyalty configuration" in run("loyalty", "earn", "alice", "o", "100", code=2)
