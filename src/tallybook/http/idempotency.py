@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import cast
+from collections.abc import Iterable
+from typing import Any, cast
 
 import anyio
 from starlette.routing import Match
@@ -144,8 +145,9 @@ class IdempotencyMiddleware:
 
     async def _answer_stored(self, scope: Scope, send: Send, stored: Item, fp: str) -> None:
         if stored.get("fingerprint") != fp:
-            self.metrics.observe_problem(409, "idempotency-conflict")
-            request_id = scope.get("state", {}).get("request_id")
+            state = scope.setdefault("state", {})
+            state["problem_code"] = "idempotency-conflict"
+            request_id = state.get("request_id")
             body = json.dumps(
                 problem_body(
                     409,
@@ -204,12 +206,24 @@ class IdempotencyMiddleware:
 
 def _match_route(scope: Scope) -> None:
     """Name the route a replayed request would have hit (for metrics and logs)."""
-    app = scope.get("app")
-    for route in getattr(getattr(app, "router", None), "routes", ()):
+    router = getattr(scope.get("app"), "router", None)
+    route = _find_route(getattr(router, "routes", ()), scope)
+    if route is not None:
+        scope["route"] = route
+
+
+def _find_route(routes: Iterable[Any], scope: Scope) -> Any:
+    for route in routes:
+        inner = getattr(route, "original_router", None)  # FastAPI's included routers
+        if inner is not None:
+            found = _find_route(inner.routes, scope)
+            if found is not None:
+                return found
+            continue
         match, _ = route.matches(scope)
         if match is Match.FULL:
-            scope["route"] = route
-            return
+            return route
+    return None
 
 
 def _valid(idem_key: str) -> bool:

@@ -55,7 +55,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        request_id = request_id_var.get()
+        request_id = getattr(record, "request_id", None) or request_id_var.get()
         if request_id is not None:
             data["request_id"] = request_id
         for name, value in vars(record).items():
@@ -87,7 +87,9 @@ def _header(scope: Scope, name: bytes) -> str | None:
 async def send_problem(
     scope: Scope, send: Send, status: int, code: str, detail: str, title: str | None = None
 ) -> None:
-    request_id = scope.get("state", {}).get("request_id")
+    state = scope.setdefault("state", {})
+    state["problem_code"] = code
+    request_id = state.get("request_id")
     body = json.dumps(
         problem_body(
             status, code, detail, title=title, request_id=request_id, instance=scope.get("path")
@@ -121,16 +123,12 @@ class RequestContextMiddleware:
         token = request_id_var.set(request_id)
         started = time.perf_counter()
         status = 0
-        content_type = ""
 
         async def wrapped(message: Message) -> None:
-            nonlocal status, content_type
+            nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
                 headers = list(message.get("headers", []))
-                for k, v in headers:
-                    if k.lower() == b"content-type":
-                        content_type = v.decode("latin-1")
                 headers.append((REQUEST_ID_HEADER.lower().encode(), request_id.encode()))
                 message = {**message, "headers": headers}
             await send(message)
@@ -150,19 +148,22 @@ class RequestContextMiddleware:
                 )
         finally:
             elapsed = time.perf_counter() - started
-            self._record(scope, status or 500, content_type, elapsed)
+            self._record(scope, status or 500, elapsed)
             request_id_var.reset(token)
 
-    def _record(self, scope: Scope, status: int, content_type: str, elapsed: float) -> None:
+    def _record(self, scope: Scope, status: int, elapsed: float) -> None:
         route = scope.get("route")
         template = getattr(route, "path", None) or "unmatched"
         self.metrics.observe_request(scope["method"], template, status, elapsed)
-        if content_type.startswith(PROBLEM_MEDIA_TYPE):
-            self.metrics.observe_problem(status, _problem_code(status))
-        principal = scope.get("state", {}).get("principal")
+        state = scope.get("state", {})
+        problem_code = state.get("problem_code")
+        if problem_code is not None:
+            self.metrics.observe_problem(status, problem_code)
+        principal = state.get("principal")
         access_log.info(
             "request",
             extra={
+                "request_id": scope.get("state", {}).get("request_id"),
                 "method": scope["method"],
                 "path": scope["path"],
                 "route": template,
@@ -172,10 +173,6 @@ class RequestContextMiddleware:
                 "key_id": getattr(principal, "key_id", None),
             },
         )
-
-
-def _problem_code(status: int) -> str:
-    return {409: "conflict", 429: "throttled", 503: "unavailable"}.get(status, str(status))
 
 
 class BodyMiddleware:

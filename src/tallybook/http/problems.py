@@ -104,7 +104,10 @@ def problem_response(
     errors: list[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    request_id = getattr(request.state, "request_id", None) if request is not None else None
+    request_id = None
+    if request is not None:
+        request.state.problem_code = code  # counted by the metrics middleware
+        request_id = getattr(request.state, "request_id", None)
     instance = request.url.path if request is not None else None
     body = problem_body(
         status, code, detail, title=title, request_id=request_id, instance=instance, errors=errors
