@@ -1,0 +1,445 @@
+"""Wallet resources: balance view, grants, credits, debits, holds, records, reconcile.
+
+Writes take the ``Idempotency-Key`` header as their id: the transaction id of
+a grant, credit or debit, the hold id of an authorisation or held credit.
+Capture and void are idempotent by themselves (the key is optional there).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Response, status
+from pydantic import BaseModel, Field
+
+from tallybook.domain.money import MAX_AMOUNT
+from tallybook.domain.wallet import MAX_HOLD_SECONDS, Grant, Hold, WalletBalance
+from tallybook.errors import ValidationError
+from tallybook.http.deps import (
+    AdminPrincipal,
+    IdempotencyKey,
+    LedgerDep,
+    ReadPrincipal,
+    WritePrincipal,
+)
+from tallybook.http.idempotency import REPLAYED_HEADER
+from tallybook.http.models import ID_PATTERN
+from tallybook.services.wallet_holds import HoldResult
+from tallybook.services.wallet_records import WalletTransaction
+
+router = APIRouter(prefix="/v1", tags=["wallet"])
+
+AccountId = Annotated[
+    str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="account id")
+]
+HoldId = Annotated[
+    str, Path(min_length=1, max_length=100, pattern=ID_PATTERN, description="hold id")
+]
+TxnId = Annotated[
+    str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="transaction id")
+]
+Amount = Annotated[int, Field(strict=True, gt=0, le=MAX_AMOUNT, description="minor units")]
+Description = Annotated[str | None, Field(max_length=500)]
+
+
+# --- wire models -------------------------------------------------------------
+
+
+class FundViewOut(BaseModel):
+    fund: str
+    unit: str
+    total: int
+    withheld: int
+    available: int
+
+
+class WalletBalanceOut(BaseModel):
+    account: str
+    funds: list[FundViewOut]
+    total_available: int
+    as_of: datetime
+
+    @staticmethod
+    def of(b: WalletBalance) -> WalletBalanceOut:
+        return WalletBalanceOut(
+            account=b.account,
+            funds=[FundViewOut(**vars_of(f)) for f in b.funds],
+            total_available=b.total_available,
+            as_of=b.as_of,
+        )
+
+
+class GrantOut(BaseModel):
+    grant_id: str
+    awarded: int
+    available: int
+    expires_at: datetime
+    granted_at: datetime
+
+    @staticmethod
+    def of(g: Grant) -> GrantOut:
+        return GrantOut(
+            grant_id=g.id,
+            awarded=g.awarded,
+            available=g.available,
+            expires_at=g.expires_at,
+            granted_at=g.granted_at,
+        )
+
+
+class WalletTransactionOut(BaseModel):
+    id: str
+    type: str
+    account: str | None
+    funds: dict[str, int] = Field(description="fund -> signed change of the owner's balance")
+    held: dict[str, int] = Field(description="fund -> signed change of the amount withheld")
+    availability: dict[str, int] = Field(description="available per fund after, and total")
+    grants: list[dict[str, Any]]
+    hold_id: str | None
+    charge: dict[str, Any] | None
+    order_id: str | None
+    description: str | None
+    created_at: datetime
+    replay: bool
+
+    @staticmethod
+    def of(t: WalletTransaction) -> WalletTransactionOut:
+        return WalletTransactionOut(
+            id=t.id,
+            type=str(t.type),
+            account=t.account,
+            funds=t.funds,
+            held=t.held,
+            availability=t.availability,
+            grants=t.grants,
+            hold_id=t.hold_id,
+            charge=t.charge,
+            order_id=t.order_id,
+            description=t.description,
+            created_at=t.created_at,
+            replay=t.replay,
+        )
+
+
+class HoldOut(BaseModel):
+    hold_id: str
+    account: str
+    kind: Literal["debit", "credit"]
+    status: Literal["active", "captured", "voided", "expired", "released"]
+    amount: int
+    amounts: dict[str, int]
+    captured: int
+    captured_funds: dict[str, int]
+    deadline: datetime
+    created_at: datetime
+    finished_at: datetime | None
+
+    @staticmethod
+    def of(h: Hold) -> HoldOut:
+        return HoldOut(
+            hold_id=h.id,
+            account=h.account,
+            kind=h.kind.value,
+            status=h.status.value,
+            amount=h.amount,
+            amounts=h.amounts,
+            captured=h.captured,
+            captured_funds=h.captured_funds,
+            deadline=h.deadline,
+            created_at=h.created_at,
+            finished_at=h.finished_at,
+        )
+
+
+class HoldResultOut(BaseModel):
+    hold: HoldOut
+    transaction: WalletTransactionOut | None = Field(
+        description="what this call applied; null when there was nothing left to do"
+    )
+
+    @staticmethod
+    def of(r: HoldResult) -> HoldResultOut:
+        return HoldResultOut(
+            hold=HoldOut.of(r.hold),
+            transaction=WalletTransactionOut.of(r.transaction) if r.transaction else None,
+        )
+
+
+class GrantIn(BaseModel):
+    amount: Amount
+    expires_at: datetime = Field(description="when the grant expires (with a time zone)")
+    description: Description = None
+
+
+class CreditIn(BaseModel):
+    fund: Literal["cash", "store_credit"]
+    amount: Amount
+    description: Description = None
+
+
+class HeldCreditIn(CreditIn):
+    release_at: datetime = Field(description="when the credit becomes available")
+
+
+class DebitIn(BaseModel):
+    amount: Amount
+    on_shortfall: Literal["reject", "charge"] = "reject"
+    order_id: Annotated[str | None, Field(max_length=128, pattern=ID_PATTERN)] = None
+    description: Description = None
+
+
+class AuthorizeIn(BaseModel):
+    amount: Amount
+    expires_in: Annotated[int | None, Field(strict=True, ge=1, le=MAX_HOLD_SECONDS)] = Field(
+        default=None, description="seconds until the hold expires (default 7 days)"
+    )
+    description: Description = None
+
+
+class CaptureIn(BaseModel):
+    amount: Amount | None = Field(default=None, description="default: the whole hold")
+
+
+class WalletTransactionPageOut(BaseModel):
+    transactions: list[WalletTransactionOut]
+    cursor: str | None
+
+
+class ReconcileOut(BaseModel):
+    actions: list[str]
+
+
+def vars_of(obj: Any) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in obj.__slots__}
+
+
+def _aware(value: datetime, name: str) -> datetime:
+    if value.tzinfo is None:
+        raise ValidationError(f"'{name}' needs a time zone (for example 2026-05-01T00:00:00Z)")
+    return value
+
+
+def _mark(response: Response, replay: bool, location: str) -> None:
+    response.headers["Location"] = location
+    if replay:
+        response.headers[REPLAYED_HEADER] = "true"
+
+
+# --- reads ---------------------------------------------------------------------
+
+
+@router.get("/accounts/{account}/wallet", summary="Wallet balance per fund")
+def get_balance(
+    account: AccountId, principal: ReadPrincipal, ledger: LedgerDep
+) -> WalletBalanceOut:
+    """Per fund: total, withheld (pending) and available; bonus counts unexpired grants."""
+    return WalletBalanceOut.of(ledger.wallet.balance(principal.program, account))
+
+
+@router.get("/accounts/{account}/wallet/grants", summary="Bonus grants, earliest expiry first")
+def list_grants(
+    account: AccountId,
+    principal: ReadPrincipal,
+    ledger: LedgerDep,
+    expired: Annotated[bool, Query(description="include expired grants")] = False,
+) -> list[GrantOut]:
+    found = ledger.wallet.grants(principal.program, account, include_expired=expired)
+    return [GrantOut.of(g) for g in found]
+
+
+@router.get("/accounts/{account}/wallet/holds", summary="Holds and held credits, newest first")
+def list_holds(
+    account: AccountId,
+    principal: ReadPrincipal,
+    ledger: LedgerDep,
+    active: Annotated[bool, Query(description="only active holds")] = False,
+) -> list[HoldOut]:
+    found = ledger.wallet.holds(principal.program, account, active_only=active)
+    return [HoldOut.of(h) for h in found]
+
+
+@router.get(
+    "/accounts/{account}/wallet/transactions",
+    summary="Transaction records of an owner, newest first",
+)
+def list_transactions(
+    account: AccountId,
+    principal: ReadPrincipal,
+    ledger: LedgerDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    cursor: Annotated[str | None, Query(max_length=2048)] = None,
+) -> WalletTransactionPageOut:
+    page = ledger.wallet.transactions(principal.program, account, limit=limit, cursor=cursor)
+    return WalletTransactionPageOut(
+        transactions=[WalletTransactionOut.of(t) for t in page.transactions], cursor=page.cursor
+    )
+
+
+@router.get("/wallet/transactions/{txn_id}", summary="One transaction record")
+def get_transaction(
+    txn_id: TxnId, principal: ReadPrincipal, ledger: LedgerDep
+) -> WalletTransactionOut:
+    return WalletTransactionOut.of(ledger.wallet.transaction(principal.program, txn_id))
+
+
+@router.get("/holds/{hold_id}", summary="One hold (expired on the way if past its deadline)")
+def get_hold(hold_id: HoldId, principal: ReadPrincipal, ledger: LedgerDep) -> HoldOut:
+    return HoldOut.of(ledger.wallet.hold(principal.program, hold_id))
+
+
+# --- writes --------------------------------------------------------------------
+
+
+@router.post(
+    "/accounts/{account}/wallet/grants",
+    status_code=status.HTTP_201_CREATED,
+    summary="Award a bonus grant (the Idempotency-Key is the grant id)",
+)
+def post_grant(
+    account: AccountId,
+    body: GrantIn,
+    principal: WritePrincipal,
+    ledger: LedgerDep,
+    txn_id: IdempotencyKey,
+    response: Response,
+) -> WalletTransactionOut:
+    t = ledger.wallet.grant(
+        principal.program,
+        account,
+        body.amount,
+        expires_at=_aware(body.expires_at, "expires_at"),
+        txn_id=txn_id,
+        description=body.description,
+    )
+    _mark(response, t.replay, f"/v1/wallet/transactions/{t.id}")
+    return WalletTransactionOut.of(t)
+
+
+@router.post(
+    "/accounts/{account}/wallet/credits",
+    status_code=status.HTTP_201_CREATED,
+    summary="Credit cash or store credit from outside the program",
+)
+def post_credit(
+    account: AccountId,
+    body: CreditIn,
+    principal: WritePrincipal,
+    ledger: LedgerDep,
+    txn_id: IdempotencyKey,
+    response: Response,
+) -> WalletTransactionOut:
+    t = ledger.wallet.credit(
+        principal.program,
+        account,
+        body.fund,
+        body.amount,
+        txn_id=txn_id,
+        description=body.description,
+    )
+    _mark(response, t.replay, f"/v1/wallet/transactions/{t.id}")
+    return WalletTransactionOut.of(t)
+
+
+@router.post(
+    "/accounts/{account}/wallet/held-credits",
+    status_code=status.HTTP_201_CREATED,
+    summary="Credit now, pending until a date (the Idempotency-Key is the hold id)",
+)
+def post_held_credit(
+    account: AccountId,
+    body: HeldCreditIn,
+    principal: WritePrincipal,
+    ledger: LedgerDep,
+    txn_id: IdempotencyKey,
+    response: Response,
+) -> HoldResultOut:
+    r = ledger.wallet.credit_held(
+        principal.program,
+        account,
+        body.fund,
+        body.amount,
+        release_at=_aware(body.release_at, "release_at"),
+        txn_id=txn_id,
+        description=body.description,
+    )
+    _mark(response, bool(r.transaction and r.transaction.replay), f"/v1/holds/{r.hold.id}")
+    return HoldResultOut.of(r)
+
+
+@router.post(
+    "/accounts/{account}/wallet/debits",
+    status_code=status.HTTP_201_CREATED,
+    summary="Spend bonus, then store credit, then cash; reject or charge a shortfall",
+)
+def post_debit(
+    account: AccountId,
+    body: DebitIn,
+    principal: WritePrincipal,
+    ledger: LedgerDep,
+    txn_id: IdempotencyKey,
+    response: Response,
+) -> WalletTransactionOut:
+    t = ledger.wallet.debit(
+        principal.program,
+        account,
+        body.amount,
+        txn_id=txn_id,
+        on_shortfall=body.on_shortfall,
+        order_id=body.order_id,
+        description=body.description,
+    )
+    _mark(response, t.replay, f"/v1/wallet/transactions/{t.id}")
+    return WalletTransactionOut.of(t)
+
+
+@router.post(
+    "/accounts/{account}/wallet/holds",
+    status_code=status.HTTP_201_CREATED,
+    summary="Authorize: withhold an amount (the Idempotency-Key is the hold id)",
+)
+def post_hold(
+    account: AccountId,
+    body: AuthorizeIn,
+    principal: WritePrincipal,
+    ledger: LedgerDep,
+    hold_id: IdempotencyKey,
+    response: Response,
+) -> HoldResultOut:
+    r = ledger.wallet.authorize(
+        principal.program,
+        account,
+        body.amount,
+        hold_id=hold_id,
+        expires_in=body.expires_in,
+        description=body.description,
+    )
+    _mark(response, bool(r.transaction and r.transaction.replay), f"/v1/holds/{r.hold.id}")
+    return HoldResultOut.of(r)
+
+
+@router.post("/holds/{hold_id}/capture", summary="Capture all or part of a hold (idempotent)")
+def capture_hold(
+    hold_id: HoldId,
+    principal: WritePrincipal,
+    ledger: LedgerDep,
+    response: Response,
+    body: CaptureIn | None = None,
+) -> HoldResultOut:
+    r = ledger.wallet.capture(principal.program, hold_id, body.amount if body else None)
+    _mark(response, bool(r.transaction and r.transaction.replay), f"/v1/holds/{hold_id}")
+    return HoldResultOut.of(r)
+
+
+@router.post("/holds/{hold_id}/void", summary="Release a hold (idempotent)")
+def void_hold(
+    hold_id: HoldId, principal: WritePrincipal, ledger: LedgerDep, response: Response
+) -> HoldResultOut:
+    r = ledger.wallet.void(principal.program, hold_id)
+    _mark(response, bool(r.transaction and r.transaction.replay), f"/v1/holds/{hold_id}")
+    return HoldResultOut.of(r)
+
+
+@router.post("/wallet/reconcile", summary="Run the wallet reconcile job (admin)")
+def post_reconcile(principal: AdminPrincipal, ledger: LedgerDep) -> ReconcileOut:
+    return ReconcileOut(actions=ledger.wallet.reconcile(principal.program).lines())
