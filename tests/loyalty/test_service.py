@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -214,3 +215,31 @@ def test_expiry_lowers_a_balance_based_tier_by_rule(loyal: Ledger, clock: Manual
     status = loyal.loyalty.status("shop", "alice")
     assert (status.tier, status.balance) == ("base", 0)
     assert loyal.loyalty.tier_history("shop", "alice").changes[0].reason == "expiry"
+
+
+def test_expiry_reads_only_the_days_since_the_last_run(loyal: Ledger, clock: ManualClock) -> None:
+    assert loyal.loyalty.expire("shop").days == 1  # today: the checkpoint is set at configure
+    clock.advance(timedelta(days=3))
+    assert loyal.loyalty.expire("shop").days == 4
+    assert loyal.loyalty.expire("shop").days == 1
+
+
+def test_concurrent_earns_and_redeems_on_one_account(loyal: Ledger, engine: str) -> None:
+    per_thread = 6 if engine == "sqlite" else 3
+    loyal.loyalty.earn("shop", "alice", "seed", 10000)
+
+    def work(t: int) -> int:
+        earned = 0
+        for i in range(per_thread):
+            earned += loyal.loyalty.earn("shop", "alice", f"o-{t}-{i}", 1000).points
+            loyal.loyalty.redeem("shop", "alice", 5, "sticker", txn_id=f"r-{t}-{i}")
+        return earned
+
+    with ThreadPoolExecutor(4) as pool:
+        earned = sum(pool.map(work, range(4)))
+    expected = 100 + earned - 4 * per_thread * 5
+    assert earned >= 4 * per_thread * 10
+    assert loyal.accounts.balances("shop", "alice")[0].balance == expected
+    live = loyal.loyalty.expiring("shop", "alice", days=30, limit=1000)
+    assert sum(lot.points for lot in live) == expected
+    assert loyal.check.program("shop").ok

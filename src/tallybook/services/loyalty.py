@@ -19,6 +19,7 @@ replays the first result, and looking an order up is a single get.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -38,7 +39,13 @@ from tallybook.domain.tiers import (
     qualifying_points,
     record_earn,
 )
-from tallybook.errors import ConfigError, InsufficientFunds, NotFound, ValidationError
+from tallybook.errors import (
+    ConditionFailed,
+    ConfigError,
+    InsufficientFunds,
+    NotFound,
+    ValidationError,
+)
 from tallybook.services.accounts import check_limit
 from tallybook.services.codec import iso, parse_iso, to_us
 from tallybook.services.events import LedgerEvent
@@ -195,6 +202,12 @@ class LoyaltyService:
             )
         settings = {**program.settings, "loyalty": cfg.to_settings()}
         self.ledger.programs.update_settings(program_id, settings)
+        # no lot can expire before the rules exist: the expiry job starts here
+        # rather than at the program's creation (never moves an existing one)
+        yesterday = (self.ledger.clock.now() - timedelta(days=1)).date().isoformat()
+        checkpoint = {**keys.loyalty_checkpoint(program_id).as_item(), "through": yesterday}
+        with contextlib.suppress(ConditionFailed):
+            self.store.put(checkpoint, NotExists("pk"))
         return cfg
 
     def config(self, program_id: str) -> LoyaltyConfig:
