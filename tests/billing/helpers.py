@@ -21,19 +21,31 @@ def aligned_start(clock: ManualClock) -> datetime:
     return t0
 
 
-def record(rid: str, at: datetime, *, partner: str = "acme", amount: int = 1000,
-           rate: str = "0.05") -> dict[str, Any]:
+def record(
+    rid: str, at: datetime, *, partner: str = "acme", amount: int = 1000, rate: str = "0.05"
+) -> dict[str, Any]:
     return {
-        "id": rid, "partner": partner, "order_id": f"o-{rid}", "amount": amount,
-        "currency": "USD", "rate": rate, "time": at.isoformat(),
+        "id": rid,
+        "partner": partner,
+        "order_id": f"o-{rid}",
+        "amount": amount,
+        "currency": "USD",
+        "rate": rate,
+        "time": at.isoformat(),
     }
 
 
 def ingest(ledger: Ledger, rid: str, at: datetime, **kw: Any) -> Any:
     r = record(rid, at, **kw)
     return ledger.billing.ingest(
-        "shop", r["id"], partner=r["partner"], order_id=r["order_id"], amount=r["amount"],
-        currency=r["currency"], rate=r["rate"], time=at,
+        "shop",
+        r["id"],
+        partner=r["partner"],
+        order_id=r["order_id"],
+        amount=r["amount"],
+        currency=r["currency"],
+        rate=r["rate"],
+        time=at,
     )
 
 
@@ -42,9 +54,7 @@ def billing_docs(out: Path, program: str = "shop") -> dict[str, dict[str, Any]]:
     base = out / program / "billing"
     if not base.exists():
         return {}
-    return {
-        d.name: json.loads((d / "billing.json").read_text()) for d in sorted(base.iterdir())
-    }
+    return {d.name: json.loads((d / "billing.json").read_text()) for d in sorted(base.iterdir())}
 
 
 def snapshot(out: Path) -> dict[str, bytes]:

@@ -76,16 +76,23 @@ def test_intervals_and_windows() -> None:
 def _rec(rid: str, partner: str, amount: int, rate: str) -> BillingRecord:
     t = datetime(2026, 1, 1, tzinfo=UTC)
     return BillingRecord(
-        "shop", rid, partner, "o", amount, "USD", rate, commission(amount, rate_fraction(rate)),
-        t, t, t,
+        "shop",
+        rid,
+        partner,
+        "o",
+        amount,
+        "USD",
+        rate,
+        commission(amount, rate_fraction(rate)),
+        t,
+        t,
+        t,
     )
 
 
 @given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), amounts, rates), max_size=30))
 def test_totals_equal_the_sum_of_line_items(rows: list[tuple[str, int, Decimal]]) -> None:
-    records = [
-        _rec(f"r{i}", p, a, canonical_rate(str(r))) for i, (p, a, r) in enumerate(rows)
-    ]
+    records = [_rec(f"r{i}", p, a, canonical_rate(str(r))) for i, (p, a, r) in enumerate(rows)]
     totals = partner_totals(records)
     assert sum(t.records for t in totals) == len(records)
     for t in totals:

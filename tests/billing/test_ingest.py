@@ -33,8 +33,16 @@ def test_ingest_files_by_bucket_and_replays(ledger: Ledger, clock: ManualClock) 
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("amount", 0), ("amount", 1.5), ("currency", "usd"), ("rate", 0.05), ("rate", "2"),
-     ("time", "2026-01-01T00:00:00"), ("partner", "a/b"), ("order_id", "")],
+    [
+        ("amount", 0),
+        ("amount", 1.5),
+        ("currency", "usd"),
+        ("rate", 0.05),
+        ("rate", "2"),
+        ("time", "2026-01-01T00:00:00"),
+        ("partner", "a/b"),
+        ("order_id", ""),
+    ],
 )
 def test_bad_records_are_refused(ledger: Ledger, field: str, value: object) -> None:
     data = record("r1", ledger.clock.now())
@@ -49,7 +57,13 @@ def test_future_and_unknown_program(ledger: Ledger, clock: ManualClock) -> None:
         ingest(ledger, "r1", clock.now() + timedelta(days=2))
     with pytest.raises(NotFound):
         ledger.billing.ingest(
-            "nope", "r1", partner="a", order_id="o", amount=1, currency="USD", rate="0",
+            "nope",
+            "r1",
+            partner="a",
+            order_id="o",
+            amount=1,
+            currency="USD",
+            rate="0",
             time=clock.now(),
         )
 
@@ -99,7 +113,9 @@ def test_bucket_size_is_fixed_once_started(ledger: Ledger, clock: ManualClock) -
     t0 = aligned_start(clock)
     state = ledger.billing.configure("shop", bucket_minutes=5, grace_minutes=1, start=t0)
     assert (state.config.bucket_seconds, state.config.grace_seconds, state.start) == (
-        300, 60, int(t0.timestamp())
+        300,
+        60,
+        int(t0.timestamp()),
     )
     assert ingest(ledger, "r1", t0 + 7 * MIN).bucket == t0 + 5 * MIN
     with pytest.raises(InvalidState):

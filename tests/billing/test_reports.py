@@ -77,8 +77,12 @@ def test_invariant_7_across_runs_with_late_records(
     assert [i["record_id"] for i in docs[_w(t0, 45, 60)]["line_items"]] == ["e1"]
     # every run left the checkpoint at the last window's end; list shows each window once
     listed = ledger.billing.reports.list("shop", kind="billing")
-    assert [i.window for i in listed] == [_w(t0, 45, 60), _w(t0, 30, 45), _w(t0, 15, 30),
-                                          _w(t0, 0, 15)]
+    assert [i.window for i in listed] == [
+        _w(t0, 45, 60),
+        _w(t0, 30, 45),
+        _w(t0, 15, 30),
+        _w(t0, 0, 15),
+    ]
 
 
 def _w(t0: object, a: int, b: int) -> str:
@@ -102,16 +106,18 @@ def test_rerun_is_byte_identical(ledger: Ledger, clock: ManualClock, tmp_path: P
     ingest(ledger, "late", t0 + 2 * MIN)  # filed later: must not change the past window
     again = tmp_path / "again"
     for window in (_w(t0, 0, 30), _w(t0, 30, 60)):
-        result = ledger.billing.reports.rerun("shop", window, kind="billing",
-                                              sink=DirectorySink(again))
+        result = ledger.billing.reports.rerun(
+            "shop", window, kind="billing", sink=DirectorySink(again)
+        )
         assert result.sha256 == ledger.billing.reports.get("shop", "billing", window).sha256
     assert snapshot(again) == snapshot(first)
     assert ledger.billing.reports.render("shop", "billing", _w(t0, 0, 30)) == {
         p.name: p.read_bytes() for p in (first / "shop" / "billing" / _w(t0, 0, 30)).iterdir()
     }
     with pytest.raises(InvalidState):
-        ledger.billing.reports.rerun("shop", _w(t0, 60, 90), kind="billing",
-                                     sink=DirectorySink(again))
+        ledger.billing.reports.rerun(
+            "shop", _w(t0, 60, 90), kind="billing", sink=DirectorySink(again)
+        )
     with pytest.raises(ValidationError):
         _run(ledger, first, "10m")  # not a multiple of the 15 min bucket
 
@@ -142,8 +148,9 @@ def test_crash_between_write_and_checkpoint_repeats_the_window(
     assert ingest(ledger, "r3", t0 + 2 * MIN).late
     monkeypatch.setattr(ReportService, "_advance", original)
     # the next run uses another interval; it still repeats exactly the interrupted window
-    results = ledger.billing.reports.run("shop", sink=DirectorySink(out), interval="1h",
-                                         kinds=["billing"])
+    results = ledger.billing.reports.run(
+        "shop", sink=DirectorySink(out), interval="1h", kinds=["billing"]
+    )
     assert [(r.window, r.repeated) for r in results] == [(_w(t0, 0, 15), True)]
     assert snapshot(out) == written
     clock.set(t0 + 70 * MIN)
@@ -159,17 +166,31 @@ def test_rewards_issued_report(ledger: Ledger, clock: ManualClock, tmp_path: Pat
         ledger.accounts.open("shop", a)
     post = ledger.transactions.post
     clock.advance(MIN)
-    post("shop", [Leg("alice", "points", 500), Leg(ISSUANCE, "points", -500)], txn_id="e1",
-         type="earn", metadata={"partner": "acme"})
-    post("shop", [Leg("bob", "points", 70), Leg(ISSUANCE, "points", -70)], txn_id="e2",
-         type="earn")
+    post(
+        "shop",
+        [Leg("alice", "points", 500), Leg(ISSUANCE, "points", -500)],
+        txn_id="e1",
+        type="earn",
+        metadata={"partner": "acme"},
+    )
+    post("shop", [Leg("bob", "points", 70), Leg(ISSUANCE, "points", -70)], txn_id="e2", type="earn")
     clock.advance(5 * MIN)
-    post("shop", [Leg("alice", "points", -120), Leg(REDEMPTION, "points", 120)], txn_id="r1",
-         type="redeem", metadata={"partner": "acme"})
+    post(
+        "shop",
+        [Leg("alice", "points", -120), Leg(REDEMPTION, "points", 120)],
+        txn_id="r1",
+        type="redeem",
+        metadata={"partner": "acme"},
+    )
     ledger.transactions.credit("shop", "bob", "cash", 999, txn_id="c1")  # not a reward
     clock.advance(20 * MIN)  # next window
-    post("shop", [Leg("alice", "points", -30), Leg(EXPIRY, "points", 30)], txn_id="x1",
-         type="expire", metadata={"partner": "acme"})
+    post(
+        "shop",
+        [Leg("alice", "points", -30), Leg(EXPIRY, "points", 30)],
+        txn_id="x1",
+        type="expire",
+        metadata={"partner": "acme"},
+    )
     clock.set(t0 + 31 * MIN)
     results = ledger.billing.reports.run("shop", sink=DirectorySink(out), kinds=["rewards"])
     assert [r.rows for r in results] == [3, 1]

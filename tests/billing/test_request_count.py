@@ -1,0 +1,75 @@
+"""A report reads only its window's buckets: storage requests are counted."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tallybook.ledger import Ledger
+from tallybook.services.billing import QUERY_PAGE
+from tallybook.services.clock import ManualClock
+from tallybook.services.report_sinks import DirectorySink
+from tallybook.store import keys
+from tallybook.store.port import ItemStore
+
+from .helpers import MIN, aligned_start, record
+
+
+def test_report_queries_only_the_needed_buckets(
+    ledger: Ledger,
+    store: ItemStore,
+    engine: str,
+    clock: ManualClock,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # SQLite: 100,000 records; DynamoDB Local is slow, so a lean 240 there
+    total = 100_000 if engine == "sqlite" else 240
+    if engine == "sqlite":
+        # seeding speed only: skip fsync per transaction (the reads under test are unchanged)
+        store._conn().execute("PRAGMA synchronous = OFF")  # type: ignore[attr-defined]
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=5, start=t0)
+    clock.set(t0 + 4 * 60 * MIN)  # records over 4 hours: 16 buckets
+    step = 4 * 3600 / total
+    rows = ((i, record(f"r{i:06d}", t0 + i * step * MIN / 60)) for i in range(total))
+    summary = ledger.billing.ingest_many("shop", rows)
+    assert summary.created == total and not summary.errors
+
+    out = tmp_path / "out"
+    clock.set(t0 + 2 * 60 * MIN + 5 * MIN)  # the first 2 hours are due
+    first = ledger.billing.reports.run(
+        "shop", sink=DirectorySink(out), interval="1h", kinds=["billing"]
+    )
+    assert len(first) == 2
+
+    queried: list[str] = []
+    real_query = store.query
+
+    def spy(partition: str, *args: Any, **kwargs: Any) -> Any:
+        queried.append(partition)
+        return real_query(partition, *args, **kwargs)
+
+    monkeypatch.setattr(store, "query", spy)
+    store.metrics.reset()
+    clock.set(t0 + 4 * 60 * MIN + 5 * MIN)
+    second = ledger.billing.reports.run(
+        "shop", sink=DirectorySink(out), interval="1h", kinds=["billing"]
+    )
+    per_bucket = total // 16
+    assert [r.rows for r in second] == [per_bucket * 4, per_bucket * 4]
+    needed = {
+        keys.billing_bucket("shop", (t0 + (120 + 15 * b) * MIN).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        for b in range(8)
+    }
+    assert set(queried) == needed
+    pages = math.ceil(per_bucket / QUERY_PAGE) if per_bucket % QUERY_PAGE else None
+    assert pages is not None  # the count below assumes no exactly-full last page
+    assert store.metrics.stat("query").requests == 8 * pages
+    # besides the queries: per window one close and one advance, and a few state reads
+    assert store.metrics.stat("transact_write").requests == 2 * 2
+    assert store.metrics.stat("get").requests <= 8
+    assert set(store.metrics.by_operation) <= {"get", "query", "transact_write"}
