@@ -21,7 +21,9 @@ def test_ingest_files_by_bucket_and_replays(ledger: Ledger, clock: ManualClock) 
     first = ingest(ledger, "r1", t0 + MIN, amount=1005, rate="0.05")
     assert (first.commission, first.bucket, first.late, first.replay) == (50, t0, False, False)
     again = ingest(ledger, "r1", t0 + MIN, amount=1005, rate="0.050")  # same rate, other spelling
-    assert again.replay and again.commission == 50 and again.ingested_at == first.ingested_at
+    assert again.replay
+    assert again.commission == 50
+    assert again.ingested_at == first.ingested_at
     with pytest.raises(IdempotencyConflict):
         ingest(ledger, "r1", t0 + MIN, amount=1006)
     page = ledger.billing.records("shop", t0, t0 + 15 * MIN)
@@ -49,7 +51,8 @@ def test_bad_records_are_refused(ledger: Ledger, field: str, value: object) -> N
     data[field] = value
     summary = ledger.billing.ingest_many("shop", [(1, data)])
     assert summary.created == 0
-    assert summary.errors and summary.errors[0][0] == 1
+    assert summary.errors
+    assert summary.errors[0][0] == 1
 
 
 def test_future_and_unknown_program(ledger: Ledger, clock: ManualClock) -> None:
@@ -98,15 +101,18 @@ def test_late_record_goes_to_first_open_bucket(
     ledger.billing.configure("shop", grace_minutes=5, start=t0)
     clock.advance(18 * MIN)
     inside = ingest(ledger, "in-grace", t0 + 3 * MIN)  # its window is not reported yet
-    assert inside.bucket == t0 and not inside.late
+    assert inside.bucket == t0
+    assert not inside.late
     clock.advance(3 * MIN)  # t0+21: the first window is due
     ledger.billing.reports.run("shop", sink=DirectorySink(str(tmp_path)), kinds=["billing"])
     late = ingest(ledger, "too-late", t0 + 4 * MIN)
-    assert late.late and late.bucket == t0 + 15 * MIN
+    assert late.late
+    assert late.bucket == t0 + 15 * MIN
     # a record late for a bucket that is still open is filed in its own bucket
     clock.advance(20 * MIN)  # t0+41, window [15, 30) closed only when reported
     own = ingest(ledger, "own", t0 + 20 * MIN)
-    assert own.bucket == t0 + 15 * MIN and not own.late
+    assert own.bucket == t0 + 15 * MIN
+    assert not own.late
 
 
 def test_bucket_size_is_fixed_once_started(ledger: Ledger, clock: ManualClock) -> None:

@@ -37,7 +37,8 @@ def test_report_queries_only_the_needed_buckets(
     step = 4 * 3600 / total
     rows = ((i, record(f"r{i:06d}", t0 + i * step * MIN / 60)) for i in range(total))
     summary = ledger.billing.ingest_many("shop", rows)
-    assert summary.created == total and not summary.errors
+    assert summary.created == total
+    assert not summary.errors
 
     out = tmp_path / "out"
     clock.set(t0 + 2 * 60 * MIN + 5 * MIN)  # the first 2 hours are due
