@@ -1,0 +1,62 @@
+"""The wallet CLI is a twin of the Python API (SQLite file store)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tallybook.cli import app
+from tallybook.errors import InsufficientFunds
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TALLYBOOK_STORE", f"sqlite:///{tmp_path / 'w.db'}")
+    monkeypatch.setenv("TALLYBOOK_PROGRAM", "shop")
+    monkeypatch.setenv("TALLYBOOK_CHARGE_PROCESSOR", "fake")
+    runner = CliRunner()
+
+    def invoke(*args: str, code: int = 0) -> str:
+        result = runner.invoke(app, list(args))
+        assert result.exit_code == code, result.output
+        return result.output
+
+    invoke("program", "create", "shop")
+    invoke("account", "open", "alice")
+    return invoke
+
+
+def test_wallet_commands(run) -> None:  # type: ignore[no-untyped-def]
+    run("wallet", "credit", "alice", "cash", "1000", "--txn-id", "c1")
+    run("wallet", "grant", "alice", "200", "--expires-days", "3", "--txn-id", "g1")
+    out = json.loads(
+        run(
+            "wallet",
+            "debit",
+            "alice",
+            "1300",
+            "--txn-id",
+            "d1",
+            "--on-shortfall",
+            "charge",
+            "--json",
+        )
+    )
+    assert out["funds"] == {"bonus": -200, "cash": -1000}
+    assert out["charge"]["amount"] == 100
+    run("wallet", "credit", "alice", "store_credit", "500", "--txn-id", "c2")
+    run("wallet", "authorize", "alice", "300", "--hold-id", "h1", "--expires-in", "3600")
+    out = json.loads(run("wallet", "capture", "h1", "--amount", "100", "--json"))
+    assert out["hold"]["status"] == "captured"
+    balance = json.loads(run("wallet", "balance", "alice", "--json"))
+    assert balance["total_available"] == 400
+    assert "captured" in run("wallet", "holds", "alice")
+    assert "nothing to do" in run("reconcile")
+    page = json.loads(run("wallet", "transactions", "alice", "--json"))
+    assert page["transactions"][0]["id"] == "h1:capture"
+    failed = CliRunner().invoke(app, ["wallet", "debit", "alice", "99999", "--txn-id", "d2"])
+    assert isinstance(failed.exception, InsufficientFunds)  # main() prints it, exits 3
+    assert "Usage" in run("wallet", "--help")
