@@ -239,9 +239,7 @@ def fund_views(
             free = unexpired_bonus(grants, now)
             views.append(FundView(fund, units[fund], free + state.held, state.held, free))
         else:
-            views.append(
-                FundView(fund, units[fund], state.balance, state.held, state.available)
-            )
+            views.append(FundView(fund, units[fund], state.balance, state.held, state.available))
     return tuple(views)
 
 

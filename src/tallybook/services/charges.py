@@ -94,9 +94,7 @@ class NoChargeProcessor:
     """The default: refuses to charge, so nothing is charged by accident."""
 
     def charge(self, *, key: str, account: str, amount: int, currency: str) -> str:
-        raise ChargeDeclined(
-            "no charge processor is configured (set TALLYBOOK_CHARGE_PROCESSOR)"
-        )
+        raise ChargeDeclined("no charge processor is configured (set TALLYBOOK_CHARGE_PROCESSOR)")
 
     def refund(self, *, key: str) -> None:
         return None
