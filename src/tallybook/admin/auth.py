@@ -1,0 +1,115 @@
+"""Sign in with an admin API key, sign out; the handlers that send agents to the login page."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, FastAPI, Form, Request
+from fastapi.responses import HTMLResponse, Response
+
+from tallybook.admin.session import LOGIN_COOKIE, LOGIN_TTL, SESSION_COOKIE, SESSION_TTL
+from tallybook.admin.web import (
+    CsrfFailed,
+    LoginRequired,
+    PostingAgent,
+    base_path,
+    is_admin_key,
+    ledger_of,
+    redirect,
+    render,
+    set_flash,
+    signer_of,
+)
+from tallybook.errors import TallybookError
+
+router = APIRouter()
+
+
+def _login_page(request: Request, error: str = "", status_code: int = 200) -> HTMLResponse:
+    signer = signer_of(request)
+    nonce = signer.login_nonce()
+    response = render(
+        request,
+        "login.html",
+        status_code=status_code,
+        error=error,
+        login_csrf=signer.login_token(nonce),
+    )
+    response.set_cookie(
+        LOGIN_COOKIE,
+        nonce,
+        max_age=LOGIN_TTL,
+        path=base_path(request),
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request) -> Response:
+    return _login_page(request)
+
+
+@router.post("/login", response_class=HTMLResponse)
+def login(
+    request: Request,
+    api_key: Annotated[str, Form(max_length=200)] = "",
+    csrf: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
+    signer = signer_of(request)
+    if not signer.check_login(request.cookies.get(LOGIN_COOKIE), csrf):
+        return _login_page(request, "The form expired; please try again.", 403)
+    try:
+        key = ledger_of(request).keys.authenticate(api_key.strip())
+    except TallybookError:
+        return _login_page(request, "Unknown or revoked API key.", 401)
+    if not is_admin_key(key):
+        return _login_page(request, "This API key lacks the admin scope.", 403)
+    session = signer.new_session(key.id, key.program)
+    response = redirect(request, "/")
+    response.set_cookie(
+        SESSION_COOKIE,
+        signer.dumps(session),
+        max_age=SESSION_TTL,
+        path=base_path(request),
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    response.delete_cookie(LOGIN_COOKIE, path=base_path(request))
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request, agent: PostingAgent) -> Response:
+    response = redirect(request, "/login", ("ok", "Signed out."))
+    response.delete_cookie(SESSION_COOKIE, path=base_path(request))
+    return response
+
+
+def install_handlers(app: FastAPI) -> None:
+    """Unauthenticated admin requests go to the login page; a bad CSRF token is a 403."""
+
+    async def login_required(request: Request, exc: Exception) -> Response:
+        message = exc.message if isinstance(exc, LoginRequired) else ""
+        response = redirect(request, "/login", ("error", message) if message else None)
+        response.delete_cookie(SESSION_COOKIE, path=base_path(request))
+        return response
+
+    async def csrf_failed(request: Request, exc: Exception) -> Response:
+        return render(
+            request,
+            "error.html",
+            status_code=403,
+            title="Request refused",
+            message="This form is stale or did not come from this page. "
+            "Go back, reload and try again.",
+        )
+
+    app.add_exception_handler(LoginRequired, login_required)
+    app.add_exception_handler(CsrfFailed, csrf_failed)
+
+
+__all__ = ["install_handlers", "router", "set_flash"]

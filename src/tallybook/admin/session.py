@@ -1,0 +1,132 @@
+"""Signed cookie sessions and CSRF tokens for the admin page.
+
+A session cookie holds only ``{key id, program, nonce, issued at}`` as base64
+JSON, followed by an HMAC-SHA256 of it. The secret comes from
+``$TALLYBOOK_SESSION_SECRET`` or is drawn at random when the app is built (then
+sessions end with the process). The key is looked up again on every request
+(see ``auth.py``), so a revoked key is logged out at once; the cookie itself
+never holds the API key's secret.
+
+CSRF: each session has a random nonce; the token a form carries is an HMAC of
+it, compared in constant time on every POST. The login form, which has no
+session yet, gets the same treatment from a short-lived pre-login cookie.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import time
+from dataclasses import dataclass
+
+SESSION_COOKIE = "tb_admin"
+LOGIN_COOKIE = "tb_admin_login"
+SECRET_ENV = "TALLYBOOK_SESSION_SECRET"  # noqa: S105 - the variable name, not a secret
+#: a session lasts this long after login, whatever the activity (seconds)
+SESSION_TTL = 8 * 3600
+#: the login form must be posted within this time of being shown
+LOGIN_TTL = 3600
+_MIN_SECRET = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    key_id: str
+    program: str
+    nonce: str
+    issued_at: int
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class SessionSigner:
+    """Signs and checks session cookies and CSRF tokens with one secret."""
+
+    def __init__(self, secret: bytes | str | None = None) -> None:
+        if secret is None:
+            secret = os.environ.get(SECRET_ENV) or secrets.token_bytes(32)
+        raw = secret.encode("utf-8") if isinstance(secret, str) else secret
+        if len(raw) < _MIN_SECRET:
+            raise ValueError(f"{SECRET_ENV} must hold at least {_MIN_SECRET} bytes")
+        self._secret = raw
+
+    def _mac(self, purpose: str, data: str) -> str:
+        msg = f"{purpose}\x00{data}".encode()
+        return _b64(hmac.new(self._secret, msg, hashlib.sha256).digest())
+
+    # -- sessions -------------------------------------------------------------
+
+    def new_session(self, key_id: str, program: str, now: float | None = None) -> Session:
+        issued = int(time.time() if now is None else now)
+        return Session(key_id, program, secrets.token_urlsafe(16), issued)
+
+    def dumps(self, session: Session) -> str:
+        body = {
+            "k": session.key_id,
+            "p": session.program,
+            "n": session.nonce,
+            "t": session.issued_at,
+        }
+        payload = _b64(json.dumps(body, separators=(",", ":"), sort_keys=True).encode())
+        return f"{payload}.{self._mac('session', payload)}"
+
+    def loads(self, cookie: str | None, now: float | None = None) -> Session | None:
+        """The session a cookie holds, or ``None`` if absent, forged or expired."""
+        if not cookie or cookie.count(".") != 1:
+            return None
+        payload, mac = cookie.split(".")
+        if not hmac.compare_digest(mac, self._mac("session", payload)):
+            return None
+        try:
+            body = json.loads(_unb64(payload))
+            session = Session(str(body["k"]), str(body["p"]), str(body["n"]), int(body["t"]))
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            return None
+        age = (time.time() if now is None else now) - session.issued_at
+        if not 0 <= age < SESSION_TTL:
+            return None
+        return session
+
+    # -- CSRF -----------------------------------------------------------------
+
+    def csrf_token(self, session: Session) -> str:
+        return self._mac("csrf", session.nonce)
+
+    def check_csrf(self, session: Session, token: str | None) -> bool:
+        return bool(token) and hmac.compare_digest(str(token), self.csrf_token(session))
+
+    def login_nonce(self, now: float | None = None) -> str:
+        """The pre-login cookie's value: a nonce and when it was issued, signed."""
+        issued = int(time.time() if now is None else now)
+        payload = f"{secrets.token_urlsafe(16)}.{issued}"
+        return f"{payload}.{self._mac('login', payload)}"
+
+    def login_token(self, cookie: str | None, now: float | None = None) -> str | None:
+        """The CSRF token the login form must carry for this pre-login cookie."""
+        if not cookie or cookie.count(".") != 2:
+            return None
+        nonce, issued, mac = cookie.split(".")
+        if not hmac.compare_digest(mac, self._mac("login", f"{nonce}.{issued}")):
+            return None
+        try:
+            age = (time.time() if now is None else now) - int(issued)
+        except ValueError:
+            return None
+        if not 0 <= age < LOGIN_TTL:
+            return None
+        return self._mac("login-csrf", nonce)
+
+    def check_login(self, cookie: str | None, token: str | None) -> bool:
+        expected = self.login_token(cookie)
+        return expected is not None and bool(token) and hmac.compare_digest(str(token), expected)

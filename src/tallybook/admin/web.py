@@ -1,0 +1,211 @@
+"""What every admin view shares: templates, the signed-in agent, CSRF, flash messages.
+
+Views depend on :func:`current_agent` (GET) or :func:`posting_agent` (POST, CSRF
+checked). Both raise :class:`LoginRequired` when there is no valid session or
+the key behind it is no longer an active admin key of the session's program;
+the handler ``install`` registers turns that into a redirect to the login page.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from tallybook.admin.session import SESSION_COOKIE, Session, SessionSigner
+from tallybook.errors import TallybookError
+from tallybook.ledger import Ledger
+from tallybook.services.keys import ApiKey
+
+HERE = Path(__file__).parent
+FLASH_COOKIE = "tb_admin_flash"
+ADMIN_SCOPE = "admin"
+
+_env = Environment(
+    loader=FileSystemLoader(HERE / "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def _when(value: datetime | None) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if value else ""
+
+
+def _num(value: int | None) -> str:
+    return "" if value is None else f"{value:,}"
+
+
+def _signed(value: int) -> str:
+    return f"{value:+,}"
+
+
+_env.filters.update(when=_when, num=_num, signed=_signed)
+templates = Jinja2Templates(env=_env)
+
+#: sent with every admin page: no framing, no inline script, nothing cached
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class LoginRequired(Exception):
+    """No valid session: the agent is sent to the login page with ``message``."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class CsrfFailed(Exception):
+    """A POST without the session's CSRF token."""
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """The signed-in support agent: their session and the (re-checked) key."""
+
+    session: Session
+    key: ApiKey
+    csrf: str
+
+    @property
+    def program(self) -> str:
+        return self.session.program
+
+
+def base_path(request: Request) -> str:
+    return f"{request.scope.get('root_path', '')}/admin"
+
+
+def signer_of(request: Request) -> SessionSigner:
+    state = request.app.state
+    signer = getattr(state, "admin_signer", None)
+    if not isinstance(signer, SessionSigner):
+        signer = SessionSigner()
+        state.admin_signer = signer
+    return signer
+
+
+def ledger_of(request: Request) -> Ledger:
+    ledger: Ledger = request.app.state.ledger
+    return ledger
+
+
+def is_admin_key(key: ApiKey) -> bool:
+    return key.active and ADMIN_SCOPE in key.scopes
+
+
+def current_agent(request: Request) -> Agent:
+    """The agent of a valid session whose key is still an active admin key."""
+    signer = signer_of(request)
+    session = signer.loads(request.cookies.get(SESSION_COOKIE))
+    if session is None:
+        raise LoginRequired("please sign in" if SESSION_COOKIE in request.cookies else "")
+    try:
+        key = ledger_of(request).keys.get(session.key_id)
+    except TallybookError:
+        raise LoginRequired("your API key no longer exists; sign in again") from None
+    if not is_admin_key(key) or key.program != session.program:
+        raise LoginRequired("your API key was revoked or lost its admin scope")
+    return Agent(session, key, signer.csrf_token(session))
+
+
+def posting_agent(
+    request: Request,
+    agent: Annotated[Agent, Depends(current_agent)],
+    csrf: Annotated[str, Form(max_length=200)] = "",
+) -> Agent:
+    """:func:`current_agent`, for a form POST that must carry the session's CSRF token."""
+    if not signer_of(request).check_csrf(agent.session, csrf):
+        raise CsrfFailed
+    return agent
+
+
+AgentDep = Annotated[Agent, Depends(current_agent)]
+PostingAgent = Annotated[Agent, Depends(posting_agent)]
+
+
+# -- responses -------------------------------------------------------------------
+
+
+def secure(response: Response) -> Response:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers[name] = value
+    return response
+
+
+def set_flash(response: Response, request: Request, kind: str, text: str) -> None:
+    """A one-time message shown on the next page (``kind``: ok or error)."""
+    value = base64.urlsafe_b64encode(json.dumps([kind, text[:500]]).encode()).decode()
+    response.set_cookie(
+        FLASH_COOKIE,
+        value,
+        path=base_path(request),
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+
+
+def _read_flash(request: Request) -> tuple[str, str] | None:
+    raw = request.cookies.get(FLASH_COOKIE)
+    if not raw:
+        return None
+    try:
+        kind, text = json.loads(base64.urlsafe_b64decode(raw.encode()))
+    except (ValueError, TypeError):
+        return None
+    return ("error" if kind == "error" else "ok"), str(text)
+
+
+def redirect(request: Request, path: str, flash: tuple[str, str] | None = None) -> Response:
+    """A 303 to ``/admin{path}``, optionally with a flash message."""
+    response = RedirectResponse(base_path(request) + path, status_code=303)
+    if flash is not None:
+        set_flash(response, request, *flash)
+    return secure(response)
+
+
+def render(
+    request: Request,
+    template: str,
+    agent: Agent | None = None,
+    *,
+    status_code: int = 200,
+    **context: Any,
+) -> HTMLResponse:
+    """A page: ``context`` plus ``base``, ``agent``, ``csrf`` and the pending flash message."""
+    flash = _read_flash(request)
+    response = templates.TemplateResponse(
+        request,
+        template,
+        {
+            "base": base_path(request),
+            "agent": agent,
+            "csrf": agent.csrf if agent else "",
+            "flash": flash,
+            **context,
+        },
+        status_code=status_code,
+    )
+    if flash is not None:
+        response.delete_cookie(FLASH_COOKIE, path=base_path(request))
+    secure(response)
+    return response

@@ -1,0 +1,66 @@
+"""A program worth looking at: accounts with history, holds, notifications, tiers, a report."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+from tallybook.services.report_sinks import DirectorySink
+
+LOYALTY = Path(__file__).resolve().parents[2] / "examples" / "loyalty.toml"
+
+
+@dataclass(frozen=True)
+class Seeded:
+    admin_secret: str
+    read_secret: str
+    account: str
+    order: str
+    hold: str
+    notification: str
+
+
+def seed(ledger: Ledger, clock: ManualClock, reports_dir: Path, *, rich: bool = True) -> Seeded:
+    """Seed program ``shop`` (created already); ``clock`` moves forward ~2 days a posting.
+
+    ``rich=False`` keeps it to a handful of writes (DynamoDB Local is slow).
+    """
+    with LOYALTY.open("rb") as fh:
+        ledger.loyalty.configure("shop", tomllib.load(fh))
+    ledger.accounts.open("shop", "alice")
+    ledger.accounts.open("shop", "bob")
+    steps = 8 if rich else 2
+    for i in range(steps):
+        ledger.transactions.credit("shop", "alice", "cash", 2_000 + 350 * i, txn_id=f"top-{i}")
+        clock.advance(timedelta(days=1, hours=7))
+        if i % 3 == 2:
+            ledger.transactions.debit("shop", "alice", "cash", 1_500, txn_id=f"buy-{i}")
+            clock.advance(timedelta(hours=5))
+    ledger.loyalty.earn("shop", "alice", "order-1001", 125_000)
+    ledger.wallet.authorize("shop", "alice", 700, hold_id="hold-1", description="taxi ride")
+    note = ledger.notifications.add("shop", "alice", "Promo", {"text": "double points weekend"})
+    if rich:
+        ledger.notifications.add("shop", "alice", "Welcome", {"text": "hello"})
+        ledger.loyalty.earn("shop", "bob", "order-1002", 9_900)
+        start = clock.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
+        ledger.billing.configure("shop", grace_minutes=5, start=start)
+        ledger.billing.ingest(
+            "shop",
+            "rec-1",
+            partner="acme",
+            order_id="order-1001",
+            amount=125_000,
+            currency="USD",
+            rate="0.05",
+            time=start + timedelta(minutes=20),
+        )
+        ledger.billing.reports.run(
+            "shop", sink=DirectorySink(str(reports_dir)), interval="1h", max_windows=2
+        )
+    _, admin_secret = ledger.keys.create("shop", "admin", "support desk")
+    _, read_secret = ledger.keys.create("shop", "read,write", "backend")
+    return Seeded(admin_secret, read_secret, "alice", "order-1001", "hold-1", note.id)
