@@ -1,0 +1,148 @@
+"""Reports to S3 (moto's server on loopback) and the CLI twin of the Python API."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from typer.testing import CliRunner
+
+from tallybook.cli import app
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+from tallybook.services.report_sinks import DirectorySink, S3Sink, open_sink
+from tallybook.store.port import ItemStore
+
+from .helpers import MIN, aligned_start, ingest, record, snapshot
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    server_mod = pytest.importorskip("moto.server")
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    assert host == "127.0.0.1"
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def _s3(endpoint: str) -> object:
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+
+
+def test_reports_to_s3_match_the_folder_bytes(
+    ledger: Ledger, clock: ManualClock, tmp_path: Path, s3_endpoint: str
+) -> None:
+    client = _s3(s3_endpoint)
+    client.create_bucket(Bucket="reports")  # type: ignore[attr-defined]
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=0, start=t0)
+    clock.advance(MIN)
+    ingest(ledger, "r1", t0 + MIN, amount=250, rate="0.1")
+    ingest(ledger, "r2", t0 + 2 * MIN, partner="beta", amount=35, rate="0.1")
+    clock.set(t0 + 16 * MIN)
+    sink = open_sink("s3://reports/exports/", endpoint=s3_endpoint)
+    assert isinstance(sink, S3Sink)
+    results = ledger.billing.reports.run("shop", sink=sink, kinds=["billing"])
+    assert len(results) == 1
+    window = results[0].window
+    ledger.billing.reports.rerun(
+        "shop", window, kind="billing", sink=DirectorySink(tmp_path / "local")
+    )
+    local = snapshot(tmp_path / "local")
+    listing = client.list_objects_v2(Bucket="reports", Prefix="exports/")  # type: ignore[attr-defined]
+    remote = {
+        o["Key"].removeprefix("exports/"): client.get_object(  # type: ignore[attr-defined]
+            Bucket="reports", Key=o["Key"]
+        )["Body"].read()
+        for o in listing["Contents"]
+    }
+    assert remote == local
+    totals = remote[f"shop/billing/{window}/billing_totals.csv"].decode().splitlines()
+    assert totals[1:] == ["acme,USD,1,250,25", "beta,USD,1,35,4"]  # 3.5 -> 4 (half even)
+    assert ledger.billing.reports.list("shop")[0].location == "s3://reports/exports"
+
+
+def test_s3_errors_are_clear(s3_endpoint: str) -> None:
+    from tallybook.errors import StoreUnavailable
+
+    sink = open_sink("s3://no-such-bucket", endpoint=s3_endpoint)
+    with pytest.raises(StoreUnavailable, match="no-such-bucket"):
+        sink.write("shop/billing/x/billing.json", b"{}")
+
+
+def test_cli_ingest_run_rerun_list(
+    ledger: Ledger,
+    store: ItemStore,
+    clock: ManualClock,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    t0 = aligned_start(clock)
+    # t0 is the next full hour, so real time (the CLI's clock) is within the hour before it
+    ledger.billing.configure("shop", grace_minutes=0, start=t0 - 180 * MIN)
+    lines = [
+        json.dumps(record(f"r{i}", t0 - (170 - 5 * i) * MIN, amount=100 * i + 1)) for i in range(8)
+    ]
+    lines.insert(3, "{not json")
+    lines.append(json.dumps(record("r1", t0 - 165 * MIN, amount=101)))  # a replay
+    data = tmp_path / "records.ndjson"
+    data.write_text("\n".join(lines) + "\n")
+    url = store.describe()
+    monkeypatch.setenv("TALLYBOOK_STORE", url)
+    runner = CliRunner()
+
+    result = runner.invoke(app, ["billing", "ingest", str(data), "-p", "shop", "--json"])
+    assert result.exit_code == 2, result.output
+    summary = json.loads(result.stdout[result.stdout.index("{") :])
+    assert (summary["created"], summary["replayed"]) == (8, 1)
+    assert summary["errors"][0]["line"] == 4
+    # the CLI's own process clock is real time: reports are due
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app,
+        [
+            "report",
+            "run",
+            "-p",
+            "shop",
+            "--interval",
+            "1h",
+            "--kind",
+            "billing",
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout[result.stdout.index("[") :])
+    assert runs
+    assert sum(r["rows"] for r in runs) == 8
+    window = runs[0]["window"]
+    again = tmp_path / "again"
+    result = runner.invoke(
+        app, ["report", "rerun", "-p", "shop", "--window", window, "--out", str(again)]
+    )
+    assert result.exit_code == 0, result.output
+    first = out / "shop" / "billing" / window
+    assert {p.name: p.read_bytes() for p in first.iterdir()} == {
+        p.name: p.read_bytes() for p in (again / "shop" / "billing" / window).iterdir()
+    }
+    result = runner.invoke(app, ["report", "list", "-p", "shop", "--json"])
+    assert result.exit_code == 0
+    assert [r["window"] for r in json.loads(result.stdout)][-1] == window
+    result = runner.invoke(
+        app, ["report", "rerun", "-p", "shop", "--window", "bad", "--out", str(again)]
+    )
+    assert result.exit_code != 0

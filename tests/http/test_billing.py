@@ -1,0 +1,99 @@
+"""Billing over HTTP: ingest (idempotent by record id), list, run reports, download."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, timedelta
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+
+Headers = dict[str, str]
+
+
+def _body(rid: str, at: str, amount: int = 1005) -> dict[str, object]:
+    return {
+        "id": rid,
+        "partner": "acme",
+        "order_id": f"o-{rid}",
+        "amount": amount,
+        "currency": "USD",
+        "rate": "0.05",
+        "time": at,
+    }
+
+
+def test_billing_records_and_reports_over_http(
+    app_client: TestClient,
+    ledger: Ledger,
+    clock: ManualClock,
+    write_headers: Headers,
+    admin_headers: Headers,
+    read_headers: Headers,
+    idem: Callable[..., Headers],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    t0 = clock.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    clock.set(t0 + timedelta(minutes=2))
+    ledger.billing.configure("shop", grace_minutes=5, start=t0)
+    at = (t0 + timedelta(minutes=1)).isoformat()
+    r = app_client.post("/v1/billing/records", json=_body("r1", at), headers=idem(write_headers))
+    assert r.status_code == 201, r.text
+    assert r.json()["commission"] == 50
+    r = app_client.post("/v1/billing/records", json=_body("r1", at), headers=write_headers)
+    assert r.status_code == 200
+    assert r.headers["Idempotent-Replayed"] == "true"
+    r = app_client.post("/v1/billing/records", json=_body("r1", at, 7), headers=write_headers)
+    assert r.status_code == 409
+    assert r.headers["content-type"].startswith("application/problem+json")
+    bad = {**_body("r2", at), "rate": 0.05}
+    assert (
+        app_client.post("/v1/billing/records", json=bad, headers=write_headers).status_code == 422
+    )
+    assert (
+        app_client.post(
+            "/v1/billing/records", json=_body("r3", at), headers=read_headers
+        ).status_code
+        == 403
+    )
+
+    r = app_client.get(
+        "/v1/billing/records",
+        params={"since": t0.isoformat(), "until": (t0 + timedelta(hours=1)).isoformat()},
+        headers=read_headers,
+    )
+    assert r.status_code == 200
+    assert [x["id"] for x in r.json()["records"]] == ["r1"]
+    assert app_client.get("/v1/billing/records/r1", headers=read_headers).json()["amount"] == 1005
+
+    clock.set(t0 + timedelta(minutes=21))
+    monkeypatch.delenv("TALLYBOOK_REPORTS_OUT", raising=False)
+    assert app_client.post("/v1/reports/run", headers=admin_headers).status_code == 400
+    monkeypatch.setenv("TALLYBOOK_REPORTS_OUT", str(tmp_path))
+    assert app_client.post("/v1/reports/run", headers=write_headers).status_code == 403
+    r = app_client.post(
+        "/v1/reports/run", json={"interval": "15m", "kinds": ["billing"]}, headers=admin_headers
+    )
+    assert r.status_code == 200, r.text
+    reports = r.json()["reports"]
+    assert [x["rows"] for x in reports] == [1]
+    window = reports[0]["window"]
+    listed = app_client.get("/v1/reports", headers=read_headers).json()["reports"]
+    assert [x["window"] for x in listed] == [window]
+    r = app_client.get(f"/v1/reports/{window}/billing_totals.csv", headers=read_headers)
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/csv")
+    written = tmp_path / "shop" / "billing" / window / "billing_totals.csv"
+    assert r.content == written.read_bytes()
+    r = app_client.get(f"/v1/reports/{window}/billing.json", headers=read_headers)
+    assert r.json()["totals"][0]["commission"] == 50
+    assert app_client.get(f"/v1/reports/{window}/nope.csv", headers=read_headers).status_code == 422
+    future = window.replace(window[:8], "29990101")
+    assert app_client.get(
+        f"/v1/reports/{future}/billing.json", headers=read_headers
+    ).status_code in (409, 422)
