@@ -2,6 +2,75 @@
 
 from __future__ import annotations
 
+import json
+from typing import Annotated
+
 import typer
 
-app = typer.Typer(help="Create the storage table (DynamoDB) or print its template.", no_args_is_help=True)
+from tallybook.cli.options import StoreOption
+from tallybook.store.url import parse_store_url, resolve_store_url
+
+app = typer.Typer(
+    help="Create the storage table (DynamoDB) or print its template.", no_args_is_help=True
+)
+
+
+@app.command("create")
+def create(
+    store: StoreOption = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait/--no-wait",
+            help="Wait until the table and its indexes are ACTIVE and TTL is on.",
+        ),
+    ] = True,
+) -> None:
+    """Create the table a store URL names, with its indexes and TTL.
+
+    For dynamodb://TABLE?region=..&endpoint=.. it creates TABLE (key pk/sk,
+    global secondary indexes gsi1 and gsi2, on-demand billing, TTL on the
+    attribute 'ttl'); a table that exists already is left as it is, and TTL is
+    switched on if it was not. For sqlite:///PATH.db it creates the file and its
+    schema. Safe to run again.
+
+    Example: tallybook table create --store 'dynamodb://ledger?region=eu-west-1'
+    """
+    url = resolve_store_url(store)
+    parsed = parse_store_url(url)
+    if parsed.engine == "sqlite":
+        from tallybook.store.sqlite import SqliteStore
+
+        SqliteStore(parsed.path).close()
+        typer.echo(f"initialised SQLite store {parsed.path} ({url}); it needs no table setup")
+        return
+    from tallybook.store.dynamodb import DynamoStore
+
+    dynamo = DynamoStore(parsed.table, region=parsed.region, endpoint=parsed.endpoint)
+    try:
+        setup = dynamo.create_table(wait=wait)
+    finally:
+        dynamo.close()
+    typer.echo(setup.summary())
+    typer.echo(f"store URL: {dynamo.describe()}")
+
+
+@app.command("template")
+def template(
+    table: Annotated[
+        str,
+        typer.Option("--table", help="Table name to put in the template."),
+    ] = "tallybook",
+) -> None:
+    """Print a CloudFormation template (JSON) for the table.
+
+    The template declares an AWS::DynamoDB::Table with the same key, indexes
+    (gsi1, gsi2), on-demand billing and TTL as `tallybook table create`, plus
+    point-in-time recovery and a Retain deletion policy.
+
+    Example: tallybook table template --table ledger > table.json &&
+    aws cloudformation deploy --template-file table.json --stack-name ledger
+    """
+    from tallybook.store.dynamodb import cloudformation_template
+
+    typer.echo(json.dumps(cloudformation_template(table), indent=2))

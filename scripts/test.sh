@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The test command: the whole suite, on SQLite and on DynamoDB Local.
+#
+#   scripts/test.sh [PYTEST ARGS...]       e.g. scripts/test.sh tests/store -k ttl
+#
+# Uses TALLYBOOK_TEST_DYNAMODB when set (an endpoint such as
+# http://127.0.0.1:8000); otherwise starts DynamoDB Local on a free loopback
+# port for this run and stops it afterwards. Needs .venv (see README).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=.venv/bin/python
+[[ -x $PY ]] || { echo "test.sh: no .venv; run: python3 -m venv .venv && .venv/bin/pip install -e '.[test]'" >&2; exit 1; }
+
+if [[ -z "${TALLYBOOK_TEST_DYNAMODB:-}" ]]; then
+  port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  ddb_dir="${TALLYBOOK_DYNAMODB_LOCAL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tallybook/dynamodb-local}"
+  trap 'scripts/dynamodb-local.sh stop "$ddb_dir" >/dev/null 2>&1 || true' EXIT
+  scripts/dynamodb-local.sh start "$port" "$ddb_dir"
+  export TALLYBOOK_TEST_DYNAMODB="http://127.0.0.1:$port"
+fi
+
+rc=0
+$PY -m pytest -n 2 -q "$@" || rc=$?
+if [[ $rc -eq 5 ]]; then
+  echo "test.sh: error: no tests collected" >&2
+  exit 1
+fi
+exit "$rc"
