@@ -1,0 +1,88 @@
+"""Postings over HTTP on SQLite (``tallybook serve``), against baseline (d).
+
+Both servers run in their own process with the same uvicorn settings and log
+level, on a free ``127.0.0.1`` port, driven by :mod:`bench.loadgen` with the
+same threads, request count, body and headers.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.common import ROOT, Json, Sizes, free_port, ratio
+from bench.loadgen import RequestFor, drive, json_body, start_server, stop_server
+from tallybook.ledger import Ledger
+
+PROGRAM = "bench"
+ACCOUNTS = 16
+
+
+def _prepare_store(url: str) -> str:
+    """Program, accounts and a read/write API key; returns the key's secret."""
+    with Ledger.open(url) as ledger:
+        ledger.programs.create(PROGRAM)
+        for a in range(ACCOUNTS):
+            ledger.accounts.open(PROGRAM, f"h{a}")
+        _, secret = ledger.keys.create(PROGRAM, "read,write", "bench")
+    return secret
+
+
+def _requests(secret: str, prefix: str) -> RequestFor:
+    auth = f"Bearer {secret}"
+
+    def request_for(i: int) -> tuple[str, dict[str, str], bytes]:
+        body = json_body(
+            {"type": "credit", "account": f"h{i % ACCOUNTS}", "fund": "points", "amount": 1}
+        )
+        headers = {
+            "Authorization": auth,
+            "Idempotency-Key": f"{prefix}-{i}",
+            "Content-Type": "application/json",
+        }
+        return "/v1/transactions", headers, body
+
+    return request_for
+
+
+def _tallybook_cmd() -> list[str]:
+    script = Path(sys.executable).parent / "tallybook"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("tallybook")
+    return [found] if found else [sys.executable, "-c", "from tallybook.cli import main; main()"]
+
+
+def _measure(cmd: list[str], port: int, log: Path, request_for: RequestFor, sizes: Sizes) -> Json:
+    proc = start_server(cmd, port, log, ROOT)
+    try:
+        warm = min(200, sizes.http_requests)
+        drive(port, lambda i: request_for(i + 10**8), warm, sizes.http_threads, sizes.time_cap)
+        return drive(port, request_for, sizes.http_requests, sizes.http_threads, sizes.time_cap)
+    finally:
+        stop_server(proc)
+
+
+def run(sizes: Sizes) -> Json:
+    with tempfile.TemporaryDirectory(prefix="tb-bench-http-") as tmp:
+        work = Path(tmp)
+        url = f"sqlite:///{work / 'http.db'}"
+        secret = _prepare_store(url)
+        request_for = _requests(secret, "h")
+
+        port = free_port()
+        bare_cmd = [sys.executable, "-m", "bench.bare_app", "--port", str(port)]
+        base = _measure(bare_cmd, port, work / "bare.log", request_for, sizes)
+
+        port = free_port()
+        serve = ["serve", "--host", "127.0.0.1", "--port", str(port), "--store", url]
+        prod_cmd = [*_tallybook_cmd(), *serve, "--log-level", "warning"]
+        prod = _measure(prod_cmd, port, work / "serve.log", request_for, sizes)
+    return {
+        "product": prod,
+        "baseline_d": base,
+        "ratio": ratio(prod["per_second"], base["per_second"]),
+        "p50_ratio": ratio(base["p50_ms"], prod["p50_ms"]),
+    }

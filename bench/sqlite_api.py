@@ -1,0 +1,91 @@
+"""Postings through the Python API on SQLite, against baseline (c).
+
+Baseline (c) is a bare ``sqlite3`` loop at the product's durability setting
+(WAL, ``synchronous=NORMAL``): per posting, one ``BEGIN IMMEDIATE``
+transaction that reads the account's latest balance and inserts a row.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import Json, Sizes, ratio, timed_loop
+from tallybook.ledger import Ledger
+from tallybook.store.sqlite import SqliteStore
+
+PROGRAM = "bench"
+ACCOUNTS = 10
+
+
+def open_ledger(path: Path) -> Ledger:
+    ledger = Ledger(SqliteStore(path))
+    ledger.programs.create(PROGRAM)
+    for a in range(ACCOUNTS):
+        ledger.accounts.open(PROGRAM, f"a{a}")
+    return ledger
+
+
+def product(sizes: Sizes, workdir: Path) -> Json:
+    with open_ledger(workdir / "product.db") as ledger:
+        credit = ledger.transactions.credit
+
+        def post(i: int, prefix: str = "p") -> None:
+            credit(PROGRAM, f"a{i % ACCOUNTS}", "points", 1, txn_id=f"{prefix}{i}")
+
+        for i in range(min(100, sizes.sqlite_postings)):
+            post(i, "warm")
+        ledger.store.metrics.reset()
+        cpu0 = time.process_time()
+        stats = timed_loop(post, sizes.sqlite_postings, sizes.time_cap)
+        cpu = time.process_time() - cpu0
+        requests = ledger.store.metrics.requests
+        stats["storage_requests_per_posting"] = round(requests / stats["count"], 2)
+        stats["client_cpu_us_per_storage_call"] = round(cpu / requests * 1e6, 1)
+        return stats
+
+
+def baseline(sizes: Sizes, workdir: Path) -> Json:
+    conn = sqlite3.connect(workdir / "baseline.db", isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(
+            "CREATE TABLE entries (account TEXT NOT NULL, seq INTEGER NOT NULL,"
+            " amount INTEGER NOT NULL, balance INTEGER NOT NULL, txn_id TEXT NOT NULL,"
+            " PRIMARY KEY (account, seq)) WITHOUT ROWID"
+        )
+
+        def post(i: int) -> None:
+            account = f"a{i % ACCOUNTS}"
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT seq, balance FROM entries WHERE account = ? ORDER BY seq DESC LIMIT 1",
+                (account,),
+            ).fetchone()
+            seq, balance = row if row else (0, 0)
+            conn.execute(
+                "INSERT INTO entries VALUES (?, ?, ?, ?, ?)",
+                (account, seq + 1, 1, balance + 1, f"t{i}"),
+            )
+            conn.execute("COMMIT")
+
+        for i in range(min(100, sizes.sqlite_postings)):
+            post(i + 10**9)
+        return timed_loop(post, sizes.sqlite_postings, sizes.time_cap)
+    finally:
+        conn.close()
+
+
+def run(sizes: Sizes) -> Json:
+    with tempfile.TemporaryDirectory(prefix="tb-bench-sqlite-") as tmp:
+        base = baseline(sizes, Path(tmp))
+        prod = product(sizes, Path(tmp))
+    return {
+        "product": prod,
+        "baseline_c": base,
+        "ratio": ratio(prod["per_second"], base["per_second"]),
+        "p50_ratio": ratio(base["p50_ms"], prod["p50_ms"]),
+    }
