@@ -248,11 +248,11 @@ class TransactionService:
         return TransactionPage([transaction_from_item(i) for i in page.items], page.cursor)
 
     def system_balance(self, program: str, account: str) -> dict[str, int]:
-        """A system account's balance per fund: the sum of its shards, one query."""
+        """A system account's balance per fund: the sum of its shards, one batch read."""
         if account not in SYSTEM_ACCOUNTS:
             raise NotFound(f"unknown system account {account}")
         totals: dict[str, int] = {}
-        for item in self.store.query_all(keys.system_partition(program, account)):
+        for item in self.store.batch_get(keys.system_shards(program, account)):
             for name, value in item.items():
                 if name.startswith("f_") and isinstance(value, int):
                     totals[name[2:]] = totals.get(name[2:], 0) + value

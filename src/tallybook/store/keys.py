@@ -10,7 +10,7 @@ program directory      PROGRAMS                    {p}
 account head           ACCT#{p}#{a}                HEAD
 history entry          ACCT#{p}#{a}                E#{fund}#{us:016d}#{seq:012d}
 account directory      DIR#{p}#{shard:02d}         {a}
-system account shard   SYS#{p}#{account}           SHARD#{n:02d}
+system account shard   SYS#{p}#{account}#{n:02d}   SHARD
 transaction record     TXN#{p}#{txn}               TXN
 =====================  ==========================  ============================
 
@@ -73,12 +73,18 @@ def directory(p: str, a: str) -> Key:
     return Key(directory_partition(p, shard_of(a)), a)
 
 
-def system_partition(p: str, account: str) -> str:
-    return f"SYS#{p}#{account}"
+def system_partition(p: str, account: str, shard: int) -> str:
+    """Each shard of a system account is its own partition, so no partition is hot."""
+    return f"SYS#{p}#{account}#{shard:02d}"
 
 
 def system_shard(p: str, account: str, txn_id: str) -> Key:
-    return Key(system_partition(p, account), f"SHARD#{shard_of(txn_id):02d}")
+    return Key(system_partition(p, account, shard_of(txn_id)), "SHARD")
+
+
+def system_shards(p: str, account: str) -> list[Key]:
+    """Every shard of a system account (one BatchGetItem reads them all)."""
+    return [Key(system_partition(p, account, n), "SHARD") for n in range(SHARDS)]
 
 
 def transaction(p: str, txn_id: str) -> Key:
