@@ -31,12 +31,14 @@ class Sizes:
     hot_ddb: int
     cpu_calls: int
     time_cap: float
+    #: rounds of the SQLite and hot-account comparisons; the median round is kept
+    rounds: int
 
     @staticmethod
     def of(quick: bool) -> Sizes:
         if quick:
-            return Sizes(True, 200, 200, 4, 1, 200, 64, 16, 5, 10.0)
-        return Sizes(False, 5000, 4000, 8, 5, 10_000, 1600, 96, 40, 60.0)
+            return Sizes(True, 200, 200, 4, 1, 200, 64, 16, 5, 10.0, 1)
+        return Sizes(False, 5000, 4000, 8, 5, 10_000, 1600, 96, 40, 60.0, 3)
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -70,6 +72,14 @@ def timed_loop(op: Callable[[int], object], count: int, cap: float) -> Json:
         if t0 - start > cap:
             break
     return rate_stats(latencies, time.perf_counter() - start)
+
+
+def median_round(rounds: Sequence[Json], key: str = "per_second") -> Json:
+    """The round with the median ``key``, with every round's ``key`` beside it."""
+    ordered = sorted(rounds, key=lambda r: float(r[key]))
+    chosen = dict(ordered[(len(ordered) - 1) // 2])
+    chosen[f"rounds_{key}"] = [r[key] for r in rounds]
+    return chosen
 
 
 def ratio(value: float, baseline: float) -> float:

@@ -13,7 +13,14 @@ import tempfile
 from pathlib import Path
 
 from bench.common import ROOT, Json, Sizes, free_port, ratio
-from bench.loadgen import RequestFor, drive, json_body, start_server, stop_server
+from bench.loadgen import (
+    RequestFor,
+    drive,
+    json_body,
+    start_server,
+    stop_server,
+    store_requests,
+)
 from tallybook.ledger import Ledger
 
 PROGRAM = "bench"
@@ -55,12 +62,19 @@ def _tallybook_cmd() -> list[str]:
     return [found] if found else [sys.executable, "-c", "from tallybook.cli import main; main()"]
 
 
-def _measure(cmd: list[str], port: int, log: Path, request_for: RequestFor, sizes: Sizes) -> Json:
+def _measure(
+    cmd: list[str], port: int, log: Path, request_for: RequestFor, sizes: Sizes, product: bool
+) -> Json:
     proc = start_server(cmd, port, log, ROOT)
     try:
         warm = min(200, sizes.http_requests)
         drive(port, lambda i: request_for(i + 10**8), warm, sizes.http_threads, sizes.time_cap)
-        return drive(port, request_for, sizes.http_requests, sizes.http_threads, sizes.time_cap)
+        before = store_requests(port) if product else 0.0
+        stats = drive(port, request_for, sizes.http_requests, sizes.http_threads, sizes.time_cap)
+        if product:
+            calls = store_requests(port) - before
+            stats["storage_requests_per_request"] = round(calls / stats["count"], 2)
+        return stats
     finally:
         stop_server(proc)
 
@@ -74,12 +88,12 @@ def run(sizes: Sizes) -> Json:
 
         port = free_port()
         bare_cmd = [sys.executable, "-m", "bench.bare_app", "--port", str(port)]
-        base = _measure(bare_cmd, port, work / "bare.log", request_for, sizes)
+        base = _measure(bare_cmd, port, work / "bare.log", request_for, sizes, False)
 
         port = free_port()
         serve = ["serve", "--host", "127.0.0.1", "--port", str(port), "--store", url]
         prod_cmd = [*_tallybook_cmd(), *serve, "--log-level", "warning"]
-        prod = _measure(prod_cmd, port, work / "serve.log", request_for, sizes)
+        prod = _measure(prod_cmd, port, work / "serve.log", request_for, sizes, True)
     return {
         "product": prod,
         "baseline_d": base,

@@ -103,5 +103,16 @@ def drive(port: int, request_for: RequestFor, total: int, threads: int, cap: flo
     return stats
 
 
+def store_requests(port: int) -> float:
+    """Storage requests the server has made, from its Prometheus ``/metrics``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("tallybook_store_requests_total")
+    )
+
+
 def json_body(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()

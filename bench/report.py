@@ -167,7 +167,8 @@ def markdown(results: Json) -> str:
             f"{h['product']['threads']} client threads, keep-alive, loopback; errors: "
             f"tallybook {h['product']['errors']}, bare {h['baseline_d']['errors']}; "
             f"client CPU s: tallybook {h['product']['client_cpu_seconds']}, "
-            f"bare {h['baseline_d']['client_cpu_seconds']}.",
+            f"bare {h['baseline_d']['client_cpu_seconds']}; tallybook made "
+            f"{h['product'].get('storage_requests_per_request', '?')} storage calls per request.",
             "",
         ]
         lines += _table(

@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Json, Sizes, ratio, timed_loop
+from bench.common import Json, Sizes, median_round, ratio, timed_loop
 from tallybook.ledger import Ledger
 from tallybook.store.sqlite import SqliteStore
 
@@ -80,9 +80,13 @@ def baseline(sizes: Sizes, workdir: Path) -> Json:
 
 
 def run(sizes: Sizes) -> Json:
-    with tempfile.TemporaryDirectory(prefix="tb-bench-sqlite-") as tmp:
-        base = baseline(sizes, Path(tmp))
-        prod = product(sizes, Path(tmp))
+    """Baseline and product alternate for ``sizes.rounds`` rounds; the median is kept."""
+    bases, prods = [], []
+    for _ in range(sizes.rounds):
+        with tempfile.TemporaryDirectory(prefix="tb-bench-sqlite-") as tmp:
+            bases.append(baseline(sizes, Path(tmp)))
+            prods.append(product(sizes, Path(tmp)))
+    base, prod = median_round(bases), median_round(prods)
     return {
         "product": prod,
         "baseline_c": base,
