@@ -3,7 +3,7 @@
 Pure rules, no I/O. Times inside are UTC; bucket and window bounds are epoch
 seconds so they compare and step exactly.
 
-Commission is ``amount × rate`` computed exactly (the rate is a decimal string
+Commission is ``amount * rate`` computed exactly (the rate is a decimal string
 turned into a :class:`~fractions.Fraction`, never a float) and rounded half to
 even to whole minor units, once per record. A partner's total commission is
 the sum of its records' rounded commissions, so a total always equals the sum
@@ -120,15 +120,16 @@ def canonical_rate(value: object) -> str:
     Accepts a decimal string, a :class:`~decimal.Decimal` or the integers 0
     and 1; floats are refused because they cannot hold most rates exactly.
     """
-    if isinstance(value, bool) or isinstance(value, float):
+    if isinstance(value, (bool, float)):
         raise ValidationError("rate must be a decimal string such as '0.05', never a float")
     if isinstance(value, int):
         value = Decimal(value)
     if isinstance(value, str):
+        text = value.strip()
         try:
-            value = Decimal(value.strip())
+            value = Decimal(text)
         except InvalidOperation as exc:
-            raise ValidationError(f"rate {value[:20]!r} is not a decimal number") from exc
+            raise ValidationError(f"rate {text[:20]!r} is not a decimal number") from exc
     if not isinstance(value, Decimal) or not value.is_finite():
         raise ValidationError("rate must be a decimal string such as '0.05'")
     if not Decimal(0) <= value <= Decimal(1):
@@ -146,7 +147,7 @@ def rate_fraction(rate: str) -> Fraction:
 
 
 def commission(amount: int, rate: Fraction) -> int:
-    """``amount × rate`` rounded half to even to whole minor units (exact)."""
+    """``amount * rate`` rounded half to even to whole minor units (exact)."""
     return round(Fraction(amount) * rate)
 
 

@@ -167,8 +167,15 @@ def render_billing(
     total_rows = [[t.partner, t.currency, t.records, t.amount, t.commission] for t in totals]
     line_rows = [
         [
-            r.id, r.partner, r.order_id, iso(r.time), r.currency, r.amount, r.rate,
-            r.commission, "true" if r.late else "false",
+            r.id,
+            r.partner,
+            r.order_id,
+            iso(r.time),
+            r.currency,
+            r.amount,
+            r.rate,
+            r.commission,
+            "true" if r.late else "false",
         ]
         for r in items
     ]
@@ -206,8 +213,17 @@ def render_billing(
     return {
         names[0]: _csv(["partner", "currency", "records", "amount", "commission"], total_rows),
         names[1]: _csv(
-            ["record_id", "partner", "order_id", "time", "currency", "amount", "rate",
-             "commission", "late"],
+            [
+                "record_id",
+                "partner",
+                "order_id",
+                "time",
+                "currency",
+                "amount",
+                "rate",
+                "commission",
+                "late",
+            ],
             line_rows,
         ),
         names[2]: _json(doc),
