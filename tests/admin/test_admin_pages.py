@@ -206,3 +206,14 @@ def test_overview_tiers_and_report_download(
     assert r.headers["content-disposition"] == f'attachment; filename="{name}"'
     assert r.content == ledger.billing.reports.render("shop", info.kind, info.window)[name]
     assert admin.client.get(f"/admin/reports/{info.kind}/{info.window}/nope.csv").status_code == 404
+
+
+def test_an_action_returns_to_the_same_history_filter(admin: AdminClient, seeded: Seeded) -> None:
+    admin.login(seeded.admin_secret)
+    page = admin.client.get("/admin/accounts/alice", params={"fund": "cash", "limit": 10})
+    assert 'name="view" value="fund=cash&amp;order=newest&amp;limit=10"' in page.text
+    r = admin.post(
+        f"/admin/accounts/alice/holds/{seeded.hold}/void",
+        {"view": "fund=cash&limit=10&next=https://evil.example/&cursor=x"},
+    )
+    assert r.headers["location"] == "/admin/accounts/alice?fund=cash&limit=10#holds"

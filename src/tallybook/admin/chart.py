@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 
-WIDTH = 640
-HEIGHT = 220
-_LEFT, _RIGHT, _TOP, _BOTTOM = 64, 16, 14, 30
+WIDTH = 720
+HEIGHT = 240
+_LEFT, _RIGHT, _TOP, _BOTTOM = 76, 18, 16, 34
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ def balance_chart(points: Sequence[Point], *, title: str = "Balance over time") 
             f"H{cx:.1f}V{cy:.1f}" for cx, cy in coords[1:]
         )
     dots = "".join(
-        f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3"><title>'
+        f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4"><title>'
         f"{escape(p.at.strftime('%Y-%m-%d %H:%M'))}: {escape(_fmt(p.balance))}"
         f"{escape(' — ' + p.label) if p.label else ''}</title></circle>"
         for (cx, cy), p in zip(coords, pts, strict=True)
@@ -83,9 +83,9 @@ def balance_chart(points: Sequence[Point], *, title: str = "Balance over time") 
         f'<line class="axis" x1="{_LEFT}" x2="{_LEFT}" y1="{_TOP}" y2="{HEIGHT - _BOTTOM}"/>'
         f'<line class="axis" x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{HEIGHT - _BOTTOM}" '
         f'y2="{HEIGHT - _BOTTOM}"/>{zero}'
-        f'<text x="{_LEFT - 6}" y="{_TOP + 4}" text-anchor="end">{_fmt(high)}</text>'
+        f'<text x="{_LEFT - 6}" y="{_TOP + 5}" text-anchor="end">{_fmt(high)}</text>'
         f'<text x="{_LEFT - 6}" y="{HEIGHT - _BOTTOM}" text-anchor="end">{_fmt(low)}</text>'
-        f'<text x="{_LEFT}" y="{HEIGHT - 8}">{escape(first)}</text>'
-        f'<text x="{WIDTH - _RIGHT}" y="{HEIGHT - 8}" text-anchor="end">{escape(last)}</text>'
+        f'<text x="{_LEFT}" y="{HEIGHT - 10}">{escape(first)}</text>'
+        f'<text x="{WIDTH - _RIGHT}" y="{HEIGHT - 10}" text-anchor="end">{escape(last)}</text>'
         f'<path class="line" d="{path}"/>{dots}</svg>'
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Annotated, Literal
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from fastapi import APIRouter, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, Response
@@ -27,6 +27,9 @@ IdPath = Annotated[
     str, Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$")
 ]
 SearchBy = Literal["any", "account", "order"]
+ViewForm = Annotated[str, Form(max_length=300)]
+#: the history filter an action keeps when it returns to the account page
+_VIEW_KEYS = ("fund", "since", "until", "order", "limit")
 
 
 def account_path(account: str, **query: str) -> str:
@@ -120,14 +123,25 @@ def account_page(
         actionable=account_view.actionable,
         link=lambda **changes: account_path(account, **page.filter.query(**changes)),
         ncursor=ncursor or "",
+        view=urlencode(page.filter.query(cursor=None)),
     )
 
 
+def _view_query(view: str) -> dict[str, str]:
+    """The known history-filter fields of a form's ``view`` field (anything else dropped)."""
+    return {k: v for k, v in parse_qsl(view)[:10] if k in _VIEW_KEYS and len(v) <= 32}
+
+
 def _act(
-    request: Request, account: str, anchor: str, action: str, run: Callable[[], str]
+    request: Request,
+    account: str,
+    anchor: str,
+    action: str,
+    run: Callable[[], str],
+    view: str = "",
 ) -> Response:
-    """Run an action and go back to the account page with what happened."""
-    back = account_path(account) + anchor
+    """Run an action and go back to the account page (same filter) with what happened."""
+    back = account_path(account, **_view_query(view)) + anchor
     try:
         message = run()
     except TallybookError as exc:
@@ -142,13 +156,15 @@ def _own_hold(request: Request, program: str, account: str, hold_id: str) -> Non
 
 
 @router.post("/accounts/{account}/holds/{hold_id}/void")
-def void_hold(request: Request, agent: PostingAgent, account: IdPath, hold_id: IdPath) -> Response:
+def void_hold(
+    request: Request, agent: PostingAgent, account: IdPath, hold_id: IdPath, view: ViewForm = ""
+) -> Response:
     def run() -> str:
         _own_hold(request, agent.program, account, hold_id)
         hold = ledger_of(request).wallet.void(agent.program, hold_id).hold
         return f"Hold {hold_id} is {hold.status}."
 
-    return _act(request, account, "#holds", "Void", run)
+    return _act(request, account, "#holds", "Void", run, view)
 
 
 @router.post("/accounts/{account}/holds/{hold_id}/capture")
@@ -158,6 +174,7 @@ def capture_hold(
     account: IdPath,
     hold_id: IdPath,
     amount: Annotated[str, Form(max_length=20)] = "",
+    view: ViewForm = "",
 ) -> Response:
     def run() -> str:
         value = None
@@ -169,15 +186,19 @@ def capture_hold(
         result = ledger_of(request).wallet.capture(agent.program, hold_id, value)
         return f"Hold {hold_id} is {result.hold.status}: {result.hold.captured:,} captured."
 
-    return _act(request, account, "#holds", "Capture", run)
+    return _act(request, account, "#holds", "Capture", run, view)
 
 
 @router.post("/accounts/{account}/notifications/{notification_id}/dismiss")
 def dismiss_notification(
-    request: Request, agent: PostingAgent, account: IdPath, notification_id: IdPath
+    request: Request,
+    agent: PostingAgent,
+    account: IdPath,
+    notification_id: IdPath,
+    view: ViewForm = "",
 ) -> Response:
     def run() -> str:
         n = ledger_of(request).notifications.dismiss(agent.program, account, notification_id)
         return f"Notification {n.type} dismissed."
 
-    return _act(request, account, "#notifications", "Dismiss", run)
+    return _act(request, account, "#notifications", "Dismiss", run, view)

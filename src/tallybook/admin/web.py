@@ -49,7 +49,15 @@ def _signed(value: int) -> str:
     return f"{value:+,}"
 
 
-_env.filters.update(when=_when, num=_num, signed=_signed)
+def _stamp(text: str) -> str:
+    """An ISO timestamp (report window bounds) as ``YYYY-MM-DD HH:MM`` UTC."""
+    try:
+        return _when(datetime.fromisoformat(text.replace("Z", "+00:00")))[:16]
+    except ValueError:
+        return text
+
+
+_env.filters.update(when=_when, num=_num, signed=_signed, stamp=_stamp)
 templates = Jinja2Templates(env=_env)
 
 #: sent with every admin page: no framing, no inline script, nothing cached
