@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tallybook.errors import TallybookError
 from tallybook.http.idempotency import replay_receive
 from tallybook.http.metrics import Metrics
 from tallybook.http.problems import PROBLEM_MEDIA_TYPE, problem_body
@@ -42,6 +43,7 @@ _STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None)))
     "message",
     "asctime",
     "taskName",
+    "color_message",  # uvicorn's ANSI-coloured duplicate of the message
 }
 
 
@@ -135,6 +137,12 @@ class RequestContextMiddleware:
 
         try:
             await self.app(scope, receive, wrapped)
+        except TallybookError as exc:
+            # raised outside the routes (the idempotency middleware's own store
+            # reads and writes): the same problem a route would have answered
+            error_log.warning("request failed: %s: %s", exc.code, exc.message)
+            if status == 0:
+                await send_problem(scope, wrapped, exc.status, exc.code, exc.message)
         except Exception:
             error_log.exception("unhandled error on %s %s", scope["method"], scope["path"])
             if status == 0:
