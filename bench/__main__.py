@@ -1,7 +1,7 @@
 """``python -m bench``: run every benchmark, write JSON results and docs/benchmarks.md.
 
     python -m bench [--quick] [--out bench/results/] [--docs PATH]
-                    [--dynamodb URL | --skip-dynamodb]
+                    [--dynamodb URL | --skip-dynamodb | --render]
 
 ``--quick`` is the smoke test CI runs: tiny sizes; it checks that every
 section runs and that the results are written, never anything about speed,
@@ -14,6 +14,7 @@ section fails to run or the results cannot be written.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import traceback
@@ -43,6 +44,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--dynamodb", metavar="URL", help="a running DynamoDB Local endpoint")
     group.add_argument("--skip-dynamodb", action="store_true", help="SQLite and HTTP only")
+    group.add_argument(
+        "--render", action="store_true", help="only rewrite the Markdown from OUT/latest.json"
+    )
     return parser.parse_args(argv)
 
 
@@ -59,8 +63,17 @@ def _section(results: Json, name: str, fn: Callable[[], Json]) -> bool:
     return True
 
 
+def _render(source: Path, docs: Path) -> int:
+    saved: Json = json.loads(source.read_text())
+    measured = {k: v for k, v in saved["results"].items() if "error" not in v}
+    print(f"bench: wrote {report.write_markdown({**saved, 'results': measured}, docs)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
+    if args.render:
+        return _render(args.out / "latest.json", args.docs or ROOT / "docs" / "benchmarks.md")
     sizes = Sizes.of(args.quick)
     started = time.monotonic()
     meta: Json = {"machine": machine(), "quick": args.quick, "sizes": asdict(sizes)}
