@@ -217,3 +217,25 @@ def test_an_action_returns_to_the_same_history_filter(admin: AdminClient, seeded
         {"view": "fund=cash&limit=10&next=https://evil.example/&cursor=x"},
     )
     assert r.headers["location"] == "/admin/accounts/alice?fund=cash&limit=10#holds"
+
+
+def test_a_bare_program_says_what_is_not_set_up(ledger: Ledger) -> None:
+    from fastapi.testclient import TestClient
+
+    from tallybook.http.app import create_app
+
+    ledger.programs.create("bare")
+    _, secret = ledger.keys.create("bare", "admin")
+    with TestClient(create_app(ledger)) as client:
+        admin = AdminClient(client)
+        assert admin.login(secret).status_code == 303
+        home = client.get("/admin/")
+        assert home.status_code == 200
+        assert "no loyalty configuration" in home.text
+        assert "No report has been written yet" in home.text
+        ledger.accounts.open("bare", "carol")
+        page = client.get("/admin/accounts/carol")
+        assert page.status_code == 200
+        assert "no loyalty program" in page.text
+        assert "No hold." in page.text
+        assert "no entries in this range" in page.text
