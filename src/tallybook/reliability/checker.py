@@ -1,0 +1,185 @@
+"""The final check: invariants 1-6 of DESIGN.md over a program, plus what clients saw.
+
+``ledger.check.program`` covers invariants 1, 3 and 5. This module adds:
+
+2. per account and fund, the amount withheld equals the sum of active holds
+   and available is not below zero without overdraft (``ledger.wallet.check``,
+   which also matches bonus to grants);
+4. all or nothing: every customer leg of every transaction record (found
+   through the owner index, never a scan) has its history entry with the same
+   transaction, amount and balance, and every entry is named by exactly one
+   leg; an authorisation's hold row exists with the amounts its record holds,
+   and a capture or void left its hold captured or voided;
+6. at most one active notification per (account, type): the history rows
+   still marked active are at most one per type and are the active item;
+
+and, from the clients' logs (invariant 3 seen from outside): every
+acknowledged key has its transaction record, every rejected key has none.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import cast
+
+from tallybook.domain.ids import is_system_account
+from tallybook.domain.model import Transaction
+from tallybook.ledger import Ledger
+from tallybook.services.wallet_rows import read_hold
+from tallybook.store import keys
+from tallybook.store.port import SortCondition
+
+_SETTLED = {"capture": "captured", "void": "voided", "expire": "expired", "release": "released"}
+
+
+@dataclass
+class CheckResult:
+    counts: Counter[str] = field(default_factory=Counter)
+    violations: list[str] = field(default_factory=list)
+
+
+def check_program(
+    ledger: Ledger, program: str, acked: Sequence[str] = (), rejected: Sequence[str] = ()
+) -> CheckResult:
+    result = CheckResult()
+    core = ledger.check.program(program)
+    result.counts.update(
+        accounts=core.accounts, entries=core.entries, transactions=core.transactions
+    )
+    result.violations += core.violations
+    accounts = list(ledger.accounts.list_ids(program))
+    entries = _entries(ledger, program, accounts)
+    named: Counter[tuple[str, str, int]] = Counter()
+    for account in accounts:
+        for problem in ledger.wallet.check(program, account):
+            result.violations.append(f"invariant 2: {problem}")
+        for txn in _records(ledger, program, account):
+            result.counts["records"] += 1
+            _check_record(ledger, program, txn, entries, named, result)
+        _check_notifications(ledger, program, account, result)
+    for where in entries.keys() - named.keys():
+        result.violations.append(f"invariant 4: entry {where} is named by no transaction record")
+    for where, n in named.items():
+        if n > 1:
+            result.violations.append(f"invariant 4: entry {where} is named by {n} legs")
+    _check_keys(ledger, program, acked, rejected, result)
+    return result
+
+
+def _entries(
+    ledger: Ledger, program: str, accounts: Iterable[str]
+) -> dict[tuple[str, str, int], tuple[str, int, int]]:
+    """(account, fund, seq) -> (txn id, amount, balance) of every entry."""
+    funds = [f.name for f in ledger.programs.get(program).funds]
+    out: dict[tuple[str, str, int], tuple[str, int, int]] = {}
+    for account in accounts:
+        for fund in funds:
+            for e in ledger.accounts.iter_history(program, account, fund):
+                out[(account, fund, e.seq)] = (e.txn_id, e.amount, e.balance)
+    return out
+
+
+def _records(ledger: Ledger, program: str, account: str) -> Iterable[Transaction]:
+    cursor: str | None = None
+    while True:
+        page = ledger.transactions.for_owner(program, account, limit=1000, cursor=cursor)
+        yield from page.transactions
+        if page.cursor is None:
+            return
+        cursor = page.cursor
+
+
+def _check_record(
+    ledger: Ledger,
+    program: str,
+    txn: Transaction,
+    entries: dict[tuple[str, str, int], tuple[str, int, int]],
+    named: Counter[tuple[str, str, int]],
+    result: CheckResult,
+) -> None:
+    for leg in txn.legs:
+        if is_system_account(leg.account):
+            continue
+        where = (leg.account, leg.fund, leg.seq or 0)
+        named[where] += 1
+        found = entries.get(where)
+        if found != (txn.id, leg.amount, leg.balance):
+            result.violations.append(
+                f"invariant 4: transaction {txn.id} leg {where} amount {leg.amount} "
+                f"balance {leg.balance} has entry {found}"
+            )
+    hold_id = txn.details.get("hold_id")
+    if not isinstance(hold_id, str):
+        return
+    owner = cast(str, txn.details.get("account"))
+    hold = read_hold(ledger.store, program, owner, hold_id)
+    result.counts["hold_records"] += 1
+    if hold is None:
+        result.violations.append(f"invariant 4: transaction {txn.id} names missing hold {hold_id}")
+        return
+    if txn.id == hold_id and txn.type == "authorize" and hold.amounts != txn.details.get("held"):
+        result.violations.append(
+            f"invariant 4: hold {hold_id} amounts {hold.amounts} != its record's "
+            f"{txn.details.get('held')}"
+        )
+    suffix = txn.id[len(hold_id) + 1 :] if txn.id.startswith(f"{hold_id}:") else ""
+    if suffix in _SETTLED and str(hold.status) != _SETTLED[suffix]:
+        result.violations.append(
+            f"invariant 4: {txn.id} applied but hold {hold_id} is {hold.status}"
+        )
+
+
+def _check_notifications(ledger: Ledger, program: str, account: str, result: CheckResult) -> None:
+    partition = keys.account_partition(program, account)
+    active = {
+        str(i["type"]): str(i["id"])
+        for i in ledger.store.query_all(
+            partition, SortCondition.begins_with(keys.NOTIFICATION_ACTIVE_PREFIX)
+        )
+    }
+    marked: dict[str, list[str]] = {}
+    for item in ledger.store.query_all(
+        partition, SortCondition.begins_with(keys.NOTIFICATION_HISTORY_PREFIX)
+    ):
+        result.counts["notifications"] += 1
+        if item.get("status") == "active":
+            marked.setdefault(str(item["type"]), []).append(str(item["id"]))
+    for type_, ids in marked.items():
+        if len(ids) > 1:
+            result.violations.append(
+                f"invariant 6: {account} has {len(ids)} active {type_} notifications"
+            )
+        elif active.get(type_) != ids[0]:
+            result.violations.append(
+                f"invariant 6: {account}/{type_}: history says {ids[0]} is active, "
+                f"the active item is {active.get(type_)}"
+            )
+
+
+def _check_keys(
+    ledger: Ledger,
+    program: str,
+    acked: Sequence[str],
+    rejected: Sequence[str],
+    result: CheckResult,
+) -> None:
+    for label, wanted, must_exist in (("acked", acked, True), ("rejected", rejected, False)):
+        ids = sorted(set(wanted))
+        result.counts[label] = len(ids)
+        for start in range(0, len(ids), 100):
+            chunk = ids[start : start + 100]
+            found = {
+                str(i["txn_id"])
+                for i in ledger.store.batch_get([keys.transaction(program, t) for t in chunk])
+            }
+            for txn_id in chunk:
+                if must_exist and txn_id not in found:
+                    result.violations.append(
+                        f"invariant 3: acknowledged transaction {txn_id} has no record (lost)"
+                    )
+                if not must_exist and txn_id in found:
+                    result.violations.append(
+                        f"invariant 3: rejected transaction {txn_id} has a record (applied)"
+                    )
