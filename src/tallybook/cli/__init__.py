@@ -17,6 +17,7 @@ from tallybook.cli import keys, ledger, program, serve, table
 from tallybook.cli import loyalty as loyalty_cli
 from tallybook.cli import notifications as notifications_cli
 from tallybook.cli import report as report_cli
+from tallybook.cli import torture as torture_cli
 from tallybook.cli import wallet as wallet_cli
 from tallybook.cli.options import StoreOption
 from tallybook.errors import TallybookError
@@ -59,6 +60,7 @@ app.add_typer(billing_cli.app, name="billing")
 app.add_typer(report_cli.app, name="report")
 app.add_typer(wallet_cli.app, name="wallet")
 app.command("reconcile")(wallet_cli.reconcile)
+app.command("torture")(torture_cli.torture)
 
 
 def main() -> None:
