@@ -239,3 +239,16 @@ def test_a_bare_program_says_what_is_not_set_up(ledger: Ledger) -> None:
         assert "no loyalty program" in page.text
         assert "No hold." in page.text
         assert "no entries in this range" in page.text
+
+
+def test_an_order_on_several_accounts_lists_them(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    ledger.transactions.credit("shop", "alice", "cash", 5, txn_id="refund-a", order_id="o-77")
+    ledger.transactions.credit("shop", "bob", "cash", 5, txn_id="refund-b", order_id="o-77")
+    admin.login(seeded.admin_secret)
+    r = admin.client.get("/admin/search", params={"q": "o-77"})
+    assert r.status_code == 200
+    assert 'href="/admin/accounts/alice"' in r.text
+    assert 'href="/admin/accounts/bob"' in r.text
+    assert "refund-a" in r.text

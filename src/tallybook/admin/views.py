@@ -52,7 +52,6 @@ def search(
     """An account id opens the account; an order id lists the accounts its transactions touched."""
     ledger = ledger_of(request)
     term = q.strip()
-    error = ""
     try:
         check_id(term, "an account or order id")
         if by in ("any", "account"):
@@ -74,9 +73,10 @@ def search(
             request, "search.html", agent, q=term, by=by, order=term, txns=txns, accounts=accounts
         )
     except TallybookError as exc:
-        error = exc.message
-    status = 404 if error.startswith("no ") or "not found" in error else 422
-    return render(request, "search.html", agent, status_code=status, q=term, by=by, error=error)
+        status = 404 if isinstance(exc, NotFound) else 422
+        return render(
+            request, "search.html", agent, status_code=status, q=term, by=by, error=exc.message
+        )
 
 
 @router.get("/accounts/{account}", response_class=HTMLResponse)
