@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from tallybook.domain.model import (
@@ -25,12 +25,17 @@ def parse_iso(s: str) -> datetime:
     return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+ONE_US = timedelta(microseconds=1)
+
+
 def to_us(t: datetime) -> int:
-    return int(t.timestamp() * 1_000_000)
+    """Microseconds since the epoch, exactly (no float rounding)."""
+    return (t - EPOCH) // ONE_US
 
 
 def from_us(us: int) -> datetime:
-    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
+    return EPOCH + timedelta(microseconds=us)
 
 
 def _str(item: Item, name: str) -> str:
