@@ -1,0 +1,63 @@
+"""``tallybook program`` and ``tallybook keys``: the CLI twins of the services."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from tallybook.cli import app
+from tallybook.errors import Unauthorized
+
+runner = CliRunner()
+
+
+def _run(*args: str):
+    result = runner.invoke(app, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_program_and_keys_commands(ledger, store) -> None:
+    url = store.describe()
+    _run("program", "create", "cafe", "--name", "Cafe", "--currency", "EUR", "--store", url)
+    shown = json.loads(_run("program", "show", "cafe", "--json", "--store", url).stdout)
+    assert shown["currency"] == "EUR"
+    assert [f["name"] for f in shown["funds"]] == ["points", "cash", "store_credit", "bonus"]
+
+    created = _run(
+        "keys",
+        "create",
+        "--program",
+        "cafe",
+        "--scopes",
+        "read,write",
+        "--name",
+        "pos",
+        "--store",
+        url,
+    )
+    secret = created.stdout.strip()
+    assert secret.startswith("tb_")
+    key = ledger.keys.authenticate(secret)
+    assert (key.program, key.scopes, key.name) == ("cafe", ("read", "write"), "pos")
+
+    listed = json.loads(_run("keys", "list", "--program", "cafe", "--json", "--store", url).stdout)
+    assert [k["id"] for k in listed] == [key.id]
+    assert secret.split("_", 2)[2] not in json.dumps(listed)
+
+    _run("keys", "revoke", key.id, "--store", url)
+    with pytest.raises(Unauthorized):
+        ledger.keys.authenticate(secret)
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_cli_errors_are_one_line(ledger, store) -> None:
+    url = store.describe()
+    result = runner.invoke(
+        app, ["keys", "create", "--program", "shop", "--scopes", "root", "--store", url]
+    )
+    assert result.exit_code != 0
+    assert "unknown scope" in str(result.exception)
+    assert "--host" in runner.invoke(app, ["serve", "--help"]).output
