@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
 from tallybook.cli.options import StoreOption
-from tallybook.cli.output import console, err_console, to_jsonable
+from tallybook.cli.output import err_console, to_jsonable
 from tallybook.errors import ValidationError
 from tallybook.reliability.faults import FaultPlan
 from tallybook.reliability.runner import TortureConfig, run
@@ -61,6 +61,12 @@ def torture(
         Path | None,
         typer.Option("--report", help="Append the result (Markdown) to this file."),
     ] = None,
+    max_seconds: Annotated[
+        float,
+        typer.Option(
+            "--max-seconds", help="Stop the clients after this long (0: run all --ops).", min=0
+        ),
+    ] = 0.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Run random earn, redeem, transfer, credit, hold, capture, void and notify
@@ -92,6 +98,7 @@ def torture(
         replay_rate=replay_rate,
         seed=seed,
         faults=plan,
+        max_seconds=max_seconds,
     )
     # injected faults make the services log warnings by design; keep the console readable
     logging.getLogger("tallybook").setLevel(logging.CRITICAL)
@@ -113,6 +120,6 @@ def torture(
     if as_json:
         print(json.dumps(to_jsonable(result), indent=2, sort_keys=True))
     else:
-        console.print(text, markup=False, highlight=False)
+        print(text)
     if not result.ok:
         raise typer.Exit(1)

@@ -15,10 +15,10 @@
 from __future__ import annotations
 
 import random
-import threading
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from tallybook.domain.model import FundState
 from tallybook.ledger import Ledger
@@ -34,7 +34,7 @@ class ReaderLog:
 
 
 class Reader:
-    def __init__(self, ledger: Ledger, w: Workload, seed: int, stop: threading.Event) -> None:
+    def __init__(self, ledger: Ledger, w: Workload, seed: int, stop: Any) -> None:
         self.ledger = ledger
         self.w = w
         self.rng = random.Random(seed)
@@ -44,7 +44,7 @@ class Reader:
         program = ledger.programs.get(w.program)
         self.overdraft = {f.name for f in program.funds if f.allow_overdraft}
 
-    def run(self, pause: float = 0.01) -> None:
+    def run(self, pause: float = 0.05) -> None:
         while not self.stop.is_set():
             try:
                 self.conservation()

@@ -58,6 +58,8 @@ class TortureConfig:
     seed: int = 1
     faults: FaultPlan = field(default_factory=FaultPlan.standard)
     server_log: Path | None = None
+    #: stop the clients after this many seconds even if ``ops`` are not done (0: never)
+    max_seconds: float = 0.0
 
     @property
     def workload(self) -> Workload:
@@ -134,9 +136,10 @@ class _Live:
 def _run_clients(
     c: TortureConfig, raw: Ledger, w: Workload, tick: Tick
 ) -> tuple[ClientLog, Counter[str], _Live]:
-    stop = threading.Event()
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
     log, faults, live = ClientLog(), Counter[str](), _Live()
-    done = mp.get_context("spawn").Value("q", 0)
+    done = ctx.Value("q", 0)
 
     def count(n: int) -> None:
         with done.get_lock():
@@ -175,18 +178,21 @@ def _run_clients(
             for i, cl in enumerate(clients)
         ]
         reader_threads = [threading.Thread(target=r.run) for r in readers]
-        children = _start_processes(c, len(clients), done)
+        children = _start_processes(c, len(clients), done, stop)
         for t in [*threads, *reader_threads]:
             t.start()
         if killer is not None:
             killer.start()
         seen = 0
+        deadline = time.monotonic() + c.max_seconds if c.max_seconds else float("inf")
         while seen < c.ops and (
             any(t.is_alive() for t in threads) or any(p.is_alive() for p, _ in children)
         ):
             now = done.value
             tick(now - seen)
             seen = now
+            if time.monotonic() > deadline:
+                stop.set()
             time.sleep(0.05)
         for t in threads:
             t.join()
@@ -224,23 +230,26 @@ def _killer(c: TortureConfig, server: ProcessServer, done: Any, stop: threading.
         server.kill()
 
 
-def _start_processes(c: TortureConfig, first_index: int, done: Any) -> list[tuple[Any, Any]]:
+def _start_processes(
+    c: TortureConfig, first_index: int, done: Any, stop: Any
+) -> list[tuple[Any, Any]]:
     ctx = mp.get_context("spawn")
     started: list[tuple[Any, Any]] = []
     for p in range(c.processes):
         queue = ctx.Queue()
         shares = [c.share(first_index + p * c.threads + i) for i in range(c.threads)]
-        proc = ctx.Process(target=_child, args=(c, p, shares, queue, done), daemon=True)
+        proc = ctx.Process(target=_child, args=(c, p, shares, queue, done, stop), daemon=True)
         proc.start()
         started.append((proc, queue))
     return started
 
 
-def _child(c: TortureConfig, index: int, shares: list[int], queue: Any, done: Any) -> None:
+def _child(
+    c: TortureConfig, index: int, shares: list[int], queue: Any, done: Any, stop: Any
+) -> None:
     """A worker process: ``threads`` Python clients over its own faulty store."""
     faulty = FaultyStore(open_store(c.store_url), c.faults.with_seed(c.seed * 1000 + 10 + index))
     api = PythonApi(Ledger(faulty), c.program)
-    stop = threading.Event()
     pool = HoldPool()
     w = c.workload
     clients = [

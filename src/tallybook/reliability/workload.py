@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tallybook.domain.model import FundSpec, default_funds
 from tallybook.errors import AlreadyExists
@@ -45,6 +45,11 @@ WEIGHTS: dict[str, int] = {
     "void": 8,
     "notify": 8,
 }
+
+
+class Stop(Protocol):
+    def is_set(self) -> bool: ...
+
 
 LOYALTY_RULES: dict[str, Any] = {
     "tiers": [
@@ -138,7 +143,7 @@ class Client:
         seed: int,
         pool: HoldPool,
         log: ClientLog,
-        stop: threading.Event,
+        stop: Stop,
     ) -> None:
         self.name = name
         self.api = api
@@ -153,6 +158,8 @@ class Client:
 
     def run(self, count: int, tick: Callable[[int], None] = lambda _: None) -> None:
         for _ in range(count):
+            if self.stop.is_set():
+                return
             if self.done and self.rng.random() < self.w.replay_rate:
                 self.replay(self.rng.choice(self.done))
             else:
