@@ -16,6 +16,7 @@ server was killed), then :func:`check_program` on the store without faults.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import subprocess
 import sys
@@ -248,6 +249,8 @@ def _child(
     c: TortureConfig, index: int, shares: list[int], queue: Any, done: Any, stop: Any
 ) -> None:
     """A worker process: ``threads`` Python clients over its own faulty store."""
+    # injected faults make the services log warnings by design (as in the parent)
+    logging.getLogger("tallybook").setLevel(logging.CRITICAL)
     faulty = FaultyStore(open_store(c.store_url), c.faults.with_seed(c.seed * 1000 + 10 + index))
     api = PythonApi(Ledger(faulty), c.program)
     pool = HoldPool()

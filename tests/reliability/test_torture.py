@@ -1,0 +1,87 @@
+"""The torture workload in short mode (CI), on both engines.
+
+Python-API threads and HTTP clients (and, on SQLite, a worker process) run
+random operations with replays while the storage port injects every kind of
+fault; then the checker must find no violation of invariants 1-6. A separate
+SQLite run kills the ``tallybook serve`` process with SIGKILL mid-run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tallybook.reliability.faults import FaultPlan
+from tallybook.reliability.runner import TortureConfig, run
+from tallybook.store.port import ItemStore
+
+#: denser faults than the standard plan, so a short run sees every kind
+SHORT_FAULTS = FaultPlan(
+    error_before=0.04,
+    error_after=0.04,
+    conflict=0.04,
+    throttle=0.01,
+    throttle_burst=2,
+    slow=0.02,
+    slow_seconds=0.002,
+)
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> Iterator[None]:
+    """Injected faults make the services log warnings by design."""
+    logger = logging.getLogger("tallybook")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    yield
+    logger.setLevel(level)
+
+
+def _short(engine: str, store: ItemStore, tmp_path: Path, **overrides: object) -> TortureConfig:
+    sqlite = engine == "sqlite"
+    settings: dict[str, object] = {
+        "store_url": store.describe(),
+        "program": "torture",
+        "ops": 500 if sqlite else 100,
+        "threads": 3,
+        "http_threads": 2 if sqlite else 1,
+        "processes": 1 if sqlite else 0,
+        "accounts": 6,
+        "replay_rate": 0.15,
+        "faults": SHORT_FAULTS,
+        "server_log": tmp_path / "server.log",
+    }
+    settings.update(overrides)
+    return TortureConfig(**settings)  # type: ignore[arg-type]
+
+
+def test_short_torture_has_no_violations(engine: str, store: ItemStore, tmp_path: Path) -> None:
+    config = _short(engine, store, tmp_path)
+    report = run(config)
+    assert report.violations == []
+    assert report.total_ops == config.ops
+    assert set(report.ops) >= {"earn", "redeem", "transfer", "hold", "capture", "void", "replay"}
+    assert report.outcomes["applied"] > config.ops // 2
+    assert report.outcomes["replayed"] > 0
+    for kind in ("error_before", "error_after", "conflict", "throttle", "slow"):
+        assert report.faults[kind] > 0, kind
+    assert report.final_checks["acked"] > config.ops // 2
+    assert report.final_checks["records"] >= report.final_checks["acked"]
+    assert report.live_checks["conservation"] > 0
+    assert "0 violation(s)" in report.markdown()
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_sigkill_of_the_server_mid_run_loses_nothing(store: ItemStore, tmp_path: Path) -> None:
+    config = _short(
+        "sqlite", store, tmp_path, ops=300, threads=1, http_threads=4, processes=0, kills=1
+    )
+    report = run(config)
+    assert report.violations == []
+    assert report.faults["sigkill"] == 1
+    retried = sum(n for k, n in report.outcomes.items() if k.startswith("retry:"))
+    assert retried > 0  # clients saw the server go away and retried their keys
+    assert report.final_checks["acked"] > 200
