@@ -6,7 +6,7 @@
 # the checks not_a_server_error and response_schema_conformance (no 5xx, every
 # response matches its documented schema), then stops the server.
 #   scripts/schemathesis.sh [extra `st run` options]
-# ST_MAX_EXAMPLES (default 25) bounds the examples per operation.
+# ST_MAX_EXAMPLES (default 20) bounds the examples per operation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TB=.venv/bin/tallybook
@@ -51,7 +51,7 @@ status=0
 timeout 600 .venv/bin/st run "$base/openapi.json" \
     --checks not_a_server_error,response_schema_conformance \
     --header "Authorization: Bearer $secret" \
-    --max-examples "${ST_MAX_EXAMPLES:-25}" \
+    --max-examples "${ST_MAX_EXAMPLES:-20}" \
     --generation-database none \
     --no-color \
     "$@" || status=$?

@@ -142,3 +142,20 @@ def test_key_service_validation(ledger) -> None:
         ledger.keys.revoke("0123456789abcdef")
     with pytest.raises(Unauthorized):
         ledger.keys.authenticate("tb_0123456789abcdef_" + "a" * 43)
+
+
+def test_another_programs_cursor_is_refused(
+    app_client, write_headers, other_headers, open_account, credit
+) -> None:
+    open_account("alice")
+    open_account("alice", headers=other_headers)
+    for i in range(2):
+        credit("alice", 1, txn_id=f"a{i}")
+    page = app_client.get("/v1/accounts/alice/entries?fund=points&limit=1", headers=write_headers)
+    cursor = page.json()["cursor"]
+    assert cursor
+    r = app_client.get(
+        f"/v1/accounts/alice/entries?fund=points&cursor={cursor}", headers=other_headers
+    )
+    assert r.status_code == 400
+    assert r.json()["type"] == "https://tallybook.dev/problems/store-validation"
