@@ -48,7 +48,10 @@ for _ in $(seq 1 100); do
 done
 
 status=0
-timeout 600 .venv/bin/st run "$base/openapi.json" \
+st="$PWD/.venv/bin/st"
+# run from the temp dir: schemathesis keeps a cache (.schemathesis/) in its working directory
+cd "$tmp"
+timeout 600 "$st" run "$base/openapi.json" \
     --checks not_a_server_error,response_schema_conformance \
     --header "Authorization: Bearer $secret" \
     --max-examples "${ST_MAX_EXAMPLES:-20}" \
