@@ -120,6 +120,8 @@ class WalletService:
     ) -> WalletTransactionPage:
         """An owner's transaction records, newest first, through the owner index."""
         page = self.ledger.transactions.for_owner(program, account, limit=limit, cursor=cursor)
+        if not page.transactions and cursor is None:
+            self.ledger.accounts.get(program, account)  # an unknown owner is a 404, not []
         return WalletTransactionPage(
             [wallet_transaction(t) for t in page.transactions], page.cursor
         )

@@ -46,7 +46,7 @@ class _Out(BaseModel):
 class EarnIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     order_id: Id
-    amount: int = Field(ge=1, le=MAX_AMOUNT, description="order amount in minor units")
+    amount: int = Field(strict=True, ge=1, le=MAX_AMOUNT, description="order amount in minor units")
     currency: str | None = Field(None, description="default: the program's currency")
     at: datetime | None = Field(None, description="when the order was placed; default now")
     description: str | None = Field(None, max_length=500)
@@ -79,7 +79,7 @@ class EarnOut(_Out):
 
 class RedeemIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    points: int = Field(ge=1, le=MAX_AMOUNT)
+    points: int = Field(strict=True, ge=1, le=MAX_AMOUNT)
     reward_id: Id
     description: str | None = Field(None, max_length=500)
     metadata: dict[str, str] | None = None
