@@ -12,7 +12,8 @@ from pathlib import Path
 
 _path = Path(__file__).parents[1] / "http" / "conftest.py"
 _spec = importlib.util.spec_from_file_location("tallybook_tests_http_fixtures", _path)
-assert _spec is not None and _spec.loader is not None
+assert _spec is not None
+assert _spec.loader is not None
 _http = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_http)
 
