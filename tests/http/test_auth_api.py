@@ -49,10 +49,12 @@ def test_read_scope_cannot_write(app_client, read_headers, idem, open_account) -
     assert app_client.get("/v1/accounts/bob", headers=read_headers).status_code == 404
 
 
+@sqlite_only
 def test_write_only_key_cannot_read(app_client, auth) -> None:
     assert app_client.get("/v1/program", headers=auth("write")).status_code == 403
 
 
+@sqlite_only
 def test_admin_scope_implies_read_and_write(app_client, admin_headers, idem) -> None:
     r = app_client.post("/v1/accounts", json={"account": "root"}, headers=idem(admin_headers))
     assert r.status_code == 201

@@ -106,6 +106,7 @@ def test_insufficient_funds_is_422_and_writes_nothing(
     assert app_client.get("/v1/transactions/too-much", headers=write_headers).status_code == 404
 
 
+@sqlite_only
 def test_unbalanced_raw_posting_is_refused(app_client, idem, open_account) -> None:
     open_account("alice")
     r = app_client.post(
@@ -142,6 +143,7 @@ def test_largest_amount_is_accepted(app_client, idem, write_headers, open_accoun
     assert _balance(app_client, write_headers, "alice", "cash") == MAX_AMOUNT
 
 
+@sqlite_only
 def test_posting_needs_idempotency_key(app_client, write_headers, open_account) -> None:
     open_account("alice")
     body = {"type": "credit", "account": "alice", "fund": "points", "amount": 1}
@@ -360,6 +362,7 @@ def test_transfer_moves_all_or_nothing(
     assert _balance(app_client, write_headers, "bob") == 30
 
 
+@sqlite_only
 def test_unknown_fields_and_types_are_422(app_client, idem, open_account) -> None:
     open_account("alice")
     for body in (

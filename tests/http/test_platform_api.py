@@ -122,6 +122,7 @@ def test_request_id_is_echoed_or_generated(app_client, read_headers) -> None:
     assert generated.json()["request_id"] == rid
 
 
+@sqlite_only
 def test_json_access_logs_carry_request_id_and_no_key_material(
     app_client, mint_key, idem, open_account, caplog
 ) -> None:
@@ -238,6 +239,7 @@ def _api_gateway_event(method: str, path: str, headers: dict[str, str], body: st
     }
 
 
+@sqlite_only
 def test_lambda_handler_serves_api_gateway_events(ledger, mint_key, store, monkeypatch) -> None:
     from tallybook import lambda_handler
     from tallybook.http import app as app_module
