@@ -449,18 +449,116 @@ def item_size(item: Mapping[str, Value]) -> int:
     return sum(len(k.encode("utf-8")) + value_size(v) for k, v in item.items())
 
 
+_NUMBER_LIMIT = 10**MAX_NUMBER_DIGITS
+#: value_size of the largest number allowed (38 digits): an upper bound for any number
+_NUMBER_SIZE_BOUND = 1 + (MAX_NUMBER_DIGITS + 1) // 2
+
+
+def _utf8_len(s: str) -> int:
+    return len(s) if s.isascii() else len(s.encode("utf-8"))
+
+
+def _plain_bound(value: Value) -> int:
+    """An upper bound of :func:`value_size` for a value of plain types only.
+
+    One pass instead of :func:`check_value` plus :func:`value_size`; returns -1
+    when the value holds anything else (subclasses, floats, numbers beyond 38
+    digits, non-string map keys): the caller then runs the exact checks.
+    """
+    t = type(value)
+    if t is str:
+        return len(value) if value.isascii() else len(value.encode("utf-8"))  # type: ignore[union-attr, arg-type]
+    if t is int:
+        return _NUMBER_SIZE_BOUND if -_NUMBER_LIMIT < value < _NUMBER_LIMIT else -1
+    if t is bool or value is None:
+        return 1
+    if t is dict:
+        total = 3
+        for k, v in value.items():  # type: ignore[union-attr]
+            if type(k) is not str:
+                return -1
+            b = _plain_bound(v)
+            if b < 0:
+                return -1
+            total += (len(k) if k.isascii() else len(k.encode("utf-8"))) + 1 + b
+        return total
+    if t is list:
+        total = 3
+        for v in value:  # type: ignore[union-attr]
+            b = _plain_bound(v)
+            if b < 0:
+                return -1
+            total += 1 + b
+        return total
+    return -1
+
+
 def check_item(item: Mapping[str, Value]) -> None:
     key = key_of(item)
     check_key(key)
+    bound = 0
     for name, value in item.items():
-        check_name(name)
-        check_value(value, name)
+        if type(name) is not str or not name:
+            check_name(name)
+        b = _plain_bound(value)
+        if b < 0:
+            check_value(value, name)
+            bound = -1
+        elif bound >= 0:
+            bound += _utf8_len(name) + b
     for name in INDEX_ATTRS & item.keys():
         check_attribute(name, item[name])
     if TTL_ATTR in item:
         check_attribute(TTL_ATTR, item[TTL_ATTR])
+    if not 0 <= bound <= MAX_ITEM_BYTES:
+        check_size(item)
+
+
+def check_size(item: Mapping[str, Value]) -> None:
+    """The 400 KB item size rule, exact (call after the values were checked)."""
     if item_size(item) > MAX_ITEM_BYTES:
+        key = key_of(item)
         raise ItemTooLarge(f"item {key.pk}/{key.sk} exceeds the 400 KB item size limit")
+
+
+def json_size_bound(body: str) -> int:
+    """An upper bound of :func:`item_size` for an item stored as compact JSON ``body``.
+
+    Every value's size is at most twice its JSON text (a one-digit number: 2
+    bytes against 1 character; strings, lists and maps add quotes, brackets and
+    separators to their contents), so twice the UTF-8 length bounds the item.
+    """
+    return 2 * _utf8_len(body)
+
+
+def check_updated(
+    item: Mapping[str, Value], updates: Sequence[UpdateOp], stored_bound: int | None
+) -> None:
+    """:func:`check_item` for ``item``, the result of checked ``updates`` applied to
+    a stored (valid) item whose size is at most ``stored_bound`` (``None``: there
+    was none). Only what the updates can break is checked: the size, through a
+    cheap bound first and exactly near the limit, and numbers that ``Add`` pushed
+    beyond 38 digits (the full checks then run, for their exact error)."""
+    if stored_bound is None:
+        key = key_of(item)
+        bound = 4 + _utf8_len(key.pk) + _utf8_len(key.sk)
+    else:
+        bound = stored_bound
+    for op in updates:
+        if isinstance(op, Set):
+            b = _plain_bound(op.value)
+            if b < 0:
+                check_item(item)
+                return
+            bound += _utf8_len(op.attr) + b
+        elif isinstance(op, Add):
+            result = item.get(op.attr)
+            if type(result) is not int or not -_NUMBER_LIMIT < result < _NUMBER_LIMIT:
+                check_item(item)
+                return
+            bound += _utf8_len(op.attr) + _NUMBER_SIZE_BOUND
+    if bound > MAX_ITEM_BYTES:
+        check_size(item)
 
 
 INDEX_ATTRS = frozenset(attr for pair in INDEXES.values() for attr in pair)
@@ -513,7 +611,8 @@ def check_update(op: UpdateOp) -> None:
     if op.attr in KEY_ATTRS:
         raise StoreValidationError(f"cannot update key attribute {op.attr}")
     if isinstance(op, Set):
-        check_value(op.value, op.attr)
+        if _plain_bound(op.value) < 0:
+            check_value(op.value, op.attr)
         check_attribute(op.attr, op.value)
     elif isinstance(op, Add) and (not isinstance(op.amount, int) or isinstance(op.amount, bool)):
         raise StoreValidationError("Add takes an integer")

@@ -9,6 +9,7 @@ round-trips integers of any size exactly.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sqlite3
 import threading
@@ -20,13 +21,16 @@ from typing import Any
 from tallybook.errors import ConditionFailed, StoreUnavailable, StoreValidationError, Throttled
 from tallybook.store.port import (
     INDEXES,
+    KEY_ATTRS,
     TTL_ATTR,
     Action,
-    ConditionCheck,
+    Condition,
     Delete,
+    Exists,
     Item,
     ItemStore,
     Key,
+    NotExists,
     Page,
     Put,
     SortCondition,
@@ -37,9 +41,11 @@ from tallybook.store.port import (
     check_actions,
     check_item,
     check_key,
+    check_updated,
     decode_cursor,
     encode_cursor,
     evaluate,
+    json_size_bound,
     now_epoch,
 )
 
@@ -63,13 +69,13 @@ _SORT_SQL = {"=": "=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _LOCK_RETRIES = 50
 
 
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_decode_json = json.JSONDecoder().decode
+
+
 def _decode(body: str) -> Item:
-    item: Item = json.loads(body)
+    item: Item = _decode_json(body)
     return item
-
-
-def _encode(item: Item) -> str:
-    return json.dumps(item, separators=(",", ":"), ensure_ascii=False)
 
 
 def _prefix_upper(prefix: str) -> str:
@@ -253,58 +259,57 @@ class SqliteStore(ItemStore):
                     raise
 
     def _apply(self, conn: sqlite3.Connection, actions: Sequence[Action]) -> None:
-        now = now_epoch()
+        keys = [action_key(action) for action in actions]
+        bodies = self._read_bodies(conn, keys)
         current: list[Item | None] = []
+        bounds: list[int | None] = []
         reasons: list[str | None] = []
-        for action in actions:
-            key = action_key(action)
-            row = conn.execute(
-                "SELECT body FROM items WHERE pk = ? AND sk = ? AND (ttl IS NULL OR ttl > ?)",
-                (key.pk, key.sk, now),
-            ).fetchone()
-            item = _decode(row[0]) if row else None
+        for action, key in zip(actions, keys, strict=True):
+            body = bodies.get((key.pk, key.sk))
+            condition = action.condition
+            if body is None:
+                item = None
+            elif isinstance(action, Update) or _needs_body(condition):
+                item = _decode(body)
+            else:
+                # only existence matters: the condition is on the key attribute
+                item = _EXISTING
             current.append(item)
-            ok = action.condition is None or evaluate(action.condition, item)
+            bounds.append(None if body is None else json_size_bound(body))
+            ok = condition is None or evaluate(condition, item)
             reasons.append(None if ok else "ConditionalCheckFailed")
         if any(reasons):
             failing = next(i for i, r in enumerate(reasons) if r)
             raise ConditionFailed(
                 f"transaction cancelled: the condition of action {failing} failed", reasons
             )
-        for action, item in zip(actions, current, strict=True):
+        rows: list[tuple[Any, ...]] = []
+        deletes: list[tuple[str, str]] = []
+        for action, item, bound in zip(actions, current, bounds, strict=True):
             if isinstance(action, Put):
-                self._write(conn, action.item)
+                rows.append(_row(action.item))
             elif isinstance(action, Update):
                 new = apply_updates(item, action.key, action.updates)
-                check_item(new)
-                self._write(conn, new)
+                check_updated(new, action.updates, bound)
+                rows.append(_row(new))
             elif isinstance(action, Delete):
-                conn.execute(
-                    "DELETE FROM items WHERE pk = ? AND sk = ?", (action.key.pk, action.key.sk)
-                )
-            elif isinstance(action, ConditionCheck):
-                pass
+                deletes.append((action.key.pk, action.key.sk))
+        if deletes:
+            conn.executemany(_DELETE_SQL, deletes)
+        if rows:
+            conn.executemany(_UPSERT_SQL, rows)
+
+    @staticmethod
+    def _read_bodies(conn: sqlite3.Connection, keys: Sequence[Key]) -> dict[tuple[str, str], str]:
+        """The unexpired bodies at ``keys``, read in one statement."""
+        params: list[Any] = [p for k in keys for p in (k.pk, k.sk)]
+        params.append(now_epoch())
+        rows = conn.execute(_select_keys_sql(len(keys)), params).fetchall()
+        return {(pk, sk): body for pk, sk, body in rows}
 
     @staticmethod
     def _write(conn: sqlite3.Connection, item: Item) -> None:
-        def col(name: str) -> Any:
-            v = item.get(name)
-            return v if isinstance(v, str | int) and not isinstance(v, bool) else None
-
-        conn.execute(
-            "INSERT OR REPLACE INTO items (pk, sk, gsi1pk, gsi1sk, gsi2pk, gsi2sk, ttl, body) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                item["pk"],
-                item["sk"],
-                col("gsi1pk"),
-                col("gsi1sk"),
-                col("gsi2pk"),
-                col("gsi2sk"),
-                col(TTL_ATTR),
-                _encode(item),
-            ),
-        )
+        conn.execute(_UPSERT_SQL, _row(item))
 
     def batch_write(self, puts: Sequence[Item] = (), deletes: Sequence[Key] = ()) -> None:
         for item in puts:
@@ -332,14 +337,56 @@ class SqliteStore(ItemStore):
                                 self._write(conn, obj)
                             else:
                                 assert isinstance(obj, Key)
-                                conn.execute(
-                                    "DELETE FROM items WHERE pk = ? AND sk = ?", (obj.pk, obj.sk)
-                                )
+                                conn.execute(_DELETE_SQL, (obj.pk, obj.sk))
                         conn.execute("COMMIT")
                         break
                     except BaseException:
                         conn.execute("ROLLBACK")
                         raise
+
+
+_UPSERT_SQL = (
+    "INSERT OR REPLACE INTO items (pk, sk, gsi1pk, gsi1sk, gsi2pk, gsi2sk, ttl, body) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_DELETE_SQL = "DELETE FROM items WHERE pk = ? AND sk = ?"
+
+
+@functools.cache
+def _select_keys_sql(count: int) -> str:
+    clause = " OR ".join(["(pk = ? AND sk = ?)"] * count)
+    return f"SELECT pk, sk, body FROM items WHERE ({clause}) AND (ttl IS NULL OR ttl > ?)"
+
+
+#: stands for an existing item whose body a key-only condition does not need
+_EXISTING: Item = {"pk": "", "sk": ""}
+
+
+def _needs_body(condition: Condition | None) -> bool:
+    """Whether evaluating ``condition`` needs more than the item's existence."""
+    if condition is None:
+        return False
+    if isinstance(condition, Exists | NotExists):
+        return condition.attr not in KEY_ATTRS
+    return True
+
+
+def _column(item: Item, name: str) -> Any:
+    v = item.get(name)
+    return v if isinstance(v, str | int) and not isinstance(v, bool) else None
+
+
+def _row(item: Item) -> tuple[Any, ...]:
+    return (
+        item["pk"],
+        item["sk"],
+        _column(item, "gsi1pk"),
+        _column(item, "gsi1sk"),
+        _column(item, "gsi2pk"),
+        _column(item, "gsi2sk"),
+        _column(item, TTL_ATTR),
+        _encode(item),
+    )
 
 
 class _RetryLocked:
