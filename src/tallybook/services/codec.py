@@ -18,10 +18,29 @@ from tallybook.store.port import Item, Value
 
 
 def iso(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """``2026-01-31T12:00:00.000000Z``: UTC, always six fraction digits."""
+    u = t.astimezone(UTC)
+    if u.year < 1000:  # strftime does not pad the year
+        return u.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return f"{u.replace(tzinfo=None).isoformat(timespec='microseconds')}Z"
 
 
 def parse_iso(s: str) -> datetime:
+    # fromisoformat is several times faster than strptime; the stored format
+    # (``iso``) takes the fast path, anything else the exact strptime rules
+    if (
+        len(s) == 27
+        and s[4] == s[7] == "-"
+        and s[10] == "T"
+        and s[13] == s[16] == ":"
+        and s[19] == "."
+        and s[26] == "Z"
+        and s[20:26].isdigit()
+    ):
+        try:
+            return datetime.fromisoformat(s[:26]).replace(tzinfo=UTC)
+        except ValueError:
+            pass
     return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 

@@ -25,7 +25,7 @@ import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 from tallybook.domain.ids import check_id, is_system_account
@@ -249,6 +249,7 @@ class PostingEngine:
             check_id(plan.order_id, "order id")
         now = snap.now
         now_us = to_us(now)
+        now_iso = iso(now)
 
         changes: dict[tuple[str, str], FundChange] = {}
         for leg in plan.legs:
@@ -293,7 +294,7 @@ class PostingEngine:
             "type": plan.type,
             "fingerprint": fp,
             "legs": [leg_to_value(p) for p in posted],
-            "created_at": iso(now),
+            "created_at": now_iso,
             "details": cast(Value, plan.details),
         }
         if metadata:
@@ -303,11 +304,11 @@ class PostingEngine:
         if plan.order_id is not None:
             txn_item["order_id"] = plan.order_id
             txn_item["gsi1pk"] = keys.order_index(program.id, plan.order_id)
-            txn_item["gsi1sk"] = f"{iso(now)}#{txn_id}"
+            txn_item["gsi1sk"] = f"{now_iso}#{txn_id}"
         if owner is not None:
             txn_item["owner"] = owner
             txn_item["gsi2pk"] = keys.owner_index(program.id, owner)
-            txn_item["gsi2sk"] = f"{iso(now)}#{txn_id}"
+            txn_item["gsi2sk"] = f"{now_iso}#{txn_id}"
         actions: list[Action] = [Put(txn_item, NotExists("pk"))]
 
         for account in touched:
@@ -363,7 +364,7 @@ class PostingEngine:
                 "balance": state.balance,
                 "txn_id": txn_id,
                 "type": plan.type,
-                "created_at": iso(now),
+                "created_at": now_iso,
             }
             if plan.order_id is not None:
                 entry["order_id"] = plan.order_id
@@ -371,7 +372,7 @@ class PostingEngine:
                 entry["description"] = description
             if metadata:
                 entry["metadata"] = cast(Value, metadata)
-            entry.update(_reward_index(program.id, plan.legs, leg, txn_id, now))
+            entry.update(_reward_index(program.id, plan.legs, leg, txn_id, now_iso))
             actions.append(Put(entry, NotExists("pk")))
 
         actions.extend(plan.actions)
@@ -384,7 +385,7 @@ _REWARD_COUNTERS = frozenset((ISSUANCE, REDEMPTION, EXPIRY))
 
 
 def _reward_index(
-    program_id: str, legs: Sequence[Leg], leg: Leg, txn_id: str, now: datetime
+    program_id: str, legs: Sequence[Leg], leg: Leg, txn_id: str, now_iso: str
 ) -> Item:
     """Index attributes of a customer entry posted against issuance, redemption or
     expiry: the rewards-issued report reads them per hour on gsi1 (no extra item,
@@ -396,10 +397,10 @@ def _reward_index(
     }
     if len(counters) != 1:
         return {}
-    hour = now.astimezone(UTC).strftime("%Y-%m-%dT%H")
+    hour = now_iso[:13]
     shard = keys.shard_of(txn_id, keys.REWARD_INDEX_SHARDS)
     return {
         "counter": counters.pop(),
         "gsi1pk": keys.reward_index(program_id, hour, shard),
-        "gsi1sk": f"{iso(now)}#{txn_id}#{leg.account}#{leg.fund}",
+        "gsi1sk": f"{now_iso}#{txn_id}#{leg.account}#{leg.fund}",
     }
