@@ -153,11 +153,34 @@ def test_ten_actions_in_one_transaction(store: ItemStore) -> None:
     assert [i["n"] for i in store.query(PK).items] == list(range(10))
 
 
-def test_one_hundred_actions_in_one_transaction(store: ItemStore) -> None:
+def test_the_largest_transaction_the_store_takes(store: ItemStore) -> None:
+    """100 actions, as AWS takes; 10 on DynamoDB Local builds before 2022."""
+    if hasattr(store, "probe_transaction_limit"):
+        store.probe_transaction_limit()
+    limit = store.max_transaction_actions
+    assert limit in (10, 100)
+    n = limit - 1
     store.transact_write(
-        [Put(item(f"i{i:03}", n=i)) for i in range(99)] + [Update(key("i099"), (Add("n", 99),))]
+        [Put(item(f"i{i:03}", n=i)) for i in range(n)] + [Update(key(f"i{n:03}"), (Add("n", n),))]
     )
-    assert [i["n"] for i in store.query_all(PK)] == list(range(100))
+    assert [i["n"] for i in store.query_all(PK)] == list(range(limit))
+
+
+def test_one_hundred_actions_on_sqlite(engine: str, store: ItemStore) -> None:
+    if engine != "sqlite":
+        pytest.skip("the SQLite engine takes 100 actions, as AWS does")
+    assert store.max_transaction_actions == 100
+    store.transact_write([Put(item(f"j{i:03}", n=i)) for i in range(100)])
+    assert len(list(store.query_all(PK))) == 100
+
+
+def test_one_action_over_the_limit_is_refused_and_writes_nothing(store: ItemStore) -> None:
+    if hasattr(store, "probe_transaction_limit"):
+        store.probe_transaction_limit()
+    too_many = store.max_transaction_actions + 1
+    with pytest.raises(StoreValidationError):
+        store.transact_write([Put(item(f"k{i:03}", n=i)) for i in range(too_many)])
+    assert store.query(PK).items == []
 
 
 def test_a_request_token_is_accepted(store: ItemStore) -> None:

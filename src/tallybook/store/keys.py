@@ -135,7 +135,9 @@ def notification_active(p: str, a: str, type_: str) -> Key:
 
 
 def notification_history(p: str, a: str, created_us: int, notification_id: str) -> Key:
-    return Key(account_partition(p, a), f"{notification_history_bound(created_us)}#{notification_id}")
+    return Key(
+        account_partition(p, a), f"{notification_history_bound(created_us)}#{notification_id}"
+    )
 
 
 def notification_history_bound(us: int) -> str:
@@ -146,40 +148,37 @@ def notification_idempotency(p: str, a: str, idempotency_key: str) -> Key:
     return Key(account_partition(p, a), f"N#K#{idempotency_key}")
 
 
-# --- billing and reports (capability E) ----------------------------------------
-# Billing records are filed by time bucket (one partition per bucket, so a
-# report queries exactly the buckets of its window); a separate row per record
-# id makes ingestion idempotent. One state row per program holds the bucket
-# size, grace and the checkpoints; one row per written report lists it. Entries
-# posted against @issuance/@redemption/@expiry are indexed on gsi1 by hour for
-# the rewards-issued report. See services/billing.py and docs/billing.md.
+# --- wallet (capability B): grants, holds, charge intents, due index --------
+#
+# Bonus grants  ACCT#{p}#{a}  G#{expires_us:016d}#{grant}  (earliest expiry first)
+# Holds         ACCT#{p}#{a}  H#{hold}                     (authorisations, held credits)
+# Charge intent ACCT#{p}#{a}  C#{txn}                      (external charge in flight)
+# Rows that fall due later (grant expiry, hold deadline, charge grace) sit in
+# the sparse gsi1 partition WDUE#{p}#{kind}#{shard:02d}, sorted by due time,
+# until they are resolved; the jobs query it instead of scanning.
 
-#: shards of each hour of the rewards index (the report queries them all)
-REWARD_INDEX_SHARDS = 4
-
-
-def billing_bucket(p: str, bucket_iso: str) -> str:
-    return f"BILL#{p}#{bucket_iso}"
+WALLET_GRANT_PREFIX = "G#"
+WALLET_HOLD_PREFIX = "H#"
 
 
-def billing_record_id(p: str, record_id: str) -> Key:
-    return Key(f"BILLID#{p}#{record_id}", "BILLID")
+def wallet_grant(p: str, a: str, expires_us: int, grant_id: str) -> Key:
+    return Key(account_partition(p, a), f"{WALLET_GRANT_PREFIX}{expires_us:016d}#{grant_id}")
 
 
-def billing_state(p: str) -> Key:
-    return Key(f"BILLSTATE#{p}", "STATE")
+def wallet_grant_bound(expires_us: int) -> str:
+    return f"{WALLET_GRANT_PREFIX}{expires_us:016d}"
 
 
-def reports_partition(p: str) -> str:
-    return f"REPORTS#{p}"
+def wallet_hold(p: str, a: str, hold_id: str) -> Key:
+    return Key(account_partition(p, a), f"{WALLET_HOLD_PREFIX}{hold_id}")
 
 
-def report_row(p: str, kind: str, window: str) -> Key:
-    return Key(reports_partition(p), f"{kind}#{window}")
+def wallet_charge(p: str, a: str, txn_id: str) -> Key:
+    return Key(account_partition(p, a), f"C#{txn_id}")
 
 
-def reward_index(p: str, hour: str, shard: int) -> str:
-    return f"RWD#{p}#{hour}#{shard}"
+def wallet_due(p: str, kind: str, shard: int) -> str:
+    return f"WDUE#{p}#{kind}#{shard:02d}"
 
 
 # --- loyalty (capability C) --------------------------------------------------
@@ -218,34 +217,37 @@ def loyalty_checkpoint(p: str) -> Key:
     return Key(f"LOYALTY#{p}", "EXPIRY")
 
 
-# --- wallet (capability B): grants, holds, charge intents, due index --------
-#
-# Bonus grants  ACCT#{p}#{a}  G#{expires_us:016d}#{grant}  (earliest expiry first)
-# Holds         ACCT#{p}#{a}  H#{hold}                     (authorisations, held credits)
-# Charge intent ACCT#{p}#{a}  C#{txn}                      (external charge in flight)
-# Rows that fall due later (grant expiry, hold deadline, charge grace) sit in
-# the sparse gsi1 partition WDUE#{p}#{kind}#{shard:02d}, sorted by due time,
-# until they are resolved; the jobs query it instead of scanning.
+# --- billing and reports (capability E) ----------------------------------------
+# Billing records are filed by time bucket (one partition per bucket, so a
+# report queries exactly the buckets of its window); a separate row per record
+# id makes ingestion idempotent. One state row per program holds the bucket
+# size, grace and the checkpoints; one row per written report lists it. Entries
+# posted against @issuance/@redemption/@expiry are indexed on gsi1 by hour for
+# the rewards-issued report. See services/billing.py and docs/billing.md.
 
-WALLET_GRANT_PREFIX = "G#"
-WALLET_HOLD_PREFIX = "H#"
-
-
-def wallet_grant(p: str, a: str, expires_us: int, grant_id: str) -> Key:
-    return Key(account_partition(p, a), f"{WALLET_GRANT_PREFIX}{expires_us:016d}#{grant_id}")
+#: shards of each hour of the rewards index (the report queries them all)
+REWARD_INDEX_SHARDS = 4
 
 
-def wallet_grant_bound(expires_us: int) -> str:
-    return f"{WALLET_GRANT_PREFIX}{expires_us:016d}"
+def billing_bucket(p: str, bucket_iso: str) -> str:
+    return f"BILL#{p}#{bucket_iso}"
 
 
-def wallet_hold(p: str, a: str, hold_id: str) -> Key:
-    return Key(account_partition(p, a), f"{WALLET_HOLD_PREFIX}{hold_id}")
+def billing_record_id(p: str, record_id: str) -> Key:
+    return Key(f"BILLID#{p}#{record_id}", "BILLID")
 
 
-def wallet_charge(p: str, a: str, txn_id: str) -> Key:
-    return Key(account_partition(p, a), f"C#{txn_id}")
+def billing_state(p: str) -> Key:
+    return Key(f"BILLSTATE#{p}", "STATE")
 
 
-def wallet_due(p: str, kind: str, shard: int) -> str:
-    return f"WDUE#{p}#{kind}#{shard:02d}"
+def reports_partition(p: str) -> str:
+    return f"REPORTS#{p}"
+
+
+def report_row(p: str, kind: str, window: str) -> Key:
+    return Key(reports_partition(p), f"{kind}#{window}")
+
+
+def reward_index(p: str, hour: str, shard: int) -> str:
+    return f"RWD#{p}#{hour}#{shard}"

