@@ -30,7 +30,8 @@ class Principal:
     scopes: frozenset[str]
 
 
-def get_ledger(request: Request) -> Ledger:
+async def get_ledger(request: Request) -> Ledger:
+    # async: FastAPI runs a sync dependency in the thread pool, a hop per request
     ledger: Ledger = request.app.state.ledger
     return ledger
 
@@ -66,7 +67,7 @@ def require(scope: str):  # type: ignore[no-untyped-def]
     return Depends(dependency)
 
 
-def idempotency_key(
+async def idempotency_key(
     idempotency_key: Annotated[
         str | None,
         Header(

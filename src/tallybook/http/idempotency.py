@@ -12,6 +12,12 @@ transaction id, whose record never expires).
 
 Replays are only served to a caller holding the scopes of the original caller
 (or ``admin``); anyone else goes through to the route, which checks scopes.
+
+Ledger postings (:data:`LEDGER_IDEMPOTENT`: ``POST /v1/transactions`` and
+``/v1/transfers``) store no HTTP response: the key is their transaction id and
+the transaction record already is the idempotency record, so the route itself
+answers a replay (same status and body, ``Idempotent-Replayed: true``) or a 409
+for another body. That saves a read and a write per posting.
 """
 
 from __future__ import annotations
@@ -39,6 +45,11 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 #: responses larger than this are not stored (a replay then re-executes)
 MAX_STORED_BODY = 256 * 1024
 _KEPT_HEADERS = (b"content-type", b"location")
+#: POST routes whose Idempotency-Key is a ledger transaction id: the posting
+#: engine's transaction record replays them (same status and body) and refuses
+#: another body with the same key (409), so no HTTP response is stored for them
+LEDGER_IDEMPOTENT = frozenset(("/v1/transactions", "/v1/transfers"))
+_REPLAYED = REPLAYED_HEADER.lower().encode()
 
 
 def fingerprint(method: str, path: str, query: bytes, body: bytes) -> str:
@@ -92,6 +103,9 @@ class IdempotencyMiddleware:
         ):
             await self.app(scope, receive, send)
             return
+        if scope["path"] in LEDGER_IDEMPOTENT:
+            await self.app(scope, receive, self._count_replays(send))
+            return
         idem_key = _header(scope, b"idempotency-key")
         principal = await self._principal(scope) if idem_key is not None else None
         if idem_key is None or principal is None or not _valid(idem_key):
@@ -129,6 +143,18 @@ class IdempotencyMiddleware:
             await anyio.to_thread.run_sync(
                 self._store, record_key, principal, fp, status, headers, content
             )
+
+    def _count_replays(self, send: Send) -> Send:
+        """``send``, counting responses the route marked as replays in the metrics."""
+
+        async def counting(message: Message) -> None:
+            if message["type"] == "http.response.start" and any(
+                k.lower() == _REPLAYED and v == b"true" for k, v in message.get("headers", ())
+            ):
+                self.metrics.observe_replay()
+            await send(message)
+
+        return counting
 
     async def _principal(self, scope: Scope) -> Principal | None:
         header = _header(scope, b"authorization") or ""
