@@ -47,7 +47,7 @@ from tallybook.services.wallet_records import (
     present_funds,
     wallet_transaction,
 )
-from tallybook.services.wallet_rows import grant_item, read_grants, read_holds
+from tallybook.services.wallet_rows import account_grants, grant_item, read_grants, read_holds
 from tallybook.store.port import NotExists, Put
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ class WalletService:
             acct = snap.account(account)
             grant = Grant(txn_id, amount, amount, expires_at, snap.now)
             funds = present_funds(f.name for f in snap.program.funds)
-            grants = read_grants(snap.store, program, account, snap.now)
+            grants = account_grants(snap.store, program, acct, snap.now)
             return Plan(
                 type=TxnType.GRANT,
                 legs=[Leg(account, BONUS, amount), Leg(ISSUANCE, BONUS, -amount)],
@@ -205,7 +205,7 @@ class WalletService:
         def plan(snap: Snapshot) -> Plan:
             acct = snap.account(account)
             funds = present_funds(f.name for f in snap.program.funds)
-            grants = read_grants(snap.store, program, account, snap.now)
+            grants = account_grants(snap.store, program, acct, snap.now)
             return Plan(
                 type=TxnType.CREDIT,
                 legs=[Leg(account, fund, amount), Leg(EXTERNAL, fund, -amount)],

@@ -45,7 +45,13 @@ from tallybook.services.wallet_records import (
     takes_value,
     wallet_transaction,
 )
-from tallybook.services.wallet_rows import DUE_CHARGE, due_attrs, read_grants, spend_grant
+from tallybook.services.wallet_rows import (
+    DUE_CHARGE,
+    account_grants,
+    due_attrs,
+    read_grants,
+    spend_grant,
+)
 from tallybook.store import keys
 from tallybook.store.port import Action, Compare, Delete, Item, NotExists, Value
 
@@ -197,7 +203,7 @@ class DebitOps:
         def plan(snap: Snapshot) -> Plan:
             acct = snap.account(account)
             funds = present_funds(f.name for f in snap.program.funds)
-            grants = read_grants(snap.store, program, account, snap.now)
+            grants = account_grants(snap.store, program, acct, snap.now)
             by_id = {g.id: g for g in grants}
             alloc = allocate(
                 amount - charged, grants, {f: acct.fund(f).available for f in funds}, snap.now

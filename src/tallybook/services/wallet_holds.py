@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, cast
 
 from tallybook.domain.ids import check_fund, check_id
-from tallybook.domain.model import EXPIRY, EXTERNAL, REDEMPTION, Leg, TxnType
+from tallybook.domain.model import EXPIRY, EXTERNAL, REDEMPTION, Leg, Transaction, TxnType
 from tallybook.domain.money import check_amount
 from tallybook.domain.wallet import (
     BONUS,
@@ -47,15 +47,16 @@ from tallybook.services.wallet_records import (
     wallet_transaction,
 )
 from tallybook.services.wallet_rows import (
+    account_grants,
     finish_hold,
+    hold_from_item,
     hold_item,
-    read_grants,
     read_hold,
     return_to_grant,
     spend_grant,
 )
 from tallybook.store import keys
-from tallybook.store.port import Action, NotExists, Put, Value
+from tallybook.store.port import Action, Item, NotExists, Put, Update, Value, apply_updates
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
@@ -140,11 +141,13 @@ class HoldOps:
             "description": description,
         }
 
+        planned: list[Item] = []
+
         def plan(snap: Snapshot) -> Plan:
             acct = snap.account(account)
             funds = present_funds(f.name for f in snap.program.funds)
             deadline = hold_deadline(snap.now, expires_in)
-            grants = read_grants(snap.store, program, account, snap.now)
+            grants = account_grants(snap.store, program, acct, snap.now)
             by_id = {g.id: g for g in grants}
             alloc = allocate(amount, grants, {f: acct.fund(f).available for f in funds}, snap.now)
             if alloc.shortfall:
@@ -162,7 +165,9 @@ class HoldOps:
                 deadline,
                 snap.now,
             )
-            actions: list[Action] = [Put(hold_item(program, hold), NotExists("pk"))]
+            item = hold_item(program, hold)
+            planned[:] = [item]
+            actions: list[Action] = [Put(item, NotExists("pk"))]
             actions += [spend_grant(program, account, by_id[t.grant_id], t) for t in alloc.grants]
             return Plan(
                 type=TxnType.AUTHORIZE,
@@ -188,7 +193,14 @@ class HoldOps:
             )
 
         txn = self.engine.commit(program, hold_id, body, plan, lock=[account])
-        return HoldResult(self.get(program, account, hold_id), wallet_transaction(txn))
+        return HoldResult(self._written(txn, planned, program, account), wallet_transaction(txn))
+
+    def _written(self, txn: Transaction, planned: list[Item], program: str, account: str) -> Hold:
+        """The hold as the committed plan wrote it (no read back); a replay reads it,
+        as it may have changed since."""
+        if txn.replay or not planned:
+            return self.get(program, account, txn.id)
+        return hold_from_item(planned[0])
 
     def credit_held(
         self,
@@ -217,11 +229,13 @@ class HoldOps:
             "description": description,
         }
 
+        planned: list[Item] = []
+
         def plan(snap: Snapshot) -> Plan:
             check_future(release_at, snap.now, "release_at")
             acct = snap.account(account)
             funds = present_funds(f.name for f in snap.program.funds)
-            grants = read_grants(snap.store, program, account, snap.now)
+            grants = account_grants(snap.store, program, acct, snap.now)
             hold = Hold(
                 txn_id,
                 account,
@@ -232,11 +246,13 @@ class HoldOps:
                 release_at,
                 snap.now,
             )
+            item = hold_item(program, hold)
+            planned[:] = [item]
             return Plan(
                 type=TxnType.CREDIT,
                 legs=[Leg(account, fund, amount), Leg(EXTERNAL, fund, -amount)],
                 held={(account, fund): amount},
-                actions=[Put(hold_item(program, hold), NotExists("pk"))],
+                actions=[Put(item, NotExists("pk"))],
                 description=description,
                 owner=account,
                 details={
@@ -249,7 +265,7 @@ class HoldOps:
             )
 
         txn = self.engine.commit(program, txn_id, body, plan, lock=[account])
-        return HoldResult(self.get(program, account, txn_id), wallet_transaction(txn))
+        return HoldResult(self._written(txn, planned, program, account), wallet_transaction(txn))
 
     # -- settle ---------------------------------------------------------------
 
@@ -305,14 +321,24 @@ class HoldOps:
     ) -> HoldResult:
         body = {"op": f"wallet.{op}", "hold": hold_id, "amount": amount}
 
+        planned: list[Item] = []
+
         def plan(snap: Snapshot) -> Plan:
-            hold = read_hold(snap.store, program, account, hold_id)
-            if hold is None:
+            key = keys.wallet_hold(program, account, hold_id)
+            stored = snap.store.get(key)
+            if stored is None:
                 raise NotFound(f"hold {hold_id} not found in program {program}")
-            return self._settle_plan(snap, program, hold, op, amount)
+            p = self._settle_plan(snap, program, hold_from_item(stored), op, amount)
+            finish = p.actions[0]
+            assert isinstance(finish, Update)
+            assert finish.key == key
+            planned[:] = [apply_updates(stored, key, finish.updates)]
+            return p
 
         txn = self.engine.commit(program, f"{hold_id}:{op}", body, plan, lock=[account])
-        return HoldResult(self.get(program, account, hold_id), wallet_transaction(txn))
+        if txn.replay or not planned:
+            return HoldResult(self.get(program, account, hold_id), wallet_transaction(txn))
+        return HoldResult(hold_from_item(planned[0]), wallet_transaction(txn))
 
     def _settle_plan(
         self, snap: Snapshot, program: str, hold: Hold, op: str, amount: int | None
@@ -345,7 +371,7 @@ class HoldOps:
         account = hold.account
         acct = snap.account(account)
         funds = present_funds(f.name for f in snap.program.funds)
-        grants = read_grants(snap.store, program, account, snap.now)
+        grants = account_grants(snap.store, program, acct, snap.now)
         actions: list[Action] = [finish_hold(program, hold, status, snap.now, split.captured)]
         to_expiry = 0
         back_to_grants = 0

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from tallybook.domain.wallet import Grant, GrantTake, Hold, HoldKind, HoldStatus
+from tallybook.domain.model import Account
+from tallybook.domain.wallet import BONUS, Grant, GrantTake, Hold, HoldKind, HoldStatus
 from tallybook.services.codec import iso, parse_iso, to_us
 from tallybook.store import keys
 from tallybook.store.port import (
@@ -97,6 +98,17 @@ def read_grants(
         SortCondition.between(low, keys.WALLET_GRANT_PREFIX + "~"),
     )
     return [grant_from_item(i) for i in items]
+
+
+def account_grants(store: ItemStore, program: str, acct: Account, now: datetime) -> list[Grant]:
+    """:func:`read_grants` at ``now`` for a planner that has read ``acct``'s head.
+
+    Every grant is awarded by a posting to the bonus fund, so an account whose
+    bonus fund was never posted to (sequence 0) has no grant: no query then.
+    """
+    if acct.fund(BONUS).seq == 0:
+        return []
+    return read_grants(store, program, acct.id, now)
 
 
 def spend_grant(program: str, account: str, grant: Grant, take: GrantTake) -> Update:
