@@ -43,6 +43,12 @@ def serve(
     err_console.print(f"tallybook on {ledger.store.describe()}")
     err_console.print(f"  API docs: {base}/docs")
     err_console.print(f"  admin:    {base}/admin")
+    if not ledger.programs.list():
+        err_console.print(
+            "  no program yet; create one and an admin key to log in:\n"
+            "    tallybook program create shop\n"
+            "    tallybook keys create --program shop --scopes read,write,admin"
+        )
     try:
         uvicorn.run(
             app, host=host, port=port, access_log=False, log_config=None, log_level=log_level
