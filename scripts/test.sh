@@ -5,12 +5,12 @@
 #
 # Uses TALLYBOOK_TEST_DYNAMODB when set (an endpoint such as
 # http://127.0.0.1:8000); otherwise starts DynamoDB Local on a free loopback
-# port for this run and stops it afterwards. Needs .venv (see README).
+# port for this run and stops it afterwards. Installs .venv on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+scripts/bootstrap.sh
 PY=.venv/bin/python
-[[ -x $PY ]] || { echo "test.sh: no .venv; run: python3 -m venv .venv && .venv/bin/pip install -e '.[test]'" >&2; exit 1; }
 
 if [[ -z "${TALLYBOOK_TEST_DYNAMODB:-}" ]]; then
   port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
