@@ -1,7 +1,9 @@
-"""The admin page over TestClient, on both engines: sign-in, CSRF, sign-out,
-revocation, the account page, and its actions."""
+"""The admin page over TestClient: sign-in, CSRF, sign-out, revocation, the account
+page, and its actions."""
 
 from __future__ import annotations
+
+import pytest
 
 from tallybook.admin.session import SESSION_COOKIE
 from tallybook.ledger import Ledger
@@ -9,7 +11,13 @@ from tallybook.ledger import Ledger
 from .conftest import AdminClient
 from .seeding import Seeded
 
+#: the page's own logic (forms, CSRF, filters) does not depend on the engine, and
+#: DynamoDB Local is slow: those tests run on SQLite; the ones reading and writing
+#: through each capability run on both engines
+SQLITE_ONLY = pytest.mark.parametrize("engine", ["sqlite"])
 
+
+@SQLITE_ONLY
 def test_pages_need_a_session(admin: AdminClient) -> None:
     for path in ("/admin/", "/admin/accounts/alice", "/admin/search?q=alice"):
         r = admin.client.get(path, follow_redirects=False)
@@ -33,6 +41,7 @@ def test_login_sets_a_strict_http_only_cookie_and_shows_the_program(
     assert page.headers["content-security-policy"].startswith("default-src 'self'")
 
 
+@SQLITE_ONLY
 def test_a_wrong_key_or_a_key_without_admin_scope_is_refused(
     admin: AdminClient, seeded: Seeded
 ) -> None:
@@ -45,6 +54,7 @@ def test_a_wrong_key_or_a_key_without_admin_scope_is_refused(
     assert admin.client.get("/admin/", follow_redirects=False).status_code == 303
 
 
+@SQLITE_ONLY
 def test_login_without_the_form_token_is_refused(admin: AdminClient, seeded: Seeded) -> None:
     r = admin.client.post(
         "/admin/login", data={"api_key": seeded.admin_secret}, follow_redirects=False
@@ -53,6 +63,7 @@ def test_login_without_the_form_token_is_refused(admin: AdminClient, seeded: See
     assert f"{SESSION_COOKIE}=" not in r.headers.get("set-cookie", "")
 
 
+@SQLITE_ONLY
 def test_actions_without_csrf_token_change_nothing(
     admin: AdminClient, seeded: Seeded, ledger: Ledger
 ) -> None:
@@ -67,6 +78,7 @@ def test_actions_without_csrf_token_change_nothing(
     assert admin.client.get("/admin/").status_code == 200
 
 
+@SQLITE_ONLY
 def test_a_forged_session_cookie_is_ignored(admin: AdminClient, seeded: Seeded) -> None:
     admin.login(seeded.admin_secret)
     value = admin.client.cookies[SESSION_COOKIE]
@@ -132,6 +144,7 @@ def test_account_page_shows_every_section(admin: AdminClient, seeded: Seeded) ->
     assert ">700<" in row
 
 
+@SQLITE_ONLY
 def test_history_pages_and_filters(admin: AdminClient, seeded: Seeded) -> None:
     admin.login(seeded.admin_secret)
     first = admin.client.get("/admin/accounts/alice", params={"fund": "cash", "limit": 1})
@@ -164,6 +177,7 @@ def test_void_a_hold_and_dismiss_a_notification(
     assert seeded.notification not in {n.id for n in active}
 
 
+@SQLITE_ONLY
 def test_capture_part_of_a_hold(admin: AdminClient, seeded: Seeded, ledger: Ledger) -> None:
     admin.login(seeded.admin_secret)
     bad = admin.post(f"/admin/accounts/alice/holds/{seeded.hold}/capture", {"amount": "-5"})
@@ -175,6 +189,7 @@ def test_capture_part_of_a_hold(admin: AdminClient, seeded: Seeded, ledger: Ledg
     assert (hold.status, hold.captured) == ("captured", 200)
 
 
+@SQLITE_ONLY
 def test_a_hold_of_another_account_is_refused(
     admin: AdminClient, seeded: Seeded, ledger: Ledger
 ) -> None:
@@ -208,6 +223,7 @@ def test_overview_tiers_and_report_download(
     assert admin.client.get(f"/admin/reports/{info.kind}/{info.window}/nope.csv").status_code == 404
 
 
+@SQLITE_ONLY
 def test_an_action_returns_to_the_same_history_filter(admin: AdminClient, seeded: Seeded) -> None:
     admin.login(seeded.admin_secret)
     page = admin.client.get("/admin/accounts/alice", params={"fund": "cash", "limit": 10})
@@ -219,6 +235,7 @@ def test_an_action_returns_to_the_same_history_filter(admin: AdminClient, seeded
     assert r.headers["location"] == "/admin/accounts/alice?fund=cash&limit=10#holds"
 
 
+@SQLITE_ONLY
 def test_a_bare_program_says_what_is_not_set_up(ledger: Ledger) -> None:
     from fastapi.testclient import TestClient
 
@@ -241,6 +258,7 @@ def test_a_bare_program_says_what_is_not_set_up(ledger: Ledger) -> None:
         assert "no entries in this range" in page.text
 
 
+@SQLITE_ONLY
 def test_an_order_on_several_accounts_lists_them(
     admin: AdminClient, seeded: Seeded, ledger: Ledger
 ) -> None:
