@@ -61,3 +61,26 @@ def test_cli_errors_are_one_line(ledger, store) -> None:
     assert result.exit_code != 0
     assert "unknown scope" in str(result.exception)
     assert "--host" in runner.invoke(app, ["serve", "--help"]).output
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_keys_create_opens_a_missing_program_with_default_funds(ledger, store) -> None:
+    url = store.describe()
+    result = runner.invoke(
+        app, ["keys", "create", "--program", "new-prog", "--scopes", "read", "--store", url]
+    )
+    assert result.exit_code == 0, result.output
+    key = ledger.keys.authenticate(result.stdout.strip().splitlines()[0])
+    assert key.program == "new-prog"
+    funds = [f.name for f in ledger.programs.get("new-prog").funds]
+    assert funds == ["points", "cash", "store_credit", "bonus"]
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_keys_create_with_bad_scopes_creates_nothing(ledger, store) -> None:
+    url = store.describe()
+    result = runner.invoke(
+        app, ["keys", "create", "--program", "other", "--scopes", "read,root", "--store", url]
+    )
+    assert result.exit_code == 2
+    assert "other" not in ledger.programs.list()

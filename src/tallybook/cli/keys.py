@@ -32,9 +32,21 @@ def create(
 ) -> None:
     """Create a key and print its secret ONCE (only a hash is stored).
 
+    A program that does not exist yet is created with the default funds
+    (points, cash, store_credit, bonus in USD); use `tallybook program create`
+    first for another currency.
+
     Example: tallybook keys create --program shop --scopes read,write --name checkout
     """
+    from tallybook.domain.ids import check_id
+    from tallybook.services.keys import parse_scopes
+
+    parse_scopes(scopes)
+    check_id(program, "program id")
     with open_ledger(store) as ledger:
+        if program not in ledger.programs.list():
+            ledger.programs.create(program)
+            err_console.print(f"program {program} did not exist: created it with the default funds")
         key, secret = ledger.keys.create(program, scopes, name)
     if as_json:
         print_json({"id": key.id, "program": key.program, "scopes": key.scopes, "secret": secret})
