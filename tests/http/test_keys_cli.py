@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tallybook.cli import app
-from tallybook.errors import Unauthorized
+from tallybook.errors import Unauthorized, ValidationError
 
 runner = CliRunner()
 
@@ -82,5 +82,6 @@ def test_keys_create_with_bad_scopes_creates_nothing(ledger, store) -> None:
     result = runner.invoke(
         app, ["keys", "create", "--program", "other", "--scopes", "read,root", "--store", url]
     )
-    assert result.exit_code == 2
+    assert result.exit_code != 0
+    assert isinstance(result.exception, ValidationError)
     assert "other" not in ledger.programs.list()
