@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from tallybook.errors import ConditionFailed
-from tallybook.store.port import Item, ItemStore, Key, SortCondition, Value, now_epoch
+from tallybook.store.evaluate import now_epoch
+from tallybook.store.port import Item, ItemStore, Key, SortCondition, Value
 
 PK = "contract"
 

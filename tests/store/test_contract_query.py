@@ -7,7 +7,8 @@ import base64
 import pytest
 
 from tallybook.errors import StoreValidationError
-from tallybook.store.port import ItemStore, Remove, Set, SortCondition, encode_cursor
+from tallybook.store.port import ItemStore, Remove, Set, SortCondition
+from tallybook.store.queries import encode_cursor
 
 from .helpers import PK, item, key, pages, sks
 

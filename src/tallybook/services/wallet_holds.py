@@ -56,7 +56,8 @@ from tallybook.services.wallet_rows import (
     spend_grant,
 )
 from tallybook.store import keys
-from tallybook.store.port import Action, Item, NotExists, Put, Update, Value, apply_updates
+from tallybook.store.evaluate import apply_updates
+from tallybook.store.port import Action, Item, NotExists, Put, Update, Value
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger

@@ -64,6 +64,8 @@ from tallybook.errors import (
     Throttled,
     TransactionConflict,
 )
+from tallybook.store.checks import check_actions, check_item, check_key, check_value
+from tallybook.store.evaluate import apply_updates, evaluate, is_expired, now_epoch
 from tallybook.store.port import (
     INDEXES,
     KEY_ATTRS,
@@ -91,17 +93,8 @@ from tallybook.store.port import (
     Update,
     UpdateOp,
     Value,
-    apply_updates,
-    check_actions,
-    check_item,
-    check_key,
-    check_value,
-    decode_cursor,
-    encode_cursor,
-    evaluate,
-    is_expired,
-    now_epoch,
 )
+from tallybook.store.queries import decode_cursor, encode_cursor
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

@@ -14,13 +14,20 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tallybook.errors import ConditionFailed, StoreUnavailable, StoreValidationError, Throttled
+from tallybook.errors import StoreUnavailable, StoreValidationError, Throttled
+from tallybook.store.checks import (
+    check_actions,
+    check_batch_write,
+    check_key,
+    check_updated,
+    json_size_bound,
+)
+from tallybook.store.evaluate import apply_updates, cancelled, evaluate, now_epoch
 from tallybook.store.port import (
-    INDEXES,
     KEY_ATTRS,
     TTL_ATTR,
     Action,
@@ -37,17 +44,8 @@ from tallybook.store.port import (
     StoreMetrics,
     Update,
     action_key,
-    apply_updates,
-    check_actions,
-    check_item,
-    check_key,
-    check_updated,
-    decode_cursor,
-    encode_cursor,
-    evaluate,
-    json_size_bound,
-    now_epoch,
 )
+from tallybook.store.queries import cursor_start, key_attrs, next_cursor
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
@@ -168,12 +166,7 @@ class SqliteStore(ItemStore):
         cursor: str | None = None,
         consistent: bool = True,
     ) -> Page:
-        if index is None:
-            pk_col, sk_col = "pk", "sk"
-        elif index in INDEXES:
-            pk_col, sk_col = INDEXES[index]
-        else:
-            raise StoreValidationError(f"unknown index {index!r}; indexes: gsi1, gsi2")
+        pk_col, sk_col = key_attrs(index)
         if not partition:
             raise StoreValidationError("a query needs a partition value")
         if limit is not None and limit < 1:
@@ -196,18 +189,13 @@ class SqliteStore(ItemStore):
         order = "ASC" if forward else "DESC"
         cmp = ">" if forward else "<"
         if cursor is not None:
-            last = decode_cursor(cursor)
-            if last.get(pk_col) != partition:
-                raise StoreValidationError("cursor does not belong to this query")
-            try:
-                if index is None:
-                    where.append(f"sk {cmp} ?")
-                    params.append(last["sk"])
-                else:
-                    where.append(f"({sk_col}, pk, sk) {cmp} (?, ?, ?)")
-                    params += [last[sk_col], last["pk"], last["sk"]]
-            except KeyError as exc:
-                raise StoreValidationError("cursor does not belong to this query") from exc
+            last = cursor_start(cursor, partition, pk_col, sk_col)
+            if index is None:
+                where.append(f"sk {cmp} ?")
+                params.append(last["sk"])
+            else:
+                where.append(f"({sk_col}, pk, sk) {cmp} (?, ?, ?)")
+                params += [last[sk_col], last["pk"], last["sk"]]
         order_by = f"sk {order}" if index is None else f"{sk_col} {order}, pk {order}, sk {order}"
         sql = f"SELECT body FROM items WHERE {' AND '.join(where)} ORDER BY {order_by}"
         if limit is not None:
@@ -215,16 +203,10 @@ class SqliteStore(ItemStore):
             params.append(limit + 1)
         rows = self._read(sql, tuple(params))
         items = [_decode(r[0]) for r in rows]
-        next_cursor: str | None = None
         if limit is not None and len(items) > limit:
             items = items[:limit]
-            last_item = items[-1]
-            last_key: dict[str, Any] = {"pk": last_item["pk"], "sk": last_item["sk"]}
-            if index is not None:
-                last_key[pk_col] = last_item[pk_col]
-                last_key[sk_col] = last_item[sk_col]
-            next_cursor = encode_cursor(last_key)
-        return Page(items, next_cursor)
+            return Page(items, next_cursor(items[-1], pk_col, sk_col))
+        return Page(items)
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         conn = self._conn()
@@ -232,9 +214,7 @@ class SqliteStore(ItemStore):
             try:
                 return conn.execute(sql, params).fetchall()
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise StoreUnavailable(f"SQLite read failed: {exc}") from exc
-                time.sleep(min(0.001 * 2**attempt, 0.1))
+                _wait_if_locked(exc, attempt, "read")
         raise Throttled("SQLite database stayed locked")
 
     # -- writes -------------------------------------------------------------
@@ -243,20 +223,7 @@ class SqliteStore(ItemStore):
         check_actions(actions, self.max_transaction_actions)
         self.metrics.record("transact_write")
         conn = self._conn()
-        with _RetryLocked() as retry:
-            while retry.again():
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError as exc:
-                    retry.failed(exc)
-                    continue
-                try:
-                    self._apply(conn, actions)
-                    conn.execute("COMMIT")
-                    return
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
+        _write_transaction(conn, lambda: self._apply(conn, actions))
 
     def _apply(self, conn: sqlite3.Connection, actions: Sequence[Action]) -> None:
         keys = [action_key(action) for action in actions]
@@ -279,10 +246,7 @@ class SqliteStore(ItemStore):
             ok = condition is None or evaluate(condition, item)
             reasons.append(None if ok else "ConditionalCheckFailed")
         if any(reasons):
-            failing = next(i for i, r in enumerate(reasons) if r)
-            raise ConditionFailed(
-                f"transaction cancelled: the condition of action {failing} failed", reasons
-            )
+            raise cancelled(reasons)
         rows: list[tuple[Any, ...]] = []
         deletes: list[tuple[str, str]] = []
         for action, item, bound in zip(actions, current, bounds, strict=True):
@@ -312,10 +276,7 @@ class SqliteStore(ItemStore):
         conn.execute(_UPSERT_SQL, _row(item))
 
     def batch_write(self, puts: Sequence[Item] = (), deletes: Sequence[Key] = ()) -> None:
-        for item in puts:
-            check_item(item)
-        for key in deletes:
-            check_key(key)
+        check_batch_write(puts, deletes)
         conn = self._conn()
         ops: list[tuple[str, Item | Key]] = [("put", i) for i in puts] + [
             ("delete", k) for k in deletes
@@ -323,26 +284,18 @@ class SqliteStore(ItemStore):
         for start in range(0, len(ops), 25):
             chunk = ops[start : start + 25]
             self.metrics.record("batch_write")
-            with _RetryLocked() as retry:
-                while retry.again():
-                    try:
-                        conn.execute("BEGIN IMMEDIATE")
-                    except sqlite3.OperationalError as exc:
-                        retry.failed(exc)
-                        continue
-                    try:
-                        for kind, obj in chunk:
-                            if kind == "put":
-                                assert isinstance(obj, dict)
-                                self._write(conn, obj)
-                            else:
-                                assert isinstance(obj, Key)
-                                conn.execute(_DELETE_SQL, (obj.pk, obj.sk))
-                        conn.execute("COMMIT")
-                        break
-                    except BaseException:
-                        conn.execute("ROLLBACK")
-                        raise
+            _write_transaction(conn, functools.partial(self._write_chunk, conn, chunk))
+
+    def _write_chunk(
+        self, conn: sqlite3.Connection, chunk: Sequence[tuple[str, Item | Key]]
+    ) -> None:
+        for kind, obj in chunk:
+            if kind == "put":
+                assert isinstance(obj, dict)
+                self._write(conn, obj)
+            else:
+                assert isinstance(obj, Key)
+                conn.execute(_DELETE_SQL, (obj.pk, obj.sk))
 
 
 _UPSERT_SQL = (
@@ -389,26 +342,27 @@ def _row(item: Item) -> tuple[Any, ...]:
     )
 
 
-class _RetryLocked:
-    """Retries ``BEGIN IMMEDIATE`` on a locked database with backoff."""
+def _write_transaction(conn: sqlite3.Connection, work: Callable[[], None]) -> None:
+    """Run ``work`` between ``BEGIN IMMEDIATE`` and ``COMMIT`` (``ROLLBACK`` if it
+    raises), retrying a ``BEGIN`` that finds the database locked, with backoff."""
+    for attempt in range(1, _LOCK_RETRIES + 1):
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            _wait_if_locked(exc, attempt, "write")
+            continue
+        try:
+            work()
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return
+    raise Throttled("SQLite database stayed locked; try again")
 
-    def __init__(self) -> None:
-        self.attempt = 0
-        self.done = False
 
-    def __enter__(self) -> _RetryLocked:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def again(self) -> bool:
-        if self.attempt >= _LOCK_RETRIES:
-            raise Throttled("SQLite database stayed locked; try again")
-        self.attempt += 1
-        return True
-
-    def failed(self, exc: sqlite3.OperationalError) -> None:
-        if "locked" not in str(exc) and "busy" not in str(exc):
-            raise StoreUnavailable(f"SQLite write failed: {exc}") from exc
-        time.sleep(min(0.001 * 2**self.attempt, 0.1))
+def _wait_if_locked(exc: sqlite3.OperationalError, attempt: int, what: str) -> None:
+    """Back off before another try if the database was locked; else raise."""
+    if "locked" not in str(exc) and "busy" not in str(exc):
+        raise StoreUnavailable(f"SQLite {what} failed: {exc}") from exc
+    time.sleep(min(0.001 * 2**attempt, 0.1))

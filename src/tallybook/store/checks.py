@@ -1,0 +1,281 @@
+"""What the port accepts, checked before anything is written.
+
+Values are integers, strings, booleans, null, lists and maps (never floats,
+numbers of at most 38 digits, as DynamoDB); keys and index keys are non-empty
+strings; an item stays within DynamoDB's 400 KB, counted the way DynamoDB
+counts it. Both engines run these checks, so both refuse the same input with
+the same error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from tallybook.errors import ItemTooLarge, StoreValidationError
+from tallybook.store.port import (
+    INDEX_ATTRS,
+    KEY_ATTRS,
+    MAX_ITEM_BYTES,
+    MAX_KEY_BYTES,
+    MAX_NUMBER_DIGITS,
+    MAX_TRANSACTION_ACTIONS,
+    TTL_ATTR,
+    Action,
+    Add,
+    And,
+    Compare,
+    Condition,
+    Exists,
+    Item,
+    Key,
+    NotExists,
+    Or,
+    Put,
+    Set,
+    Update,
+    UpdateOp,
+    Value,
+    action_key,
+    key_of,
+)
+
+
+def check_value(value: Value, path: str = "value") -> None:
+    """Refuse floats and numbers beyond 38 digits, as DynamoDB does."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, int):
+        if len(str(abs(value))) > MAX_NUMBER_DIGITS:
+            raise StoreValidationError(f"{path}: a number has at most 38 digits")
+        return
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            check_value(v, f"{path}[{i}]")
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise StoreValidationError(f"{path}: map keys must be strings")
+            check_value(v, f"{path}.{k}")
+        return
+    raise StoreValidationError(
+        f"{path}: unsupported type {type(value).__name__} (integers, strings, "
+        "booleans, null, lists and maps only; never floats)"
+    )
+
+
+def value_size(value: Value) -> int:
+    """Approximate DynamoDB's item-size accounting for one value."""
+    if value is None or isinstance(value, bool):
+        return 1
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    if isinstance(value, int):
+        return 1 + (len(str(abs(value))) + 1) // 2
+    if isinstance(value, list):
+        return 3 + sum(1 + value_size(v) for v in value)
+    return 3 + sum(len(k.encode("utf-8")) + 1 + value_size(v) for k, v in value.items())
+
+
+def item_size(item: Mapping[str, Value]) -> int:
+    return sum(len(k.encode("utf-8")) + value_size(v) for k, v in item.items())
+
+
+_NUMBER_LIMIT = 10**MAX_NUMBER_DIGITS
+#: value_size of the largest number allowed (38 digits): an upper bound for any number
+_NUMBER_SIZE_BOUND = 1 + (MAX_NUMBER_DIGITS + 1) // 2
+
+
+def _utf8_len(s: str) -> int:
+    return len(s) if s.isascii() else len(s.encode("utf-8"))
+
+
+def _plain_bound(value: Value) -> int:
+    """An upper bound of :func:`value_size` for a value of plain types only.
+
+    One pass instead of :func:`check_value` plus :func:`value_size`; returns -1
+    when the value holds anything else (subclasses, floats, numbers beyond 38
+    digits, non-string map keys): the caller then runs the exact checks.
+    """
+    t = type(value)
+    if t is str:
+        return len(value) if value.isascii() else len(value.encode("utf-8"))  # type: ignore[union-attr, arg-type]
+    if t is int:
+        return _NUMBER_SIZE_BOUND if -_NUMBER_LIMIT < value < _NUMBER_LIMIT else -1
+    if t is bool or value is None:
+        return 1
+    if t is dict:
+        total = 3
+        for k, v in value.items():  # type: ignore[union-attr]
+            if type(k) is not str:
+                return -1
+            b = _plain_bound(v)
+            if b < 0:
+                return -1
+            total += (len(k) if k.isascii() else len(k.encode("utf-8"))) + 1 + b
+        return total
+    if t is list:
+        total = 3
+        for v in value:  # type: ignore[union-attr]
+            b = _plain_bound(v)
+            if b < 0:
+                return -1
+            total += 1 + b
+        return total
+    return -1
+
+
+def check_item(item: Mapping[str, Value]) -> None:
+    key = key_of(item)
+    check_key(key)
+    bound = 0
+    for name, value in item.items():
+        if type(name) is not str or not name:
+            check_name(name)
+        b = _plain_bound(value)
+        if b < 0:
+            check_value(value, name)
+            bound = -1
+        elif bound >= 0:
+            bound += _utf8_len(name) + b
+    for name in INDEX_ATTRS & item.keys():
+        check_attribute(name, item[name])
+    if TTL_ATTR in item:
+        check_attribute(TTL_ATTR, item[TTL_ATTR])
+    if not 0 <= bound <= MAX_ITEM_BYTES:
+        check_size(item)
+
+
+def check_size(item: Mapping[str, Value]) -> None:
+    """The 400 KB item size rule, exact (call after the values were checked)."""
+    if item_size(item) > MAX_ITEM_BYTES:
+        key = key_of(item)
+        raise ItemTooLarge(f"item {key.pk}/{key.sk} exceeds the 400 KB item size limit")
+
+
+def json_size_bound(body: str) -> int:
+    """An upper bound of :func:`item_size` for an item stored as compact JSON ``body``.
+
+    Every value's size is at most twice its JSON text (a one-digit number: 2
+    bytes against 1 character; strings, lists and maps add quotes, brackets and
+    separators to their contents), so twice the UTF-8 length bounds the item.
+    """
+    return 2 * _utf8_len(body)
+
+
+def check_updated(
+    item: Mapping[str, Value], updates: Sequence[UpdateOp], stored_bound: int | None
+) -> None:
+    """:func:`check_item` for ``item``, the result of checked ``updates`` applied to
+    a stored (valid) item whose size is at most ``stored_bound`` (``None``: there
+    was none). Only what the updates can break is checked: the size, through a
+    cheap bound first and exactly near the limit, and numbers that ``Add`` pushed
+    beyond 38 digits (the full checks then run, for their exact error)."""
+    if stored_bound is None:
+        key = key_of(item)
+        bound = 4 + _utf8_len(key.pk) + _utf8_len(key.sk)
+    else:
+        bound = stored_bound
+    for op in updates:
+        if isinstance(op, Set):
+            b = _plain_bound(op.value)
+            if b < 0:
+                check_item(item)
+                return
+            bound += _utf8_len(op.attr) + b
+        elif isinstance(op, Add):
+            result = item.get(op.attr)
+            if type(result) is not int or not -_NUMBER_LIMIT < result < _NUMBER_LIMIT:
+                check_item(item)
+                return
+            bound += _utf8_len(op.attr) + _NUMBER_SIZE_BOUND
+    if bound > MAX_ITEM_BYTES:
+        check_size(item)
+
+
+def check_attribute(name: str, value: Value) -> None:
+    """Index key attributes are non-empty strings; ``ttl`` is an integer (or null)."""
+    if name in INDEX_ATTRS and not (isinstance(value, str) and value):
+        raise StoreValidationError(f"index key {name} must be a non-empty string")
+    if (
+        name == TTL_ATTR
+        and value is not None
+        and (not isinstance(value, int) or isinstance(value, bool))
+    ):
+        raise StoreValidationError("ttl must be an integer (epoch seconds)")
+
+
+def check_key(key: Key) -> None:
+    for name, part in (("pk", key.pk), ("sk", key.sk)):
+        if not isinstance(part, str) or not part:
+            raise StoreValidationError(f"key attribute {name} must be a non-empty string")
+        if len(part.encode("utf-8")) > MAX_KEY_BYTES:
+            raise StoreValidationError(f"key attribute {name} exceeds 1024 bytes")
+
+
+def check_name(name: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise StoreValidationError("attribute names must be non-empty strings")
+
+
+def check_condition(condition: Condition) -> None:
+    """Refuse malformed conditions: empty names, floats, numbers beyond 38 digits."""
+    match condition:
+        case Exists(attr) | NotExists(attr):
+            check_name(attr)
+        case Compare(attr, op, value):
+            check_name(attr)
+            if op not in ("=", "<>", "<", "<=", ">", ">="):
+                raise StoreValidationError(f"unknown comparison operator {op!r}")
+            check_value(value, attr)
+        case And(conditions) | Or(conditions):
+            for c in conditions:
+                check_condition(c)
+        case _:
+            raise StoreValidationError(f"unknown condition {condition!r}")
+
+
+def check_update(op: UpdateOp) -> None:
+    check_name(op.attr)
+    if op.attr in KEY_ATTRS:
+        raise StoreValidationError(f"cannot update key attribute {op.attr}")
+    if isinstance(op, Set):
+        if _plain_bound(op.value) < 0:
+            check_value(op.value, op.attr)
+        check_attribute(op.attr, op.value)
+    elif isinstance(op, Add) and (not isinstance(op.amount, int) or isinstance(op.amount, bool)):
+        raise StoreValidationError("Add takes an integer")
+
+
+def check_actions(actions: Sequence[Action], limit: int = MAX_TRANSACTION_ACTIONS) -> None:
+    if not actions:
+        raise StoreValidationError("a transaction needs at least one action")
+    if len(actions) > limit:
+        raise StoreValidationError(
+            f"a transaction holds at most {limit} actions on this store, got {len(actions)}"
+        )
+    seen: set[Key] = set()
+    for action in actions:
+        if isinstance(action, Put):
+            check_item(action.item)
+        else:
+            check_key(action.key)
+        if isinstance(action, Update):
+            for op in action.updates:
+                check_update(op)
+        if action.condition is not None:
+            check_condition(action.condition)
+        k = action_key(action)
+        if k in seen:
+            raise StoreValidationError(
+                f"a transaction cannot touch the same item twice ({k.pk}/{k.sk})"
+            )
+        seen.add(k)
+
+
+def check_batch_write(puts: Sequence[Item], deletes: Sequence[Key]) -> None:
+    """What ``batch_write`` takes: valid whole items and valid keys."""
+    for item in puts:
+        check_item(item)
+    for key in deletes:
+        check_key(key)

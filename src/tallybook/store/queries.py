@@ -1,0 +1,58 @@
+"""What both engines share to answer a query: which attributes key the table
+or an index, and the cursors that continue a page.
+
+A cursor is the key of the last item returned (base-table key plus, on an
+index, the index key), as compact JSON in URL-safe base64: opaque to callers,
+the same on both engines.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+
+from tallybook.errors import StoreValidationError
+from tallybook.store.port import INDEXES, KEY_ATTRS, Item, Value
+
+
+def key_attrs(index: str | None) -> tuple[str, str]:
+    """The partition and sort attributes of the table (``None``) or an index."""
+    if index is None:
+        return KEY_ATTRS
+    if index in INDEXES:
+        return INDEXES[index]
+    raise StoreValidationError(f"unknown index {index!r}; indexes: gsi1, gsi2")
+
+
+def encode_cursor(last_key: Mapping[str, Value]) -> str:
+    raw = json.dumps(dict(last_key), sort_keys=True, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> dict[str, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StoreValidationError("malformed cursor") from exc
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+    ):
+        raise StoreValidationError("malformed cursor")
+    return data
+
+
+def cursor_start(cursor: str, partition: str, pk_attr: str, sk_attr: str) -> dict[str, str]:
+    """The key a page continues after: table key plus index key, of this partition."""
+    last = decode_cursor(cursor)
+    needed = dict.fromkeys((*KEY_ATTRS, pk_attr, sk_attr))
+    if not needed.keys() <= last.keys() or last[pk_attr] != partition:
+        raise StoreValidationError("cursor does not belong to this query")
+    return {name: last[name] for name in needed}
+
+
+def next_cursor(last_item: Item, pk_attr: str, sk_attr: str) -> str:
+    """The cursor of a page that ends with ``last_item``."""
+    attrs = dict.fromkeys((*KEY_ATTRS, pk_attr, sk_attr))
+    return encode_cursor({a: last_item[a] for a in attrs})
