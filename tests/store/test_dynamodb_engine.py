@@ -28,14 +28,10 @@ from tallybook.errors import (
     Throttled,
     TransactionConflict,
 )
-from tallybook.store.dynamodb import (
-    MAX_ATTEMPTS,
-    DynamoStore,
-    Expression,
-    cloudformation_template,
-    compile_sort,
-    fold_updates,
-)
+from tallybook.store.dynamodb import DynamoStore
+from tallybook.store.dynamodb_errors import MAX_ATTEMPTS
+from tallybook.store.dynamodb_expressions import Expression, compile_sort, fold_updates
+from tallybook.store.dynamodb_table import cloudformation_template
 from tallybook.store.port import (
     Add,
     And,

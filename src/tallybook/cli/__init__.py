@@ -26,6 +26,7 @@ app = typer.Typer(
     name="tallybook",
     help="Rewards, loyalty and wallet ledger. Store: --store URL or $TALLYBOOK_STORE "
     "(default sqlite:///./tallybook.db).",
+    epilog="Example: tallybook --store sqlite:///./tallybook.db account show alice --program shop",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -46,19 +47,44 @@ def _global(store: StoreOption = None) -> None:
 
 app.add_typer(table.app, name="table")
 app.add_typer(ledger.account_app, name="account")
-app.command("post")(ledger.post)
+# ignore_unknown_options: a negative adjustment (-5) is an amount, not an option
+app.command("post", context_settings={"ignore_unknown_options": True})(ledger.post)
 app.command("history")(ledger.history)
 app.command("check")(ledger.check)
 app.add_typer(program.app, name="program")
 app.add_typer(keys.app, name="keys")
 app.command("serve")(serve.serve)
-app.add_typer(loyalty_cli.app, name="loyalty")
+app.add_typer(
+    loyalty_cli.app,
+    name="loyalty",
+    epilog="Example: tallybook loyalty earn alice order-1001 4599 --program shop",
+)
 app.command("expire")(loyalty_cli.expire)
-app.add_typer(notifications_cli.app, name="notifications")
-app.add_typer(notifications_cli.events_app, name="events")
-app.add_typer(billing_cli.app, name="billing")
-app.add_typer(report_cli.app, name="report")
-app.add_typer(wallet_cli.app, name="wallet")
+app.add_typer(
+    notifications_cli.app,
+    name="notifications",
+    epilog="Example: tallybook notifications list alice --program shop",
+)
+app.add_typer(
+    notifications_cli.events_app,
+    name="events",
+    epilog="Example: tallybook events ingest events.ndjson --program shop",
+)
+app.add_typer(
+    billing_cli.app,
+    name="billing",
+    epilog="Example: tallybook billing list --program shop --since 2026-01-01T00:00:00Z",
+)
+app.add_typer(
+    report_cli.app,
+    name="report",
+    epilog="Example: tallybook report run --program shop --interval 1h --out ./reports",
+)
+app.add_typer(
+    wallet_cli.app,
+    name="wallet",
+    epilog="Example: tallybook wallet balance alice --program shop",
+)
 app.command("reconcile")(wallet_cli.reconcile)
 app.command("torture")(torture_cli.torture)
 
@@ -69,3 +95,14 @@ def main() -> None:
     except TallybookError as exc:
         typer.secho(f"error: {exc.message}", err=True, fg=typer.colors.RED)
         sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # last resort: one line, never a stack trace (unless asked)
+        if os.environ.get("TALLYBOOK_DEBUG"):
+            raise
+        typer.secho(
+            f"error: unexpected {type(exc).__name__}: {exc} (set TALLYBOOK_DEBUG=1 for details)",
+            err=True,
+            fg=typer.colors.RED,
+        )
+        sys.exit(1)

@@ -9,7 +9,11 @@ import typer
 from tallybook.cli.options import StoreOption
 from tallybook.cli.output import console, err_console, open_ledger, print_json, table
 
-app = typer.Typer(help="Create, revoke and list API keys.", no_args_is_help=True)
+app = typer.Typer(
+    help="Create, revoke and list API keys.",
+    epilog="Example: tallybook keys create --program shop --scopes read,write",
+    no_args_is_help=True,
+)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 ProgramOption = Annotated[

@@ -22,7 +22,11 @@ ProgramOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
-account_app = typer.Typer(help="Open accounts and show their balances.", no_args_is_help=True)
+account_app = typer.Typer(
+    help="Open accounts and show their balances.",
+    epilog="Example: tallybook account open alice --program shop",
+    no_args_is_help=True,
+)
 
 
 @account_app.command("open")
@@ -88,7 +92,7 @@ def post(
     kind: Annotated[PostKind, typer.Argument(help="credit, debit, transfer or adjust.")],
     account: Annotated[str, typer.Argument(help="Account to credit/debit (transfer: source).")],
     fund: Annotated[str, typer.Argument(help="Fund name, e.g. cash or points.")],
-    amount: Annotated[str, typer.Argument(help="Integer minor units (adjust: signed).")],
+    amount: Annotated[str, typer.Argument(help="Integer minor units (adjust: signed, e.g. -5).")],
     program: ProgramOption,
     txn: Annotated[str, typer.Option("--txn", help="Transaction id (idempotency key).")],
     to: Annotated[str | None, typer.Option("--to", help="Transfer destination account.")] = None,
@@ -103,6 +107,7 @@ def post(
     Examples:
       tallybook post credit alice cash 500 --txn t-1 --program shop
       tallybook post transfer alice cash 200 --to bob --txn t-2 --program shop
+      tallybook post adjust alice cash -50 --txn fix-1 --program shop
     """
     try:
         value = int(amount, 10)
@@ -231,8 +236,12 @@ def check(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Verify invariants 1, 3 and 5 (balances = sum of entries, no gaps, each
-    transaction applied once, units conserved); exit 1 on any violation.
+    """Verify invariants 1, 3 and 5; exit 1 on any violation.
+
+    Checks that every balance equals the sum of its entries with gapless
+    sequence numbers, that each transaction was applied once, and that every
+    unit's total is conserved, over one account or a whole program (with a
+    progress bar).
 
     Example: tallybook check --program shop
     """

@@ -9,7 +9,11 @@ import typer
 from tallybook.cli.options import StoreOption
 from tallybook.cli.output import console, open_ledger, print_json, table
 
-app = typer.Typer(help="Create a program and show its funds.", no_args_is_help=True)
+app = typer.Typer(
+    help="Create a program and show its funds.",
+    epilog="Example: tallybook program create shop --currency USD",
+    no_args_is_help=True,
+)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 

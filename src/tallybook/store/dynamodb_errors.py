@@ -1,0 +1,199 @@
+"""DynamoDB's errors in the port's terms, and which of them are retried.
+
+Throttling, transaction conflicts and server errors may be sent again, with
+exponential backoff and full jitter, at most :data:`MAX_ATTEMPTS` times; a
+request of unknown outcome (5xx, lost connection) only when repeating it is
+safe. Everything else becomes one of :mod:`tallybook.errors` at once.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from typing import NoReturn
+
+from botocore.exceptions import (
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ProxyConnectionError,
+)
+
+from tallybook.errors import (
+    ConditionFailed,
+    ConfigError,
+    ItemTooLarge,
+    StoreUnavailable,
+    StoreValidationError,
+    Throttled,
+)
+
+MAX_ATTEMPTS = 8
+BACKOFF_BASE = 0.02
+BACKOFF_CAP = 1.0
+#: actions per transaction on DynamoDB Local builds before 2022
+OLD_LOCAL_LIMIT = 10
+
+_THROTTLE_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "Throttling",
+    }
+)
+_THROTTLE_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
+_CONFLICT_CODES = frozenset({"TransactionConflictException", "TransactionInProgressException"})
+_SERVER_CODES = frozenset({"InternalServerError", "ServiceUnavailable", "InternalFailure"})
+_AUTH_CODES = frozenset(
+    {
+        "UnrecognizedClientException",
+        "AccessDeniedException",
+        "InvalidSignatureException",
+        "ExpiredTokenException",
+        "MissingAuthenticationTokenException",
+        "IncompleteSignatureException",
+    }
+)
+#: connection errors raised before the request left: always safe to send again
+NOT_SENT = (EndpointConnectionError, ConnectTimeoutError, ProxyConnectionError)
+
+
+class RetryableError(Exception):
+    """The request may be sent again."""
+
+    def __init__(self, kind: str, error: Exception) -> None:
+        super().__init__(kind)
+        self.kind = kind  # "throttle" | "conflict" | "server"
+        self.error = error
+
+
+def backoff_delay(attempt: int) -> float:
+    """Seconds to wait before retry ``attempt + 1``: full jitter, capped."""
+    return random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt))
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def error_message(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Message", "")) or error_code(exc)
+
+
+def says_ten_actions(message: str) -> bool:
+    """Whether an endpoint refused a transaction for holding more than 10 actions."""
+    return "length less than or equal to 10" in message
+
+
+def limits_to_ten_actions(exc: ClientError) -> bool:
+    """Whether :func:`translate` reads ``exc`` as an endpoint's 10-action limit."""
+    message = error_message(exc)
+    return (
+        error_code(exc) == "ValidationException"
+        and not _too_large(message)
+        and says_ten_actions(message)
+    )
+
+
+def _cancellation_codes(exc: ClientError) -> list[str | None]:
+    reasons = exc.response.get("CancellationReasons") or []
+    codes: list[str | None] = []
+    for reason in reasons:
+        code = reason.get("Code") if isinstance(reason, Mapping) else None
+        codes.append(None if code in (None, "None", "") else str(code))
+    return codes
+
+
+def _cancellation_messages(exc: ClientError) -> list[str]:
+    reasons = exc.response.get("CancellationReasons") or []
+    return [str(r.get("Message", "")) for r in reasons if isinstance(r, Mapping)]
+
+
+def _too_large(message: str) -> bool:
+    text = message.lower()
+    return "size" in text and "exceed" in text
+
+
+def classify(
+    exc: ClientError, *, idempotent: bool, translate: Callable[[ClientError], Exception]
+) -> NoReturn:
+    """Raise :class:`RetryableError` for a retryable error, else the port's error."""
+    code = error_code(exc)
+    if code == "TransactionCanceledException":
+        codes = _cancellation_codes(exc)
+        if "ConditionalCheckFailed" in codes:
+            failing = codes.index("ConditionalCheckFailed")
+            raise ConditionFailed(
+                f"transaction cancelled: the condition of action {failing} failed", codes
+            )
+        if "ValidationError" in codes:
+            messages = "; ".join(m for m in _cancellation_messages(exc) if m)
+            if _too_large(messages):
+                raise ItemTooLarge(f"an item would exceed the 400 KB limit: {messages}")
+            raise StoreValidationError(f"DynamoDB refused the transaction: {messages}")
+        if "TransactionConflict" in codes:
+            raise RetryableError("conflict", exc)
+        if any(c in _THROTTLE_REASONS for c in codes):
+            raise RetryableError("throttle", exc)
+        raise StoreUnavailable(f"transaction cancelled: {error_message(exc)}")
+    if code == "ConditionalCheckFailedException":
+        raise ConditionFailed("the condition of the write failed", ["ConditionalCheckFailed"])
+    if code in _CONFLICT_CODES:
+        raise RetryableError("conflict", exc)
+    if code in _THROTTLE_CODES:
+        raise RetryableError("throttle", exc)
+    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    if code in _SERVER_CODES or status >= 500:
+        if idempotent:
+            raise RetryableError("server", exc)
+        raise StoreUnavailable(
+            f"DynamoDB failed ({code or status}) during a write, which may or may not "
+            "have been applied; pass a token to make retries safe"
+        )
+    raise translate(exc)
+
+
+def translate(exc: ClientError, *, table: str, endpoint: str | None, url: str) -> Exception:
+    """The port's error for a DynamoDB error that is not retried.
+
+    ``url`` is the store's URL, quoted in the hint to create a missing table.
+    """
+    code = error_code(exc)
+    message = error_message(exc)
+    if code == "ValidationException":
+        if _too_large(message):
+            return ItemTooLarge(f"an item would exceed the 400 KB limit: {message}")
+        if says_ten_actions(message):
+            # DynamoDB Local before 2022 takes 10 actions per transaction, AWS 100
+            return StoreValidationError(
+                f"{endpoint or 'DynamoDB'} refused the transaction's size "
+                f"(this endpoint may allow fewer than 100 actions): {message}"
+            )
+        return StoreValidationError(f"DynamoDB refused the request: {message}")
+    if code == "IdempotentParameterMismatchException":
+        return StoreValidationError(
+            "this transaction token was used in the last ten minutes for a different transaction"
+        )
+    if code == "ResourceNotFoundException":
+        return StoreUnavailable(
+            f"table {table} does not exist; create it with `tallybook table create --store '{url}'`"
+        )
+    if code in _AUTH_CODES:
+        return ConfigError(f"DynamoDB refused the credentials: {message}")
+    if code in _THROTTLE_CODES:
+        return Throttled(f"DynamoDB throttled the request: {message}")
+    return StoreUnavailable(f"DynamoDB error {code}: {message}")
+
+
+def unavailable(exc: Exception, *, where: str) -> Exception:
+    """The port's error for a request that could not be answered at ``where``."""
+    if isinstance(exc, NoCredentialsError):
+        return ConfigError(
+            "no AWS credentials found (environment, ~/.aws, instance role); "
+            "set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE"
+        )
+    if isinstance(exc, ClientError):
+        return StoreUnavailable(f"DynamoDB kept failing: {error_message(exc)}")
+    return StoreUnavailable(f"cannot reach {where}: {exc}")

@@ -1,0 +1,305 @@
+"""The ledger CLI as a user runs it: ``tallybook account|post|history|check``.
+
+Commands run through :func:`tallybook.cli.main` (the console script), so what
+is asserted is what a user sees: one ``error:`` line and an exit code, never a
+stack trace. The walkthrough runs on both engines; input errors and help texts
+do not depend on the engine and run on SQLite only.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+import typer.main
+from rich.console import Console
+from typer.testing import CliRunner
+
+from tallybook.cli import app, main
+from tallybook.ledger import Ledger
+from tallybook.store import keys
+from tallybook.store.port import ItemStore, Set
+
+sqlite_only = pytest.mark.parametrize("engine", ["sqlite"])
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+class Cli:
+    """Runs ``tallybook ARGS`` in-process through ``main()``; returns (code, out, err)."""
+
+    def __init__(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], url: str
+    ) -> None:
+        self.monkeypatch = monkeypatch
+        self.capsys = capsys
+        self.url = url
+
+    def __call__(self, *args: str, store: bool = True) -> tuple[int, str, str]:
+        argv = ["tallybook", *args, *(["--store", self.url] if store else [])]
+        self.monkeypatch.setattr(sys, "argv", argv)
+        self.capsys.readouterr()
+        with pytest.raises(SystemExit) as exited:
+            main()
+        out, err = self.capsys.readouterr()
+        code = exited.value.code
+        return (code if isinstance(code, int) else 1), out, err
+
+    def ok(self, *args: str) -> str:
+        code, out, err = self(*args)
+        assert code == 0, err
+        return out
+
+    def json(self, *args: str) -> object:
+        return json.loads(self.ok(*args, "--json"))
+
+
+@pytest.fixture
+def cli(ledger: Ledger, store: ItemStore, monkeypatch: pytest.MonkeyPatch, capsys) -> Cli:
+    monkeypatch.delenv("TALLYBOOK_STORE", raising=False)
+    monkeypatch.delenv("TALLYBOOK_PROGRAM", raising=False)
+    return Cli(monkeypatch, capsys, store.describe())
+
+
+def test_open_post_show_history_and_check(cli: Cli, ledger: Ledger) -> None:
+    opened = cli.json("account", "open", "alice", "--program", "shop")
+    assert opened == {"account": "alice", "program": "shop", "created": True}
+    assert "was already open" in cli.ok("account", "open", "alice", "--program", "shop")
+    cli.ok("account", "open", "bob", "--program", "shop")
+
+    credit = ["post", "credit", "alice", "cash", "500", "--txn", "t-1", "--program", "shop"]
+    first = cli.json(*credit, "--order", "o-1", "--meta", "channel=pos")
+    assert isinstance(first, dict)
+    assert first["legs"][0] == {
+        "account": "alice",
+        "fund": "cash",
+        "unit": "USD",
+        "amount": 500,
+        "balance": 500,
+        "seq": 1,
+    }
+    assert first["metadata"] == {"channel": "pos"}
+    replayed = cli.ok(*credit, "--order", "o-1", "--meta", "channel=pos")
+    assert "replay: already applied" in replayed
+    transfer = ["post", "transfer", "alice", "cash", "200", "--to", "bob", "--txn", "t-2"]
+    cli.ok(*transfer, "--program", "shop")
+    cli.ok("post", "adjust", "alice", "cash", "-50", "--txn", "t-3", "--program", "shop")
+    cli.ok("post", "debit", "bob", "cash", "20", "--txn", "t-4", "--program", "shop")
+
+    shown = cli.json("account", "show", "alice", "--program", "shop")
+    assert isinstance(shown, dict)
+    cash = next(b for b in shown["balances"] if b["fund"] == "cash")
+    assert (cash["balance"], cash["held"], cash["available"]) == (250, 0, 250)
+    assert ledger.accounts.get("shop", "bob").fund("cash").balance == 180
+
+    page1 = cli.json("history", "alice", "--fund", "cash", "--program", "shop", "--limit", "2")
+    assert isinstance(page1, dict)
+    assert [(e["seq"], e["amount"], e["balance"]) for e in page1["entries"]] == [
+        (3, -50, 250),
+        (2, -200, 300),
+    ]
+    page2 = cli.json(
+        "history", "alice", "--fund", "cash", "--program", "shop", "--limit", "2",
+        "--cursor", page1["cursor"],
+    )  # fmt: skip
+    assert isinstance(page2, dict)
+    assert [e["txn_id"] for e in page2["entries"]] == ["t-1"]
+    assert page2["cursor"] is None
+    oldest = cli.json("history", "alice", "--fund", "cash", "--program", "shop", "--oldest-first")
+    assert isinstance(oldest, dict)
+    assert [e["seq"] for e in oldest["entries"]] == [1, 2, 3]
+    assert "next page: --cursor" in cli.ok(
+        "history", "alice", "--fund", "cash", "--program", "shop", "--limit", "1"
+    )
+
+    report = cli.json("check", "--program", "shop")
+    assert isinstance(report, dict)
+    assert report["violations"] == []
+    assert report["accounts"] == 2
+    assert "ok" in cli.ok("check", "--program", "shop", "--account", "alice")
+
+
+def test_check_exits_1_on_a_violation_and_shows_progress(
+    cli: Cli, ledger: Ledger, store: ItemStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for account in ("alice", "bob", "carol"):
+        ledger.accounts.open("shop", account)
+        ledger.transactions.credit("shop", account, "points", 10, txn_id=f"seed-{account}")
+    progress_out = io.StringIO()
+    monkeypatch.setattr(
+        "tallybook.cli.ledger.err_console",
+        Console(file=progress_out, force_terminal=True, width=100),
+    )
+    assert "ok" in cli.ok("check", "--program", "shop")
+    assert "checking accounts" in progress_out.getvalue()
+
+    head = ledger.accounts.get("shop", "bob")
+    funds = {
+        name: {"balance": s.balance, "held": s.held, "seq": s.seq, "last_us": s.last_us}
+        for name, s in head.funds.items()
+    }
+    funds["points"]["balance"] += 1  # a balance that no longer equals its entries
+    store.update(keys.account_head("shop", "bob"), [Set("funds", funds)])  # type: ignore[arg-type]
+    code, out, _ = cli("check", "--program", "shop")
+    assert code == 1
+    assert "invariant 1: bob/points: balance 11 != sum of entries 10" in out
+    assert "violation(s)" in out
+    code, out, _ = cli("check", "--program", "shop", "--account", "bob")
+    assert code == 1
+    assert cli("check", "--program", "shop", "--account", "alice")[0] == 0
+
+
+POST = ["post", "credit", "alice", "cash"]
+
+
+@sqlite_only
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        ([*POST, "1.5", "--txn", "x"], 2, "amount must be an integer"),
+        ([*POST, "ten", "--txn", "x"], 2, "amount must be an integer"),
+        ([*POST, "0", "--txn", "x"], 2, "amount must be positive"),
+        ([*POST, "-5", "--txn", "x"], 2, "amount must be positive"),
+        ([*POST, "9" * 40, "--txn", "x"], 2, "exceeds the maximum"),
+        ([*POST, "5", "--txn", ""], 2, "transaction id is required"),
+        ([*POST, "5", "--txn", "x" * 200], 2, "longer than 128"),
+        ([*POST, "5", "--txn", "has space"], 2, "may hold only"),
+        ([*POST, "5", "--txn", "x", "--meta", "novalue"], 2, "--meta takes KEY=VALUE"),
+        ([*POST, "5", "--txn", "x", "--to", "bob"], 2, "--to applies to transfers only"),
+        (["post", "transfer", "alice", "cash", "5", "--txn", "x"], 2, "needs --to"),
+        (["post", "credit", "nobody", "cash", "5", "--txn", "x"], 4, "account nobody not found"),
+        (["post", "credit", "alice", "gold", "5", "--txn", "x"], 4, "no fund 'gold'"),
+        (["post", "debit", "alice", "cash", "5000", "--txn", "x"], 3, "insufficient funds"),
+        ([*POST, "7", "--txn", "seed"], 5, "used before with a different request"),
+        (["account", "show", "nobody"], 4, "account nobody not found"),
+        (["history", "alice", "--fund", "cash", "--limit", "0"], 2, "limit must be"),
+        (["history", "alice", "--fund", "cash", "--cursor", "garbage"], 2, "cursor"),
+        (["check", "--account", "nobody"], 4, "account nobody not found"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_bad_input_is_one_line_and_changes_nothing(
+    cli: Cli, ledger: Ledger, args: list[str], code: int, message: str
+) -> None:
+    ledger.accounts.open("shop", "alice")
+    ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="seed")
+    got, out, err = cli(*args, "--program", "shop")
+    assert got == code, (out, err)
+    assert message in err
+    assert err.startswith("error: ")
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in out + err
+    assert ledger.accounts.get("shop", "alice").fund("cash").balance == 100
+    assert [e.txn_id for e in ledger.accounts.iter_history("shop", "alice", "cash")] == ["seed"]
+
+
+@sqlite_only
+def test_usage_errors_name_the_problem(cli: Cli) -> None:
+    code, _, err = cli(*POST, "5", "--program", "shop")
+    assert code == 2
+    assert "Missing option '--txn'" in err
+    code, _, err = cli(*POST, "5", "--txn", "x", "--program", "nope")
+    assert (code, err.strip()) == (4, "error: program nope not found")
+
+
+@sqlite_only
+def test_store_problems_are_one_line(cli: Cli, tmp_path: Path) -> None:
+    cases = {
+        "mysql://db": "accepted: sqlite:///PATH.db",
+        "sqlite://relative.db": "accepted: sqlite:///PATH.db",
+        f"sqlite:///{tmp_path}/missing/dir/x.db": "does not exist",
+    }
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"this is not an SQLite file " * 200)
+    cases[f"sqlite:///{corrupt}"] = "error: "
+    for url, message in cases.items():
+        code, out, err = cli(
+            "account", "show", "alice", "--program", "shop", "--store", url, store=False
+        )
+        assert code != 0, url
+        assert message in err, (url, err)
+        assert len(err.strip().splitlines()) == 1, err
+        assert "Traceback" not in out + err
+
+
+@sqlite_only
+def test_a_read_only_store_refuses_writes_in_one_line(
+    cli: Cli, ledger: Ledger, tmp_path: Path
+) -> None:
+    ledger.accounts.open("shop", "alice")
+    ledger.store.close()
+    db = tmp_path / "tallybook.db"
+    for name in os.listdir(tmp_path):
+        (tmp_path / name).chmod(0o444)
+    tmp_path.chmod(0o555)
+    try:
+        if os.access(db, os.W_OK):
+            pytest.skip("running as a user who may write read-only files (root)")
+        code, out, err = cli(
+            "post", "credit", "alice", "cash", "5", "--txn", "ro", "--program", "shop"
+        )
+        assert code != 0
+        assert err.startswith("error: ")
+        assert "Traceback" not in out + err
+    finally:
+        tmp_path.chmod(0o755)
+
+
+def _commands(command: Any, path: list[str]) -> Iterator[list[str]]:
+    """Every command path under ``command`` (typer vendors click: duck-typed)."""
+    yield path
+    if hasattr(command, "list_commands"):
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            yield from _commands(command.get_command(ctx, name), [*path, name])
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    runner = CliRunner()
+    paths = list(_commands(typer.main.get_command(app), []))
+    names = {" ".join(p) for p in paths}
+    assert {"", "account open", "account show", "post", "history", "check", "serve"} <= names
+    assert {
+        "table create",
+        "table template",
+        "keys create",
+        "keys revoke",
+        "program create",
+    } <= names
+    for path in paths:
+        if path == ["loyalty", "config"]:
+            continue  # a nested group of the loyalty CLI: its leaf commands carry examples
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "Example" in result.output, f"tallybook {' '.join(path)} --help has no example"
+
+
+def test_readme_cli_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    """The README's ``## CLI`` block, run with the installed console script."""
+    text = README.read_text()
+    section = text[text.index("## CLI") :]
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.S)
+    assert block is not None
+    bindir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("TALLYBOOK_STORE", None)
+    env.pop("TALLYBOOK_PROGRAM", None)
+    result = subprocess.run(
+        ["bash", "-c", "set -e\n" + block.group(1)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok" in result.stdout.splitlines()[-1]
+    assert (tmp_path / "tallybook.db").exists()
