@@ -45,7 +45,11 @@ def _global(store: StoreOption = None) -> None:
         os.environ["TALLYBOOK_STORE"] = store
 
 
-app.add_typer(table.app, name="table")
+app.add_typer(
+    table.app,
+    name="table",
+    epilog="Example: tallybook table create --store 'dynamodb://ledger?region=eu-west-1'",
+)
 app.add_typer(ledger.account_app, name="account")
 # ignore_unknown_options: a negative adjustment (-5) is an amount, not an option
 app.command("post", context_settings={"ignore_unknown_options": True})(ledger.post)
