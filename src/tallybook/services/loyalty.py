@@ -20,163 +20,78 @@ replays the first result, and looking an order up is a single get.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from tallybook.domain.ids import check_id
 from tallybook.domain.loyalty import LoyaltyConfig, parse_config, quote
-from tallybook.domain.model import ISSUANCE, REDEMPTION, Leg, Program, Transaction, TxnType
+from tallybook.domain.model import ISSUANCE, REDEMPTION, Leg, Transaction, TxnType
 from tallybook.domain.money import check_amount
 from tallybook.domain.tiers import (
     NEVER,
     MemberState,
     TierDecision,
-    decide_tier,
     lot_expiry,
-    qualifying_points,
     record_earn,
 )
 from tallybook.errors import (
     ConditionFailed,
     ConfigError,
+    IdempotencyConflict,
     InsufficientFunds,
     NotFound,
     ValidationError,
 )
 from tallybook.services.accounts import check_limit
-from tallybook.services.codec import iso, parse_iso, to_us
-from tallybook.services.events import LedgerEvent
+from tallybook.services.codec import iso
 from tallybook.services.loyalty_lots import ExpiringLot, expiry_day, lot_shard, read_lots
+from tallybook.services.loyalty_tiers import (
+    announce,
+    apply_tier,
+    member_status,
+    tier_history,
+    tier_members,
+)
+from tallybook.services.loyalty_values import (
+    MAX_ORDER_ID,
+    ORDER_PREFIX,
+    EarnResult,
+    MemberPage,
+    MemberStatus,
+    OrderLookup,
+    RedeemResult,
+    TierChange,
+    TierChangePage,
+    config_of,
+    order_txn_id,
+    scoped_txn_id,
+)
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.transactions import body_of
 from tallybook.store import keys
-from tallybook.store.port import Item, NotExists, Put, SortCondition, Value
+from tallybook.store.port import Item, NotExists, Put
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
     from tallybook.services.loyalty_jobs import ExpiryReport, Progress, ReviewReport
 
-ORDER_PREFIX = "order:"
-MAX_ORDER_ID = 128 - len(ORDER_PREFIX)
-
-
-def order_txn_id(order_id: str) -> str:
-    """The transaction id of an order's earn (the idempotency key)."""
-    check_id(order_id, "order id")
-    if len(order_id) > MAX_ORDER_ID:
-        raise ValidationError(f"order id is longer than {MAX_ORDER_ID} characters")
-    return ORDER_PREFIX + order_id
-
-
-def scoped_txn_id(prefix: str, account: str, suffix: str) -> str:
-    """``prefix:account:suffix``, hashing the account when the id would be too long."""
-    txn = f"{prefix}:{account}:{suffix}"
-    if len(txn) <= 128:
-        return txn
-    return f"{prefix}:{hashlib.sha256(account.encode()).hexdigest()[:32]}:{suffix}"
-
-
-@dataclass(frozen=True, slots=True)
-class EarnResult:
-    order_id: str
-    account: str
-    points: int
-    tier: str
-    previous_tier: str | None
-    lot_expires: str | None
-    campaigns: tuple[str, ...]
-    transaction: Transaction
-
-    @property
-    def replay(self) -> bool:
-        return self.transaction.replay
-
-    @staticmethod
-    def of(txn: Transaction) -> EarnResult:
-        d = txn.details
-        return EarnResult(
-            order_id=cast(str, txn.order_id),
-            account=d["account"],
-            points=d["points"],
-            tier=d["tier"],
-            previous_tier=d.get("previous_tier"),
-            lot_expires=d.get("lot_expires"),
-            campaigns=tuple(d.get("campaigns") or ()),
-            transaction=txn,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class RedeemResult:
-    account: str
-    reward_id: str
-    points: int
-    balance: int
-    tier: str
-    previous_tier: str | None
-    transaction: Transaction
-
-    @property
-    def replay(self) -> bool:
-        return self.transaction.replay
-
-    @staticmethod
-    def of(txn: Transaction) -> RedeemResult:
-        d = txn.details
-        return RedeemResult(
-            account=d["account"],
-            reward_id=d["reward_id"],
-            points=d["points"],
-            balance=d["balance"],
-            tier=d["tier"],
-            previous_tier=d.get("previous_tier"),
-            transaction=txn,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class MemberStatus:
-    account: str
-    tier: str
-    qualifying_points: int
-    balance: int
-    available: int
-    lifetime_points: int
-    qualified_at: datetime | None
-    next_tier: str | None
-    points_to_next_tier: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class TierChange:
-    at: datetime
-    previous: str | None
-    tier: str
-    reason: str
-    txn_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class TierChangePage:
-    changes: list[TierChange]
-    cursor: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class MemberPage:
-    accounts: list[str]
-    cursor: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class OrderLookup:
-    order_id: str
-    account: str
-    points: int
-    transaction: Transaction
+__all__ = [
+    "MAX_ORDER_ID",
+    "ORDER_PREFIX",
+    "EarnResult",
+    "LoyaltyService",
+    "MemberPage",
+    "MemberStatus",
+    "OrderLookup",
+    "RedeemResult",
+    "TierChange",
+    "TierChangePage",
+    "config_of",
+    "order_txn_id",
+    "scoped_txn_id",
+]
 
 
 class LoyaltyService:
@@ -296,7 +211,13 @@ class LoyaltyService:
             )
             return p
 
-        txn = self.ledger.engine.commit(program, txn_id, body, plan, lock=[account])
+        try:
+            txn = self.ledger.engine.commit(program, txn_id, body, plan, lock=[account])
+        except IdempotencyConflict:
+            raise IdempotencyConflict(
+                f"order {order_id} already earned points with a different request "
+                "(account, amount, currency or time); an order earns once"
+            ) from None
         result = EarnResult.of(txn)
         self._announce(txn, account)
         return result
@@ -377,88 +298,23 @@ class LoyaltyService:
         reason: str,
     ) -> TierDecision:
         """Decide the member's tier and add the state, index and history writes to ``plan``."""
-        qualifying = qualifying_points(cfg, state, snap.now, balance)
-        decision = decide_tier(cfg, state, qualifying, snap.now)
-        new_state = replace(state, tier=decision.tier, qualified_at=decision.qualified_at)
-        plan.attrs[account] = {"loyalty": cast(Value, new_state.to_value())}
-        if decision.changed:
-            plan.head_sets[account] = {
-                "gsi1pk": keys.tier_index(snap.program.id, decision.tier),
-                "gsi1sk": account,
-            }
-            row: Item = {
-                **keys.tier_log(snap.program.id, account, to_us(snap.now), txn_id).as_item(),
-                "account": account,
-                "previous": decision.previous,
-                "tier": decision.tier,
-                "reason": reason,
-                "txn_id": txn_id,
-                "at": iso(snap.now),
-            }
-            plan.actions.append(Put(row))
-        plan.details["tier_changed"] = decision.changed
-        return decision
+        return apply_tier(plan, snap, cfg, account, state, balance, txn_id, reason)
 
     def status(self, program: str, account: str) -> MemberStatus:
         """A member's tier, qualifying points and balance: one read of the account head."""
-        cfg = self.config(program)
-        acct = self.ledger.accounts.get(program, account)
-        state = MemberState.from_value(acct.attributes.get("loyalty"))
-        fund = acct.fund(cfg.fund)
-        now = self.ledger.clock.now()
-        qualifying = qualifying_points(cfg, state, now, fund.balance)
-        tier = cfg.tier(state.tier)
-        rank = cfg.rank(tier.name)
-        nxt = cfg.tiers[rank + 1] if rank + 1 < len(cfg.tiers) else None
-        return MemberStatus(
-            account=account,
-            tier=tier.name,
-            qualifying_points=qualifying,
-            balance=fund.balance,
-            available=fund.available,
-            lifetime_points=state.lifetime,
-            qualified_at=state.qualified_at,
-            next_tier=nxt.name if nxt else None,
-            points_to_next_tier=max(0, nxt.threshold - qualifying) if nxt else None,
-        )
+        return member_status(self.ledger, program, account)
 
     def tier_history(
         self, program: str, account: str, *, limit: int = 50, cursor: str | None = None
     ) -> TierChangePage:
         """Every tier change of a member, newest first."""
-        check_id(account, "account")
-        check_limit(limit)
-        page = self.store.query(
-            keys.account_partition(program, account),
-            SortCondition.begins_with(keys.TIER_LOG_PREFIX),
-            forward=False,
-            limit=limit,
-            cursor=cursor,
-        )
-        changes = [
-            TierChange(
-                at=parse_iso(cast(str, i["at"])),
-                previous=cast(str | None, i.get("previous")),
-                tier=cast(str, i["tier"]),
-                reason=cast(str, i["reason"]),
-                txn_id=cast(str, i["txn_id"]),
-            )
-            for i in page.items
-        ]
-        return TierChangePage(changes, page.cursor)
+        return tier_history(self.ledger, program, account, limit=limit, cursor=cursor)
 
     def members(
         self, program: str, tier: str, *, limit: int = 100, cursor: str | None = None
     ) -> MemberPage:
         """Members of ``tier``, by account id, one page at a time (index, eventually consistent)."""
-        cfg = self.config(program)
-        if all(t.name != tier for t in cfg.tiers):
-            raise NotFound(f"program {program} has no tier {tier!r}")
-        check_limit(limit)
-        page = self.store.query(
-            keys.tier_index(program, tier), index="gsi1", limit=limit, cursor=cursor
-        )
-        return MemberPage([cast(str, i["account"]) for i in page.items], page.cursor)
+        return tier_members(self.ledger, program, tier, limit=limit, cursor=cursor)
 
     # -- lots, expiry, orders -----------------------------------------------
 
@@ -528,29 +384,4 @@ class LoyaltyService:
         return item
 
     def _announce(self, txn: Transaction, account: str) -> None:
-        """Raise TierChanged for a fresh (not replayed) change, except first enrolment
-        into the base tier."""
-        d = txn.details
-        if txn.replay or not d.get("tier_changed"):
-            return
-        if d.get("previous_tier") is None and d["tier"] == self.config(txn.program).base_tier.name:
-            return
-        self.ledger.events.publish(
-            LedgerEvent(
-                txn.program,
-                account,
-                "TierChanged",
-                {"previous": d.get("previous_tier"), "tier": d["tier"], "txn_id": txn.id},
-                source_id=txn.id,
-            )
-        )
-
-
-def config_of(program: Program) -> LoyaltyConfig:
-    raw = program.settings.get("loyalty")
-    if raw is None:
-        raise ConfigError(
-            f"program {program.id} has no loyalty configuration; load one with "
-            "'tallybook loyalty config load FILE.toml'"
-        )
-    return parse_config(raw, source=f"program {program.id} loyalty settings")
+        announce(self.ledger, txn, account)

@@ -205,7 +205,7 @@ class ExpiryJob:
 
 
 def _expire_txn(account: str, last: int) -> str:
-    from tallybook.services.loyalty import scoped_txn_id
+    from tallybook.services.loyalty_values import scoped_txn_id
 
     return scoped_txn_id("expire", account, str(last))
 
@@ -242,7 +242,7 @@ def _review(service: LoyaltyService, program: str, account: str) -> bool:
         head = service.ledger.accounts.get(program, account)
     except NotFound:
         return False
-    from tallybook.services.loyalty import config_of, scoped_txn_id
+    from tallybook.services.loyalty_values import config_of, scoped_txn_id
 
     cfg = config_of(service.ledger.programs.get(program))
     state = MemberState.from_value(head.attributes.get("loyalty"))

@@ -1,0 +1,154 @@
+"""Tiers: the tier decision inside a posting plan, the TierChanged event, and the
+tier reads (a member's status, their tier history, members of a tier by index).
+
+A tier change is written in the same transaction as the earn, redeem, expiry or
+review that causes it: the member state in the head, the tier index keys on
+the head (``gsi1pk = TIER#{program}#{tier}``) and a history row ``TL#...``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, cast
+
+from tallybook.domain.ids import check_id
+from tallybook.domain.loyalty import LoyaltyConfig
+from tallybook.domain.model import Transaction
+from tallybook.domain.tiers import MemberState, TierDecision, decide_tier, qualifying_points
+from tallybook.errors import NotFound
+from tallybook.services.accounts import check_limit
+from tallybook.services.codec import iso, parse_iso, to_us
+from tallybook.services.events import LedgerEvent
+from tallybook.services.loyalty_values import (
+    MemberPage,
+    MemberStatus,
+    TierChange,
+    TierChangePage,
+    config_of,
+)
+from tallybook.services.postings import Plan, Snapshot
+from tallybook.store import keys
+from tallybook.store.port import Item, Put, SortCondition, Value
+
+if TYPE_CHECKING:
+    from tallybook.ledger import Ledger
+
+
+def apply_tier(
+    plan: Plan,
+    snap: Snapshot,
+    cfg: LoyaltyConfig,
+    account: str,
+    state: MemberState,
+    balance: int,
+    txn_id: str,
+    reason: str,
+) -> TierDecision:
+    """Decide the member's tier and add the state, index and history writes to ``plan``."""
+    qualifying = qualifying_points(cfg, state, snap.now, balance)
+    decision = decide_tier(cfg, state, qualifying, snap.now)
+    new_state = replace(state, tier=decision.tier, qualified_at=decision.qualified_at)
+    plan.attrs[account] = {"loyalty": cast(Value, new_state.to_value())}
+    if decision.changed:
+        plan.head_sets[account] = {
+            "gsi1pk": keys.tier_index(snap.program.id, decision.tier),
+            "gsi1sk": account,
+        }
+        row: Item = {
+            **keys.tier_log(snap.program.id, account, to_us(snap.now), txn_id).as_item(),
+            "account": account,
+            "previous": decision.previous,
+            "tier": decision.tier,
+            "reason": reason,
+            "txn_id": txn_id,
+            "at": iso(snap.now),
+        }
+        plan.actions.append(Put(row))
+    plan.details["tier_changed"] = decision.changed
+    return decision
+
+
+def announce(ledger: Ledger, txn: Transaction, account: str) -> None:
+    """Raise TierChanged for a fresh (not replayed) change, except first enrolment
+    into the base tier."""
+    d = txn.details
+    if txn.replay or not d.get("tier_changed"):
+        return
+    base = config_of(ledger.programs.get(txn.program)).base_tier.name
+    if d.get("previous_tier") is None and d["tier"] == base:
+        return
+    ledger.events.publish(
+        LedgerEvent(
+            txn.program,
+            account,
+            "TierChanged",
+            {"previous": d.get("previous_tier"), "tier": d["tier"], "txn_id": txn.id},
+            source_id=txn.id,
+        )
+    )
+
+
+def member_status(ledger: Ledger, program: str, account: str) -> MemberStatus:
+    """A member's tier, qualifying points and balance: one read of the account head."""
+    cfg = config_of(ledger.programs.get(program))
+    acct = ledger.accounts.get(program, account)
+    state = MemberState.from_value(acct.attributes.get("loyalty"))
+    fund = acct.fund(cfg.fund)
+    now = ledger.clock.now()
+    qualifying = qualifying_points(cfg, state, now, fund.balance)
+    tier = cfg.tier(state.tier)
+    rank = cfg.rank(tier.name)
+    nxt = cfg.tiers[rank + 1] if rank + 1 < len(cfg.tiers) else None
+    return MemberStatus(
+        account=account,
+        tier=tier.name,
+        qualifying_points=qualifying,
+        balance=fund.balance,
+        available=fund.available,
+        lifetime_points=state.lifetime,
+        qualified_at=state.qualified_at,
+        next_tier=nxt.name if nxt else None,
+        points_to_next_tier=max(0, nxt.threshold - qualifying) if nxt else None,
+    )
+
+
+def tier_history(
+    ledger: Ledger, program: str, account: str, *, limit: int = 50, cursor: str | None = None
+) -> TierChangePage:
+    """Every tier change of a member, newest first; an unknown member is NotFound."""
+    check_id(account, "account")
+    check_limit(limit)
+    page = ledger.store.query(
+        keys.account_partition(program, account),
+        SortCondition.begins_with(keys.TIER_LOG_PREFIX),
+        forward=False,
+        limit=limit,
+        cursor=cursor,
+    )
+    if not page.items and cursor is None:
+        ledger.accounts.get(program, account)  # an unknown member is a 404, not []
+    changes = [
+        TierChange(
+            at=parse_iso(cast(str, i["at"])),
+            previous=cast(str | None, i.get("previous")),
+            tier=cast(str, i["tier"]),
+            reason=cast(str, i["reason"]),
+            txn_id=cast(str, i["txn_id"]),
+        )
+        for i in page.items
+    ]
+    return TierChangePage(changes, page.cursor)
+
+
+def tier_members(
+    ledger: Ledger, program: str, tier: str, *, limit: int = 100, cursor: str | None = None
+) -> MemberPage:
+    """Members of ``tier``, by account id, one page at a time (index, eventually consistent)."""
+    cfg = config_of(ledger.programs.get(program))
+    if all(t.name != tier for t in cfg.tiers):
+        raise NotFound(f"program {program} has no tier {tier!r}")
+    check_limit(limit)
+    page = ledger.store.query(
+        keys.tier_index(program, tier), index="gsi1", limit=limit, cursor=cursor
+    )
+    return MemberPage([cast(str, i["account"]) for i in page.items], page.cursor)

@@ -1,0 +1,146 @@
+"""What the loyalty service returns, and how it derives ids and reads its rules.
+
+An earn's transaction id is ``order:{order_id}`` (:func:`order_txn_id`), so
+earning an order twice replays the first result and an order lookup is one get.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import cast
+
+from tallybook.domain.ids import check_id
+from tallybook.domain.loyalty import LoyaltyConfig, parse_config
+from tallybook.domain.model import Program, Transaction
+from tallybook.errors import ConfigError, ValidationError
+
+ORDER_PREFIX = "order:"
+MAX_ORDER_ID = 128 - len(ORDER_PREFIX)
+
+
+def order_txn_id(order_id: str) -> str:
+    """The transaction id of an order's earn (the idempotency key)."""
+    check_id(order_id, "order id")
+    if len(order_id) > MAX_ORDER_ID:
+        raise ValidationError(f"order id is longer than {MAX_ORDER_ID} characters")
+    return ORDER_PREFIX + order_id
+
+
+def scoped_txn_id(prefix: str, account: str, suffix: str) -> str:
+    """``prefix:account:suffix``, hashing the account when the id would be too long."""
+    txn = f"{prefix}:{account}:{suffix}"
+    if len(txn) <= 128:
+        return txn
+    return f"{prefix}:{hashlib.sha256(account.encode()).hexdigest()[:32]}:{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class EarnResult:
+    order_id: str
+    account: str
+    points: int
+    tier: str
+    previous_tier: str | None
+    lot_expires: str | None
+    campaigns: tuple[str, ...]
+    transaction: Transaction
+
+    @property
+    def replay(self) -> bool:
+        return self.transaction.replay
+
+    @staticmethod
+    def of(txn: Transaction) -> EarnResult:
+        d = txn.details
+        return EarnResult(
+            order_id=cast(str, txn.order_id),
+            account=d["account"],
+            points=d["points"],
+            tier=d["tier"],
+            previous_tier=d.get("previous_tier"),
+            lot_expires=d.get("lot_expires"),
+            campaigns=tuple(d.get("campaigns") or ()),
+            transaction=txn,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RedeemResult:
+    account: str
+    reward_id: str
+    points: int
+    balance: int
+    tier: str
+    previous_tier: str | None
+    transaction: Transaction
+
+    @property
+    def replay(self) -> bool:
+        return self.transaction.replay
+
+    @staticmethod
+    def of(txn: Transaction) -> RedeemResult:
+        d = txn.details
+        return RedeemResult(
+            account=d["account"],
+            reward_id=d["reward_id"],
+            points=d["points"],
+            balance=d["balance"],
+            tier=d["tier"],
+            previous_tier=d.get("previous_tier"),
+            transaction=txn,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MemberStatus:
+    account: str
+    tier: str
+    qualifying_points: int
+    balance: int
+    available: int
+    lifetime_points: int
+    qualified_at: datetime | None
+    next_tier: str | None
+    points_to_next_tier: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TierChange:
+    at: datetime
+    previous: str | None
+    tier: str
+    reason: str
+    txn_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TierChangePage:
+    changes: list[TierChange]
+    cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberPage:
+    accounts: list[str]
+    cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class OrderLookup:
+    order_id: str
+    account: str
+    points: int
+    transaction: Transaction
+
+
+def config_of(program: Program) -> LoyaltyConfig:
+    raw = program.settings.get("loyalty")
+    if raw is None:
+        raise ConfigError(
+            f"program {program.id} has no loyalty configuration; load one with "
+            "'tallybook loyalty config load FILE.toml'"
+        )
+    return parse_config(raw, source=f"program {program.id} loyalty settings")
