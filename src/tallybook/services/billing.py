@@ -13,14 +13,13 @@ with a condition check on the program's billing state row (``closed_billing``
 bucket instead and flagged ``late``. Records of the current bucket skip the
 check (it would make the state row a hot item); they rely on the report's
 grace window being longer than a write takes plus clock skew between hosts.
+
+Rows and cursors are built in ``billing_rows``, the state row is read and
+created in ``billing_state``, reports are written by ``reports``.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import json
-import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,33 +37,33 @@ from tallybook.domain.billing import (
     check_time,
     draft_from_mapping,
     epoch,
-    from_epoch,
     iso,
     new_record,
-    parse_iso,
 )
+from tallybook.domain.ids import check_id
 from tallybook.domain.postings import fingerprint
-from tallybook.domain.reports import ALL_KINDS
 from tallybook.errors import (
     ConditionFailed,
     IdempotencyConflict,
     InvalidState,
+    NotFound,
     StoreValidationError,
     TallybookError,
     TooManyRetries,
     ValidationError,
 )
-from tallybook.store import keys
-from tallybook.store.port import (
-    Action,
-    Compare,
-    ConditionCheck,
-    Item,
-    NotExists,
-    Put,
-    Set,
-    Value,
+from tallybook.services.accounts import check_limit
+from tallybook.services.billing_rows import (
+    bucket_label,
+    decode_cursor,
+    encode_cursor,
+    open_check,
+    record_actions,
+    record_from_item,
 )
+from tallybook.services.billing_state import BillingState, create_state, read_state
+from tallybook.store import keys
+from tallybook.store.port import Action, Set, Value
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
@@ -78,18 +77,6 @@ SMALL_BATCH = 4
 MAX_LIST_BUCKETS = 10_000
 QUERY_PAGE = 1000
 _ATTEMPTS = 8
-
-
-@dataclass(frozen=True, slots=True)
-class BillingState:
-    """The program's billing state row: settings and, per report kind, the
-    checkpoint (end of the last reported window) and the closed mark (end of
-    the window being reported; records no longer enter buckets before it)."""
-
-    config: BillingConfig
-    start: int
-    checkpoints: dict[str, int]
-    closed: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,28 +99,6 @@ class IngestSummary:
 
 
 Progress = Callable[[int], None]
-
-
-def bucket_label(seconds: int) -> str:
-    return from_epoch(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def record_from_item(item: Mapping[str, Value], *, replay: bool = False) -> BillingRecord:
-    return BillingRecord(
-        program=cast(str, item["program"]),
-        id=cast(str, item["record_id"]),
-        partner=cast(str, item["partner"]),
-        order_id=cast(str, item["order_id"]),
-        amount=cast(int, item["amount"]),
-        currency=cast(str, item["currency"]),
-        rate=cast(str, item["rate"]),
-        commission=cast(int, item["commission"]),
-        time=parse_iso(cast(str, item["time"])),
-        bucket=parse_iso(cast(str, item["bucket"])),
-        ingested_at=parse_iso(cast(str, item["ingested_at"])),
-        late=bool(item.get("late")),
-        replay=replay,
-    )
 
 
 class BillingService:
@@ -194,38 +159,14 @@ class BillingService:
         return found if found is not None else self._create_state(program, BillingConfig(), None)
 
     def _read_state(self, program: str) -> BillingState | None:
-        item = self.store.get(keys.billing_state(program))
-        if item is None:
-            return None
-        config = BillingConfig(cast(int, item["bucket_seconds"]), cast(int, item["grace_seconds"]))
-        self._buckets[program] = config.bucket_seconds
-        return BillingState(
-            config=config,
-            start=cast(int, item["start"]),
-            checkpoints={k: cast(int, item[f"ckpt_{k}"]) for k in ALL_KINDS},
-            closed={k: cast(int, item[f"closed_{k}"]) for k in ALL_KINDS},
-        )
+        found = read_state(self.store, program)
+        if found is not None:
+            self._buckets[program] = found.config.bucket_seconds
+        return found
 
     def _create_state(self, program: str, config: BillingConfig, start: int | None) -> BillingState:
-        first = (
-            start
-            if start is not None
-            else bucket_start(epoch(self.clock.now()), config.bucket_seconds)
-        )
-        item: Item = {
-            **keys.billing_state(program).as_item(),
-            "program": program,
-            "bucket_seconds": config.bucket_seconds,
-            "grace_seconds": config.grace_seconds,
-            "start": first,
-        }
-        for kind in ALL_KINDS:
-            item[f"ckpt_{kind}"] = first
-            item[f"closed_{kind}"] = first
-        with contextlib.suppress(ConditionFailed):
-            self.store.put(item, NotExists("pk"))
-        found = self._read_state(program)
-        assert found is not None
+        found = create_state(self.store, program, config, start, self.clock.now())
+        self._buckets[program] = found.config.bucket_seconds
         return found
 
     def bucket_seconds(self, program: str) -> int:
@@ -267,7 +208,7 @@ class BillingService:
         target = bucket_start(epoch(draft.time), size)
         late = False
         for _ in range(_ATTEMPTS):
-            actions, record = self._actions(program, draft, target, late, now, size)
+            actions, record = record_actions(program, draft, target, late, now, size)
             try:
                 self.store.transact_write(actions)
             except ConditionFailed as exc:
@@ -332,12 +273,12 @@ class BillingService:
         earliest_late: int | None = None
         for _, draft in batch:
             target = bucket_start(epoch(draft.time), size)
-            actions.extend(self._actions(program, draft, target, False, now, size)[0][:2])
+            actions.extend(record_actions(program, draft, target, False, now, size)[0][:2])
             if target + size <= epoch(now):
                 earliest_late = min(target, earliest_late if earliest_late is not None else target)
         if earliest_late is not None:
             # one check covers every late record of the batch: the earliest bucket is open
-            actions.append(_open_check(program, earliest_late))
+            actions.append(open_check(program, earliest_late))
         try:
             self.store.transact_write(actions)
         except StoreValidationError:
@@ -361,60 +302,6 @@ class BillingService:
                 summary.late += record.late and not record.replay
             return
         summary.created += len(batch)
-
-    def _actions(
-        self,
-        program: str,
-        draft: RecordDraft,
-        target: int,
-        late: bool,
-        now: datetime,
-        size: int,
-    ) -> tuple[list[Action], BillingRecord]:
-        record = BillingRecord(
-            program=program,
-            id=draft.id,
-            partner=draft.partner,
-            order_id=draft.order_id,
-            amount=draft.amount,
-            currency=draft.currency,
-            rate=draft.rate,
-            commission=draft.commission,
-            time=draft.time,
-            bucket=from_epoch(target),
-            ingested_at=now,
-            late=late,
-        )
-        body: dict[str, Value] = {
-            "program": program,
-            "record_id": draft.id,
-            "partner": draft.partner,
-            "order_id": draft.order_id,
-            "amount": draft.amount,
-            "currency": draft.currency,
-            "rate": draft.rate,
-            "commission": record.commission,
-            "time": iso(draft.time),
-            "bucket": iso(record.bucket),
-            "ingested_at": iso(now),
-            "late": late,
-        }
-        row: Item = {
-            "pk": keys.billing_bucket(program, bucket_label(target)),
-            "sk": f"{iso(draft.time)}#{secrets.token_hex(6)}",
-            **body,
-        }
-        id_row: Item = {
-            **keys.billing_record_id(program, draft.id).as_item(),
-            "fingerprint": fingerprint(draft.body()),
-            "record": body,
-            "record_pk": row["pk"],
-            "record_sk": row["sk"],
-        }
-        actions: list[Action] = [Put(id_row, NotExists("pk")), Put(row, NotExists("pk"))]
-        if target + size <= epoch(now):
-            actions.append(_open_check(program, target))
-        return actions, record
 
     def _first_open(self, program: str, now: datetime, size: int) -> int:
         state = self.state(program)
@@ -441,9 +328,6 @@ class BillingService:
 
     def get(self, program: str, record_id: str) -> BillingRecord:
         """A record by id (one request, through its idempotency row)."""
-        from tallybook.domain.ids import check_id
-        from tallybook.errors import NotFound
-
         check_id(record_id, "record id")
         item = self.store.get(keys.billing_record_id(program, record_id))
         if item is None:
@@ -468,8 +352,6 @@ class BillingService:
         """Records filed in the buckets from ``since`` (its bucket) up to ``until``
         (exclusive), bucket by bucket; late records appear in the bucket they
         were filed under. Pages with ``cursor``."""
-        from tallybook.services.accounts import check_limit
-
         check_limit(limit)
         size = self.bucket_seconds(program)
         low = bucket_start(epoch(check_time(since, "since")), size)
@@ -478,7 +360,7 @@ class BillingService:
             raise ValidationError("'since' must be before 'until'")
         if (high - low) // size > MAX_LIST_BUCKETS:
             raise ValidationError(f"a listing spans at most {MAX_LIST_BUCKETS} buckets")
-        bucket, inner = (low, None) if cursor is None else _decode_cursor(cursor)
+        bucket, inner = (low, None) if cursor is None else decode_cursor(cursor)
         out: list[BillingRecord] = []
         while bucket < high:
             page = self.store.query(
@@ -492,26 +374,5 @@ class BillingService:
                 bucket += size
             if len(out) >= limit:
                 more = bucket < high
-                return RecordPage(out, _encode_cursor(bucket, inner) if more else None)
+                return RecordPage(out, encode_cursor(bucket, inner) if more else None)
         return RecordPage(out, None)
-
-
-def _open_check(program: str, bucket: int) -> ConditionCheck:
-    """The bucket starting at ``bucket`` is not in a closed (reported) window."""
-    return ConditionCheck(keys.billing_state(program), Compare("closed_billing", "<=", bucket))
-
-
-def _encode_cursor(bucket: int, inner: str | None) -> str:
-    raw = json.dumps({"b": bucket, "c": inner}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[int, str | None]:
-    try:
-        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        bucket, inner = data["b"], data["c"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValidationError("malformed cursor") from exc
-    if not isinstance(bucket, int) or not (inner is None or isinstance(inner, str)):
-        raise ValidationError("malformed cursor")
-    return bucket, inner

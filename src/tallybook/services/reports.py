@@ -48,7 +48,8 @@ from tallybook.store import keys
 from tallybook.store.port import Compare, Item, Put, Set, SortCondition, Update, Value, all_of
 
 if TYPE_CHECKING:
-    from tallybook.services.billing import BillingService, BillingState
+    from tallybook.services.billing import BillingService
+    from tallybook.services.billing_state import BillingState
 
 Progress = Callable[[str], None]
 _HOUR = 3600

@@ -1,0 +1,112 @@
+"""Finding and dismissing stored notifications (active rows and their history).
+
+A dismissal deletes the active row ``N#A#{type}`` on condition it is still
+the same notification (by id) and records on its history row who dismissed
+it and why, in one storage transaction. A history row already past retention
+(its TTL passed) is left alone: the active row is still removed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import cast
+
+from tallybook.domain.notifications import DismissReason, Notification, Status
+from tallybook.errors import ConditionFailed, TransactionConflict
+from tallybook.services import notification_items as items
+from tallybook.store import keys
+from tallybook.store.port import (
+    Action,
+    Compare,
+    Delete,
+    Exists,
+    Item,
+    ItemStore,
+    Key,
+    Set,
+    SortCondition,
+    Update,
+)
+
+
+def active_key(item: Item) -> Key:
+    """The key of the active row of ``item``'s account and type."""
+    return keys.notification_active(
+        cast(str, item["program"]), cast(str, item["account"]), cast(str, item["type"])
+    )
+
+
+def status_of(reason: str) -> Status:
+    return Status.SUPERSEDED if reason == DismissReason.SUPERSEDED else Status.DISMISSED
+
+
+def mark(item: Item, now: datetime, by: str, reason: str) -> Update:
+    """Record on ``item``'s history row that it was superseded or dismissed."""
+    key = keys.notification_history(
+        cast(str, item["program"]),
+        cast(str, item["account"]),
+        items.created_us(item),
+        cast(str, item["id"]),
+    )
+    sets = tuple(Set(k, v) for k, v in items.dismissal(status_of(reason), now, by, reason).items())
+    return Update(key, sets, Exists("pk"))
+
+
+def find(
+    store: ItemStore, program: str, account: str, nid: str, us: int, now: datetime
+) -> tuple[Item | None, Item | None] | None:
+    """(history row, active row if still active) of a notification, or None."""
+    hist = store.get(keys.notification_history(program, account, us, nid))
+    if hist is not None and not items.live(hist, now):
+        hist = None
+    if hist is not None:
+        if hist.get("status") != Status.ACTIVE:
+            return hist, None
+        active = store.get(keys.notification_active(program, account, cast(str, hist["type"])))
+    else:
+        # history past retention while still active: look among the actives
+        active = next(
+            (
+                i
+                for i in store.query_all(
+                    keys.account_partition(program, account),
+                    SortCondition.begins_with(keys.NOTIFICATION_ACTIVE_PREFIX),
+                )
+                if i.get("id") == nid
+            ),
+            None,
+        )
+    if active is not None and (active.get("id") != nid or not items.live(active, now)):
+        active = None
+    if hist is None and active is None:
+        return None
+    return hist, active
+
+
+def dismiss_active(
+    store: ItemStore, active: Item, now: datetime, by: str, reason: str
+) -> Notification | None:
+    """Delete ``active`` and mark its history; ``None`` if it changed meanwhile."""
+    with_history = True
+    for _ in range(2):
+        actions: list[Action] = [Delete(active_key(active), Compare("id", "=", active["id"]))]
+        if with_history:
+            actions.append(mark(active, now, by, reason))
+        try:
+            store.transact_write(actions)
+        except ConditionFailed as exc:
+            if exc.index == 1 and exc.reasons[0] is None:
+                with_history = False
+                continue
+            return None
+        except TransactionConflict:
+            return None
+        return replace(
+            items.from_item(active, now),
+            status=status_of(reason),
+            dismissed_at=now,
+            dismissed_by=by,
+            dismiss_reason=str(reason),
+        )
+    return None
