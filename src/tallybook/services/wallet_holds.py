@@ -8,24 +8,21 @@ so capture, void and expiry race safely and each is idempotent.
 
 Bonus reserved by a hold comes from specific grants. Released bonus goes back
 to its grant, unless the grant has expired meanwhile: then it goes straight
-to ``@expiry`` in the same transaction (the grant's expiry already ran or
-will only move what the grant itself still has).
+to ``@expiry`` in the same transaction (see ``wallet_settle``).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, cast
 
 from tallybook.domain.ids import check_fund, check_id
-from tallybook.domain.model import EXPIRY, EXTERNAL, REDEMPTION, Leg, Transaction, TxnType
+from tallybook.domain.model import EXTERNAL, Leg, Transaction, TxnType
 from tallybook.domain.money import check_amount
 from tallybook.domain.wallet import (
     BONUS,
     CREDIT_FUNDS,
-    CaptureSplit,
     Hold,
     HoldKind,
     HoldStatus,
@@ -33,9 +30,14 @@ from tallybook.domain.wallet import (
     check_future,
     check_hold_id,
     hold_deadline,
-    split_capture,
 )
-from tallybook.errors import InsufficientFunds, InvalidState, NotFound, ValidationError
+from tallybook.errors import (
+    IdempotencyConflict,
+    InsufficientFunds,
+    InvalidState,
+    NotFound,
+    ValidationError,
+)
 from tallybook.services.codec import iso
 from tallybook.services.events import LedgerEvent
 from tallybook.services.postings import Plan, Snapshot
@@ -48,12 +50,16 @@ from tallybook.services.wallet_records import (
 )
 from tallybook.services.wallet_rows import (
     account_grants,
-    finish_hold,
     hold_from_item,
     hold_item,
     read_hold,
-    return_to_grant,
     spend_grant,
+)
+from tallybook.services.wallet_settle import (
+    HoldNotActive,
+    HoldOverdue,
+    expired_message,
+    settle_plan,
 )
 from tallybook.store import keys
 from tallybook.store.evaluate import apply_updates
@@ -68,29 +74,6 @@ class HoldResult:
     hold: Hold
     #: the transaction this call applied (or replayed); None when nothing was left to do
     transaction: WalletTransaction | None
-
-
-class HoldNotActive(InvalidState):
-    """Raised inside a planner: the hold was settled already."""
-
-    def __init__(self, hold: Hold, message: str) -> None:
-        super().__init__(message)
-        self.hold = hold
-
-
-class HoldOverdue(InvalidState):
-    """Raised inside a planner: the hold passed its deadline and must expire first."""
-
-    def __init__(self, hold: Hold) -> None:
-        super().__init__(f"hold {hold.id} expired at {iso(hold.deadline)}")
-        self.hold = hold
-
-
-def expired_message(hold: Hold) -> str:
-    return (
-        f"hold {hold.id} expired at {iso(hold.deadline)} and its funds were released; "
-        "it can no longer be captured"
-    )
 
 
 class HoldOps:
@@ -284,6 +267,14 @@ class HoldOps:
             if exc.hold.status is HoldStatus.EXPIRED:
                 raise InvalidState(expired_message(exc.hold)) from None
             raise
+        except IdempotencyConflict:
+            hold = self.get(program, account, hold_id)
+            raise IdempotencyConflict(
+                f"hold {hold_id} was already captured ({hold.captured} of {hold.amount}); "
+                "only a repeat of that same capture replays it"
+                if hold.status is HoldStatus.CAPTURED
+                else f"hold {hold_id} is {hold.status}; it cannot be captured"
+            ) from None
 
     def void(self, program: str, hold_id: str) -> HoldResult:
         """Release a hold; voiding a voided or expired hold returns it unchanged."""
@@ -329,7 +320,7 @@ class HoldOps:
             stored = snap.store.get(key)
             if stored is None:
                 raise NotFound(f"hold {hold_id} not found in program {program}")
-            p = self._settle_plan(snap, program, hold_from_item(stored), op, amount)
+            p = settle_plan(snap, program, hold_from_item(stored), op, amount)
             finish = p.actions[0]
             assert isinstance(finish, Update)
             assert finish.key == key
@@ -340,91 +331,3 @@ class HoldOps:
         if txn.replay or not planned:
             return HoldResult(self.get(program, account, hold_id), wallet_transaction(txn))
         return HoldResult(hold_from_item(planned[0]), wallet_transaction(txn))
-
-    def _settle_plan(
-        self, snap: Snapshot, program: str, hold: Hold, op: str, amount: int | None
-    ) -> Plan:
-        if hold.status is not HoldStatus.ACTIVE:
-            raise HoldNotActive(hold, f"hold {hold.id} is {hold.status}; it cannot be {op}d")
-        expected = HoldKind.CREDIT if op == "release" else HoldKind.DEBIT
-        if hold.kind is not expected:
-            raise InvalidState(f"hold {hold.id} is a {hold.kind} hold; it cannot be {op}d")
-        if op in ("expire", "release"):
-            if not hold.overdue(snap.now):
-                raise InvalidState(f"hold {hold.id} is not due before {iso(hold.deadline)}")
-        elif hold.overdue(snap.now):
-            raise HoldOverdue(hold)
-        if amount is not None and amount > hold.amount:
-            raise ValidationError(f"cannot capture {amount}: hold {hold.id} holds {hold.amount}")
-        capture = (hold.amount if amount is None else amount) if op == "capture" else 0
-        split = split_capture(hold.amounts, hold.grants, capture)
-        status = {
-            "capture": HoldStatus.CAPTURED,
-            "void": HoldStatus.VOIDED,
-            "expire": HoldStatus.EXPIRED,
-            "release": HoldStatus.RELEASED,
-        }[op]
-        return self._plan_split(snap, program, hold, split, status)
-
-    def _plan_split(
-        self, snap: Snapshot, program: str, hold: Hold, split: CaptureSplit, status: HoldStatus
-    ) -> Plan:
-        account = hold.account
-        acct = snap.account(account)
-        funds = present_funds(f.name for f in snap.program.funds)
-        grants = account_grants(snap.store, program, acct, snap.now)
-        actions: list[Action] = [finish_hold(program, hold, status, snap.now, split.captured)]
-        to_expiry = 0
-        back_to_grants = 0
-        for take in split.released_grants:
-            if take.expires_at <= snap.now:
-                to_expiry += take.amount
-            else:
-                back_to_grants += take.amount
-                actions.append(return_to_grant(program, account, take))
-        balance_delta: dict[str, int] = defaultdict(int)
-        legs: list[Leg] = []
-        if hold.kind is HoldKind.DEBIT:
-            for fund, x in split.captured.items():
-                balance_delta[fund] -= x
-                legs.append(Leg(REDEMPTION, fund, x))
-            if to_expiry:
-                balance_delta[BONUS] -= to_expiry
-                legs.append(Leg(EXPIRY, BONUS, to_expiry))
-            legs += [Leg(account, f, x) for f, x in balance_delta.items()]
-        held_delta = {f: -x for f, x in hold.amounts.items()}
-        type_ = {
-            HoldStatus.CAPTURED: TxnType.CAPTURE,
-            HoldStatus.VOIDED: TxnType.VOID,
-            HoldStatus.EXPIRED: TxnType.EXPIRE,
-            HoldStatus.RELEASED: TxnType.RELEASE,
-        }[status]
-        return Plan(
-            type=type_,
-            legs=legs,
-            held={(account, f): x for f, x in held_delta.items()},
-            actions=actions,
-            owner=account,
-            details={
-                "account": account,
-                "hold_id": hold.id,
-                "held": cast(Value, held_delta),
-                "captured": cast(Value, split.captured),
-                "released": cast(Value, split.released),
-                "grants": takes_value(split.captured_grants, -1),
-                "expired_bonus": to_expiry,
-                "availability": availability_after(
-                    acct,
-                    funds,
-                    grants,
-                    snap.now,
-                    balance_delta=balance_delta,
-                    held_delta=held_delta,
-                    bonus_delta=back_to_grants,
-                ),
-            },
-        )
-
-
-def overdue(holds: list[Hold], now: datetime) -> list[Hold]:
-    return [h for h in holds if h.overdue(now)]
