@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
+
 import pytest
 
-from tallybook.domain.model import FundSpec
-from tallybook.domain.notifications import Status
+from tallybook.domain.model import FundSpec, default_funds
+from tallybook.domain.notifications import Notification, Status
 from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
 from tallybook.services.events import LedgerEvent
 from tallybook.services.notification_delivery import RecordingDelivery
 
@@ -81,3 +85,74 @@ def test_ledger_events_become_notifications(ledger: Ledger, alice: str) -> None:
     types = sorted(n.type for n in ledger.notifications.list("shop", alice))
     assert types == ["HoldExpired", "PointsExpiring", "TierChanged"]
     assert len(ledger.notifications.history("shop", alice).notifications) == 3
+
+
+# -- raised end to end by wallet and loyalty operations (no event published by hand) --
+
+LOYALTY = {
+    "tiers": [
+        {"name": "base", "threshold": 0},
+        {"name": "silver", "threshold": 100, "multiplier": 2},
+    ],
+    "expiry": {"days": 10, "warn_days": 3},
+}
+
+
+def active(ledger: Ledger, program: str, account: str) -> dict[str, Notification]:
+    return {n.type: n for n in ledger.notifications.list(program, account)}
+
+
+def test_hold_expiry_raises_hold_expired(ledger: Ledger, clock: ManualClock, alice: str) -> None:
+    ledger.wallet.credit("shop", alice, "cash", 1000, txn_id="c1")
+    ledger.wallet.authorize("shop", alice, 300, hold_id="h1", expires_in=60)
+    assert "HoldExpired" not in active(ledger, "shop", alice)
+    clock.advance(timedelta(minutes=2))
+    assert ledger.wallet.reconcile("shop").lines() == ["expired hold h1 of alice"]
+    raised = active(ledger, "shop", alice)["HoldExpired"]
+    assert (raised.payload["hold_id"], raised.payload["amount"]) == ("h1", 300)
+    assert raised.source == "ev:HoldExpired:h1"
+    ledger.wallet.reconcile("shop")  # nothing left to do: nothing raised again
+    ledger.wallet.void("shop", "h1")
+    history = ledger.notifications.history("shop", alice).notifications
+    assert [n.type for n in history] == ["HoldExpired"]
+
+
+def test_earn_and_expiry_raise_tier_changed_and_points_expiring(
+    ledger: Ledger, clock: ManualClock, alice: str
+) -> None:
+    ledger.loyalty.configure("shop", LOYALTY)
+    ledger.loyalty.earn("shop", alice, "o1", 5000)  # 50 points: base, nothing raised
+    assert active(ledger, "shop", alice) == {}
+    ledger.loyalty.earn("shop", alice, "o2", 5000)  # 100: silver
+    tier = active(ledger, "shop", alice)["TierChanged"]
+    assert (tier.payload["previous"], tier.payload["tier"]) == ("base", "silver")
+    ledger.loyalty.earn("shop", alice, "o2", 5000)  # a replay raises nothing
+    assert len(ledger.notifications.history("shop", alice).notifications) == 1
+
+    clock.advance(timedelta(days=8))  # the lots expire on day 10: within warn_days
+    assert ledger.loyalty.expire("shop").warned == 1
+    warning = active(ledger, "shop", alice)["PointsExpiring"]
+    assert (warning.payload["points"], warning.payload["lots"]) == (100, 2)
+    ledger.loyalty.expire("shop")  # the same lots: the same warning, not a second one
+    types = [n.type for n in ledger.notifications.history("shop", alice).notifications]
+    assert sorted(types) == ["PointsExpiring", "TierChanged"]
+
+
+def test_a_hold_raises_low_balance_and_its_void_clears_it(
+    ledger: Ledger, delivered: RecordingDelivery
+) -> None:
+    funds = [
+        replace(f, low_balance_threshold=500) if f.name == "cash" else f
+        for f in default_funds("USD")
+    ]
+    ledger.programs.create("wal2", funds=funds)
+    ledger.accounts.open("wal2", "carol")
+    ledger.wallet.credit("wal2", "carol", "cash", 800, txn_id="c1")
+    ledger.wallet.authorize("wal2", "carol", 400, hold_id="h1")  # available 400 < 500
+    low = active(ledger, "wal2", "carol")["LowBalance"]
+    assert (low.payload["balance"], low.payload["available"]) == (800, 400)
+    assert [d.type for d in delivered.delivered] == ["LowBalance"]
+    ledger.wallet.void("wal2", "h1")  # available back to 800
+    assert "LowBalance" not in active(ledger, "wal2", "carol")
+    (cleared,) = ledger.notifications.history("wal2", "carol").notifications
+    assert cleared.dismiss_reason == "topped_up"

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
 
 from tallybook.domain.notifications import Status
-from tallybook.errors import IdempotencyConflict, NotFound, ValidationError
+from tallybook.errors import IdempotencyConflict, NotFound, StoreUnavailable, ValidationError
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
+from tallybook.services.codec import to_us
 from tallybook.services.notification_delivery import RecordingDelivery
+from tallybook.store import keys
+from tallybook.store.port import Action, Set, Update, action_key
 
 SEC = timedelta(seconds=1)
 
@@ -247,3 +251,45 @@ def test_created_times_stay_ordered_under_a_still_clock(ledger: Ledger, alice: s
     ids = [n.add("shop", alice, "TierChanged", {"i": i}).id for i in range(3)]
     assert [h.id for h in n.history("shop", alice).notifications] == ids[::-1]
     assert n.get("shop", alice, ids[0]).created_at < n.get("shop", alice, ids[2]).created_at
+
+
+def test_supersede_is_one_storage_transaction(
+    ledger: Ledger, alice: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Add, supersede and both history writes are one transact_write; a failed
+    one leaves everything as it was (all or nothing)."""
+    n = ledger.notifications
+    first = n.add("shop", alice, "Custom", {"v": 1})  # no rule: not delivered
+    calls: list[list[Action]] = []
+    real = ledger.store.transact_write
+    fail = False
+
+    def spy(actions: Sequence[Action], *, token: str | None = None) -> None:
+        calls.append(list(actions))
+        if fail:
+            raise StoreUnavailable("the store did not answer")
+        real(actions, token=token)
+
+    monkeypatch.setattr(ledger.store, "transact_write", spy)
+    second = n.add("shop", alice, "Custom", {"v": 2})
+    (actions,) = calls
+    by_sk = {action_key(a).sk: a for a in actions}
+    assert set(by_sk) == {
+        "N#A#Custom",
+        keys.notification_history("shop", alice, to_us(second.created_at), second.id).sk,
+        keys.notification_history("shop", alice, to_us(first.created_at), first.id).sk,
+    }
+    old = by_sk[keys.notification_history("shop", alice, to_us(first.created_at), first.id).sk]
+    assert isinstance(old, Update)
+    assert Set("dismissed_by", second.id) in old.updates
+
+    fail = True
+    with pytest.raises(StoreUnavailable):
+        n.add("shop", alice, "Custom", {"v": 3})
+    fail = False
+    assert [a.id for a in n.list("shop", alice)] == [second.id]
+    history = n.history("shop", alice).notifications
+    assert [(h.id, h.status) for h in history] == [
+        (second.id, Status.ACTIVE),
+        (first.id, Status.SUPERSEDED),
+    ]
