@@ -219,7 +219,7 @@ def test_store_problems_are_one_line(cli: Cli, tmp_path: Path) -> None:
     }
     corrupt = tmp_path / "corrupt.db"
     corrupt.write_bytes(b"this is not an SQLite file " * 200)
-    cases[f"sqlite:///{corrupt}"] = "error: "
+    cases[f"sqlite:///{corrupt}"] = "cannot use SQLite file"
     for url, message in cases.items():
         code, out, err = cli(
             "account", "show", "alice", "--program", "shop", "--store", url, store=False

@@ -96,7 +96,10 @@ class SqliteStore(ItemStore):
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
-        self._conn().executescript(_SCHEMA)
+        try:
+            self._conn().executescript(_SCHEMA)
+        except sqlite3.Error as exc:  # e.g. a read-only file without the schema yet
+            raise StoreUnavailable(f"cannot use SQLite file {self.path}: {exc}") from exc
 
     # -- connections --------------------------------------------------------
 
@@ -109,9 +112,13 @@ class SqliteStore(ItemStore):
                 )
             except sqlite3.Error as exc:
                 raise StoreUnavailable(f"cannot open SQLite file {self.path}: {exc}") from exc
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+            except sqlite3.Error as exc:  # not a database, corrupt, unreadable
+                conn.close()
+                raise StoreUnavailable(f"cannot use SQLite file {self.path}: {exc}") from exc
             self._local.conn = conn
             with self._all_lock:
                 self._all.append(conn)
@@ -215,6 +222,8 @@ class SqliteStore(ItemStore):
                 return conn.execute(sql, params).fetchall()
             except sqlite3.OperationalError as exc:
                 _wait_if_locked(exc, attempt, "read")
+            except sqlite3.Error as exc:  # e.g. a corrupt file
+                raise StoreUnavailable(f"SQLite read failed: {exc}") from exc
         raise Throttled("SQLite database stayed locked")
 
     # -- writes -------------------------------------------------------------
@@ -354,8 +363,11 @@ def _write_transaction(conn: sqlite3.Connection, work: Callable[[], None]) -> No
         try:
             work()
             conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):  # read-only file, disk full, corruption
+                raise StoreUnavailable(f"SQLite write failed: {exc}") from exc
             raise
         return
     raise Throttled("SQLite database stayed locked; try again")
