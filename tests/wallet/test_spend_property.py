@@ -125,4 +125,5 @@ def test_service_debits_match_model(
         view.fund("store_credit").available,
         view.fund("cash").available,
     ) == (live_bonus, sc, ca)
+    assert wallet.wallet.check(P, account) == []  # the head's marks agree with the grants
     clock.set(start)

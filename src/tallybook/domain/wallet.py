@@ -225,18 +225,24 @@ def unexpired_bonus(grants: Iterable[Grant], now: datetime) -> int:
 def fund_views(
     states: Mapping[str, FundState],
     units: Mapping[str, str],
-    grants: Iterable[Grant],
+    grants: Iterable[Grant] | None,
     now: datetime,
 ) -> tuple[FundView, ...]:
     """Per fund: total, withheld, available. Bonus counts unexpired grants only
-    (plus what holds reserved from grants while they were valid)."""
+    (plus what holds reserved from grants while they were valid); ``grants`` is
+    None when the caller knows they hold exactly the fund's available amount.
+
+    Bonus available never exceeds the fund's own available amount, should the
+    fund have been debited outside the wallet."""
     views = []
     for fund in SPEND_ORDER:
         if fund not in units:
             continue
         state = states.get(fund, FundState())
         if fund == BONUS:
-            free = unexpired_bonus(grants, now)
+            free = state.available
+            if grants is not None:
+                free = max(0, min(unexpired_bonus(grants, now), free))
             views.append(FundView(fund, units[fund], free + state.held, state.held, free))
         else:
             views.append(FundView(fund, units[fund], state.balance, state.held, state.available))

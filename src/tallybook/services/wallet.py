@@ -41,6 +41,7 @@ from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.wallet_debit import DebitOps, Shortfall
 from tallybook.services.wallet_holds import HoldOps, HoldResult
 from tallybook.services.wallet_jobs import GrantExpiry, ReconcileReport, WalletJobs
+from tallybook.services.wallet_marks import bonus_without_grants, holds_may_be_due, wallet_marks
 from tallybook.services.wallet_records import (
     WalletTransaction,
     availability_after,
@@ -77,14 +78,19 @@ class WalletService:
     # -- reads ----------------------------------------------------------------
 
     def balance(self, program: str, account: str) -> WalletBalance:
-        """Per fund: total, withheld (pending) and available; overdue holds settle first."""
+        """Per fund: total, withheld (pending) and available; overdue holds settle first.
+
+        One read of the head when its marks (see ``wallet_marks``) show that no
+        hold is due and that the unexpired grants hold the bonus balance."""
         prog = self.ledger.programs.get(program)
         acct = self.ledger.accounts.get(program, account)
-        if self._settle_overdue(program, account):
-            acct = self.ledger.accounts.get(program, account)
         now = self.clock.now()
-        grants = read_grants(self.store, program, account, now)
+        if holds_may_be_due(acct, now) and self._settle_overdue(program, account):
+            acct = self.ledger.accounts.get(program, account)
+            now = self.clock.now()
         units = {f.name: f.unit for f in prog.funds}
+        free = bonus_without_grants(acct, now) if BONUS in units else 0
+        grants = read_grants(self.store, program, account, now) if free is None else None
         views = fund_views(acct.funds, units, grants, now)
         return WalletBalance(account, views, sum(v.available for v in views), now)
 
@@ -160,9 +166,11 @@ class WalletService:
             grant = Grant(txn_id, amount, amount, expires_at, snap.now)
             funds = present_funds(f.name for f in snap.program.funds)
             grants = account_grants(snap.store, program, acct, snap.now)
+            marks = wallet_marks(acct, [*grants, grant], snap.now, balance_delta={BONUS: amount})
             return Plan(
                 type=TxnType.GRANT,
                 legs=[Leg(account, BONUS, amount), Leg(ISSUANCE, BONUS, -amount)],
+                attrs={account: marks},
                 actions=[Put(grant_item(program, account, grant), NotExists("pk"))],
                 description=description,
                 owner=account,
@@ -209,6 +217,7 @@ class WalletService:
             return Plan(
                 type=TxnType.CREDIT,
                 legs=[Leg(account, fund, amount), Leg(EXTERNAL, fund, -amount)],
+                attrs={account: wallet_marks(acct, grants, snap.now)},
                 description=description,
                 owner=account,
                 details={

@@ -38,6 +38,7 @@ from tallybook.errors import (
 from tallybook.services.charges import ChargeDeclined, ChargeTimeout
 from tallybook.services.codec import iso
 from tallybook.services.postings import Plan, Snapshot
+from tallybook.services.wallet_marks import wallet_marks, with_takes
 from tallybook.services.wallet_records import (
     WalletTransaction,
     availability_after,
@@ -250,9 +251,16 @@ class DebitOps:
                 )
                 details["charge"] = {"amount": charged, "reference": reference}
             legs += [Leg(REDEMPTION, f, x) for f, x in redeemed.items()]
+            marks = wallet_marks(
+                acct,
+                with_takes(grants, alloc.grants, -1),
+                snap.now,
+                balance_delta={f: -x for f, x in alloc.funds.items()},
+            )
             return Plan(
                 type=TxnType.DEBIT,
                 legs=legs,
+                attrs={account: marks},
                 actions=actions,
                 owner=account,
                 order_id=order_id_of(body),

@@ -41,6 +41,7 @@ from tallybook.errors import (
 from tallybook.services.codec import iso
 from tallybook.services.events import LedgerEvent
 from tallybook.services.postings import Plan, Snapshot
+from tallybook.services.wallet_marks import wallet_marks, with_takes
 from tallybook.services.wallet_records import (
     WalletTransaction,
     availability_after,
@@ -153,9 +154,17 @@ class HoldOps:
             planned[:] = [item]
             actions: list[Action] = [Put(item, NotExists("pk"))]
             actions += [spend_grant(program, account, by_id[t.grant_id], t) for t in alloc.grants]
+            marks = wallet_marks(
+                acct,
+                with_takes(grants, alloc.grants, -1),
+                snap.now,
+                held_delta=alloc.funds,
+                new_deadline=deadline,
+            )
             return Plan(
                 type=TxnType.AUTHORIZE,
                 held={(account, f): x for f, x in alloc.funds.items()},
+                attrs={account: marks},
                 actions=actions,
                 description=description,
                 owner=account,
@@ -232,10 +241,19 @@ class HoldOps:
             )
             item = hold_item(program, hold)
             planned[:] = [item]
+            marks = wallet_marks(
+                acct,
+                grants,
+                snap.now,
+                balance_delta={fund: amount},
+                held_delta={fund: amount},
+                new_deadline=release_at,
+            )
             return Plan(
                 type=TxnType.CREDIT,
                 legs=[Leg(account, fund, amount), Leg(EXTERNAL, fund, -amount)],
                 held={(account, fund): amount},
+                attrs={account: marks},
                 actions=[Put(item, NotExists("pk"))],
                 description=description,
                 owner=account,

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, cast
 
-from tallybook.domain.model import EXPIRY, Leg, Transaction, TxnType
-from tallybook.domain.wallet import BONUS, HoldKind, HoldStatus
+from tallybook.domain.model import EXPIRY, Account, Leg, Transaction, TxnType
+from tallybook.domain.wallet import BONUS, Hold, HoldKind, HoldStatus, unexpired_bonus
 from tallybook.errors import ConditionFailed, InvalidState
 from tallybook.services.charges import ChargeProcessor
 from tallybook.services.codec import iso, parse_iso
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.wallet_debit import CANCELLING, CHARGE_GRACE, PENDING, charge_key
+from tallybook.services.wallet_marks import bonus_without_grants, marks_of, wallet_marks
 from tallybook.services.wallet_records import availability_after, present_funds
 from tallybook.services.wallet_rows import (
     DUE_CHARGE,
@@ -179,7 +180,7 @@ class WalletJobs:
             except _NothingLeft:
                 continue
             if not txn.replay:
-                done.append(GrantExpiry(account, grant.id, -txn.legs[0].amount))
+                done.append(GrantExpiry(account, grant.id, expired_amount(txn)))
         return done
 
     def _expire_grant(
@@ -196,9 +197,15 @@ class WalletJobs:
             acct = snap.account(account)
             funds = present_funds(f.name for f in snap.program.funds)
             grants = read_grants(snap.store, program, account, snap.now)
+            # never more than the fund has, should it have been debited outside the wallet
+            moved = min(left, max(0, acct.fund(BONUS).available))
+            legs = [Leg(account, BONUS, -moved), Leg(EXPIRY, BONUS, moved)] if moved else []
+            marks = wallet_marks(acct, grants, snap.now, balance_delta={BONUS: -moved})
             return Plan(
                 type=TxnType.EXPIRE,
-                legs=[Leg(account, BONUS, -left), Leg(EXPIRY, BONUS, left)],
+                legs=legs,
+                attrs={account: marks},
+                allow_empty=True,
                 actions=[
                     Update(
                         key,
@@ -210,6 +217,7 @@ class WalletJobs:
                 details={
                     "account": account,
                     "grants": [[grant_id, iso(expires_at), -left]],
+                    "expired": moved,
                     "availability": availability_after(acct, funds, grants, snap.now),
                 },
             )
@@ -251,6 +259,7 @@ class WalletJobs:
                 problems.append(
                     f"{account}/bonus: balance {balance} != grants {in_grants} + held {reserved}"
                 )
+        problems += self._check_marks(acct, holds, now, prog.fund(BONUS) is not None)
         intents = self.store.query_all(
             keys.account_partition(program, account), SortCondition.begins_with("C#")
         )
@@ -259,3 +268,23 @@ class WalletJobs:
             if created + CHARGE_GRACE <= now:
                 problems.append(f"charge intent {intent['txn_id']} of {account} is stale")
         return problems
+
+    def _check_marks(
+        self, acct: Account, holds: list[Hold], now: datetime, has_bonus: bool
+    ) -> list[str]:
+        """The head's marks (``wallet_marks``) never let a balance read be wrong."""
+        problems: list[str] = []
+        due = marks_of(acct).get("hold_due")
+        if isinstance(due, str) and any(h.deadline < parse_iso(due) for h in holds):
+            problems.append(f"{acct.id}: hold_due {due} is after an active hold's deadline")
+        free = bonus_without_grants(acct, now) if has_bonus else None
+        if free is not None:
+            grants = unexpired_bonus(read_grants(self.store, acct.program, acct.id, now), now)
+            if free != grants:
+                problems.append(f"{acct.id}: marks give bonus {free}, unexpired grants {grants}")
+        return problems
+
+
+def expired_amount(txn: Transaction) -> int:
+    """What a grant's expiry moved to ``@expiry``."""
+    return sum(leg.amount for leg in txn.legs if leg.account == EXPIRY)

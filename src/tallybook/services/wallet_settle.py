@@ -14,6 +14,7 @@ from tallybook.domain.model import EXPIRY, REDEMPTION, Leg, TxnType
 from tallybook.domain.wallet import (
     BONUS,
     CaptureSplit,
+    GrantTake,
     Hold,
     HoldKind,
     HoldStatus,
@@ -22,6 +23,7 @@ from tallybook.domain.wallet import (
 from tallybook.errors import InvalidState, ValidationError
 from tallybook.services.codec import iso
 from tallybook.services.postings import Plan, Snapshot
+from tallybook.services.wallet_marks import wallet_marks, with_takes
 from tallybook.services.wallet_records import availability_after, present_funds, takes_value
 from tallybook.services.wallet_rows import account_grants, finish_hold, return_to_grant
 from tallybook.store.port import Action, Value
@@ -89,13 +91,14 @@ def plan_split(
     grants = account_grants(snap.store, program, acct, snap.now)
     actions: list[Action] = [finish_hold(program, hold, status, snap.now, split.captured)]
     to_expiry = 0
-    back_to_grants = 0
+    returned: list[GrantTake] = []
     for take in split.released_grants:
         if take.expires_at <= snap.now:
             to_expiry += take.amount
         else:
-            back_to_grants += take.amount
+            returned.append(take)
             actions.append(return_to_grant(program, account, take))
+    back_to_grants = sum(t.amount for t in returned)
     balance_delta: dict[str, int] = defaultdict(int)
     legs: list[Leg] = []
     if hold.kind is HoldKind.DEBIT:
@@ -113,10 +116,18 @@ def plan_split(
         HoldStatus.EXPIRED: TxnType.EXPIRE,
         HoldStatus.RELEASED: TxnType.RELEASE,
     }[status]
+    marks = wallet_marks(
+        acct,
+        with_takes(grants, returned, +1),
+        snap.now,
+        balance_delta=balance_delta,
+        held_delta=held_delta,
+    )
     return Plan(
         type=type_,
         legs=legs,
         held={(account, f): x for f, x in held_delta.items()},
+        attrs={account: marks},
         actions=actions,
         owner=account,
         details={
