@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from typing import Any
@@ -73,12 +74,17 @@ def test_idempotent_add_and_dismiss_by_type(
     open_account("alice")
     body = {"type": "LowBalance", "payload": {"fund": "cash"}}
     a = app_client.post(URL, json=body, headers=idem(write_headers, "lb-1"))
-    # the stored response expired (or another process): the service key still holds
-    ledger.store.delete(keys.idempotent_response("shop", "lb-1"))
-    b = app_client.post(URL, json=body, headers=idem(write_headers, "lb-1"))
-    assert b.status_code == 200
-    assert b.headers["idempotent-replayed"] == "true"
-    assert b.json()["id"] == a.json()["id"]
+    assert a.status_code == 201
+    # a replay is 200, at once or later: the notification's key holds, no response is cached
+    for _ in range(2):
+        b = app_client.post(URL, json=body, headers=idem(write_headers, "lb-1"))
+        assert b.status_code == 200
+        assert b.headers["idempotent-replayed"] == "true"
+        assert b.json()["id"] == a.json()["id"]
+    assert ledger.store.get(keys.idempotent_response("shop", "lb-1")) is None
+    other = {"type": "LowBalance", "payload": {"fund": "points"}}
+    conflict = app_client.post(URL, json=other, headers=idem(write_headers, "lb-1"))
+    assert conflict.status_code == 409
 
     r = app_client.delete(f"{URL}?type=LowBalance", headers=write_headers)
     assert r.json()["dismissed"]["id"] == a.json()["id"]
@@ -146,3 +152,35 @@ def test_other_program_sees_nothing(
     open_account("alice")
     app_client.post(URL, json={"type": "TierChanged"}, headers=idem(write_headers))
     assert app_client.get(URL, headers=other_headers).status_code == 404
+
+
+def test_sns_takes_the_key_as_basic_password(
+    app_client: TestClient,
+    mint_key: Callable[..., str],
+    open_account: Callable[..., Any],
+) -> None:
+    """SNS posts without credentials, then with those of the subscription URL
+    (https://sns:KEY@host/...) after a 401 that asks for Basic."""
+    open_account("alice")
+    text = {"Content-Type": "text/plain; charset=UTF-8"}
+    challenge = app_client.post("/v1/events/sns", content=sns("b-1"), headers=text)
+    assert challenge.status_code == 401
+    assert challenge.headers["www-authenticate"].startswith("Basic realm=")
+    assert challenge.headers["content-type"].startswith("application/problem+json")
+
+    def basic(secret: str, user: str = "sns") -> Headers:
+        token = base64.b64encode(f"{user}:{secret}".encode()).decode()
+        return {**text, "Authorization": f"Basic {token}"}
+
+    secret = mint_key("write")
+    r = app_client.post("/v1/events/sns", content=sns("b-1"), headers=basic(secret))
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "added"
+    again = app_client.post("/v1/events/sns", content=sns("b-1"), headers=basic(secret, "x"))
+    assert again.json()["status"] == "replayed"
+    wrong = app_client.post("/v1/events/sns", content=sns("b-2"), headers=basic("tb_nope"))
+    assert wrong.status_code == 401
+    garbled = {**text, "Authorization": "Basic !!!"}
+    assert app_client.post("/v1/events/sns", content=sns("b-2"), headers=garbled).status_code == 401
+    reader = app_client.post("/v1/events/sns", content=sns("b-2"), headers=basic(mint_key("read")))
+    assert reader.status_code == 403

@@ -18,12 +18,19 @@ Ledger postings (:data:`LEDGER_IDEMPOTENT`: ``POST /v1/transactions`` and
 the transaction record already is the idempotency record, so the route itself
 answers a replay (same status and body, ``Idempotent-Replayed: true``) or a 409
 for another body. That saves a read and a write per posting.
+
+Notification adds and billing records (:data:`SERVICE_IDEMPOTENT`) are
+idempotent in their service too (the notification's idempotency key is the
+``Idempotency-Key``; a billing record's is its id, kept for ever): their
+routes answer a replay themselves, 200 with ``Idempotent-Replayed: true``,
+and no HTTP response is stored for them either.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from typing import Any, cast
 
@@ -49,6 +56,8 @@ _KEPT_HEADERS = (b"content-type", b"location")
 #: engine's transaction record replays them (same status and body) and refuses
 #: another body with the same key (409), so no HTTP response is stored for them
 LEDGER_IDEMPOTENT = frozenset(("/v1/transactions", "/v1/transfers"))
+#: POST routes whose service is idempotent by itself and answers replays (200)
+SERVICE_IDEMPOTENT = re.compile(r"/v1/(?:accounts/[^/]+/notifications|billing/records)")
 _REPLAYED = REPLAYED_HEADER.lower().encode()
 
 
@@ -103,7 +112,7 @@ class IdempotencyMiddleware:
         ):
             await self.app(scope, receive, send)
             return
-        if scope["path"] in LEDGER_IDEMPOTENT:
+        if scope["path"] in LEDGER_IDEMPOTENT or SERVICE_IDEMPOTENT.fullmatch(scope["path"]):
             await self.app(scope, receive, self._count_replays(send))
             return
         idem_key = _header(scope, b"idempotency-key")

@@ -11,21 +11,34 @@
   it, or ``application/json``); ``MessageId`` is the idempotency key. A bad
   message answers 422 ``rejected-message`` and is counted
   (``GET /v1/events/stats``).
+
+SNS cannot send a Bearer token, but it does HTTP Basic authentication from
+the credentials in the subscription URL (``https://sns:KEY@host/v1/events/sns``):
+it posts without them first and sends them after a 401 that asks for Basic.
+So this one endpoint also takes the API key as the Basic password (any user
+name) and its 401 carries ``WWW-Authenticate: Basic``. Keys never go in a
+query string, where access logs would keep them.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response, status
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from tallybook.domain.notifications import Notification
-from tallybook.http.deps import LedgerDep, ReadPrincipal, WritePrincipal
+from tallybook.errors import Forbidden, Unauthorized
+from tallybook.http.deps import LedgerDep, Principal, ReadPrincipal, WritePrincipal
 from tallybook.http.idempotency import REPLAYED_HEADER
 from tallybook.http.models import ID_PATTERN
+from tallybook.http.problems import problem_response
 from tallybook.http.routers.ledger import Cursor, Limit, _utc
+from tallybook.ledger import Ledger
 from tallybook.services.events_ingest import IngestResult
 
 router = APIRouter(prefix="/v1", tags=["notifications"])
@@ -243,7 +256,16 @@ def dismiss_notification(
 
 @router.post(
     "/events/sns",
+    response_model=IngestOut,
     summary="Inbound event in an SNS-style envelope (MessageId is the idempotency key)",
+    description="Authenticate with `Authorization: Bearer <key>` (write scope) or, as SNS "
+    "does from a subscription URL `https://sns:<key>@host/v1/events/sns`, HTTP Basic with "
+    "the key as the password: a request without credentials gets a 401 asking for Basic.",
+    responses={
+        401: {"description": "no or unknown key (`WWW-Authenticate: Basic ..., Bearer`)"},
+        403: {"description": "the key lacks the write scope"},
+        422: {"description": "a rejected message (`rejected-message`, counted)"},
+    },
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -254,12 +276,50 @@ def dismiss_notification(
         }
     },
 )
-async def ingest_sns(request: Request, principal: WritePrincipal, ledger: LedgerDep) -> IngestOut:
+async def ingest_sns(request: Request, ledger: LedgerDep) -> IngestOut | JSONResponse:
     from anyio import to_thread
 
+    try:
+        principal = await to_thread.run_sync(_sns_principal, request, ledger)
+    except Unauthorized as exc:
+        return problem_response(
+            401,
+            exc.code,
+            exc.message,
+            request=request,
+            title="Unauthorized",
+            headers={"WWW-Authenticate": SNS_CHALLENGE},
+        )
     raw = await request.body()
     result = await to_thread.run_sync(ledger.notifications.ingestor.ingest, principal.program, raw)
     return IngestOut.of(result)
+
+
+SNS_CHALLENGE = 'Basic realm="tallybook", charset="UTF-8", Bearer'
+
+
+def _sns_principal(request: Request, ledger: Ledger) -> Principal:
+    """The caller of the SNS endpoint: a Bearer key, or the key as Basic password."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    secret = token.strip()
+    if scheme.lower() == "basic" and secret:
+        try:
+            _, _, secret = base64.b64decode(secret, validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            secret = ""
+    elif scheme.lower() != "bearer":
+        secret = ""
+    if not secret:
+        raise Unauthorized(
+            "missing API key: send 'Authorization: Bearer <key>', or the key as the "
+            "HTTP Basic password (https://sns:<key>@host/v1/events/sns)"
+        )
+    key = ledger.keys.authenticate(secret)
+    principal = Principal(key.id, key.program, frozenset(key.scopes))
+    request.state.principal = principal
+    if not {"write", "admin"} & principal.scopes:
+        raise Forbidden("this API key lacks the 'write' scope")
+    return principal
 
 
 @router.get(
