@@ -146,3 +146,36 @@ def test_cli_ingest_run_rerun_list(
         app, ["report", "rerun", "-p", "shop", "--window", "bad", "--out", str(again)]
     )
     assert result.exit_code != 0
+
+
+@pytest.mark.parametrize("engine", ["sqlite"], indirect=True)  # CLI options only
+def test_cli_report_to_s3_and_to_the_default_folder(
+    ledger: Ledger,
+    store: ItemStore,
+    clock: ManualClock,
+    tmp_path: Path,
+    s3_endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=0, start=t0 - 180 * MIN)
+    clock.set(t0 - 60 * MIN)
+    ingest(ledger, "r1", t0 - 170 * MIN, amount=1000)
+    _s3(s3_endpoint).create_bucket(Bucket="cli-reports")  # type: ignore[attr-defined]
+    monkeypatch.setenv("TALLYBOOK_STORE", store.describe())
+    monkeypatch.setenv("TALLYBOOK_S3_ENDPOINT", s3_endpoint)
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    args = ["report", "run", "-p", "shop", "--interval", "1h", "--kind", "billing", "--json"]
+    result = runner.invoke(app, [*args, "--out", "s3://cli-reports/tb"])
+    assert result.exit_code == 0, result.output
+    window = json.loads(result.stdout[result.stdout.index("[") :])[0]["window"]
+    key = f"tb/shop/billing/{window}/billing_totals.csv"
+    body = _s3(s3_endpoint).get_object(Bucket="cli-reports", Key=key)["Body"].read()  # type: ignore[attr-defined]
+    assert body.decode().splitlines()[1:] == ["acme,USD,1,1000,50"]
+    # without --out: ./reports
+    result = runner.invoke(app, ["report", "rerun", "-p", "shop", "--window", window])
+    assert result.exit_code == 0, result.output
+    assert (
+        tmp_path / "reports" / "shop" / "billing" / window / "billing_totals.csv"
+    ).read_bytes() == body

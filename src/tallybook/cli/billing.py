@@ -109,6 +109,11 @@ def ingest(
 ) -> None:
     """Ingest billing records exactly once each (re-running a file is safe).
 
+    A bad line is reported with its number and reason and the rest goes on;
+    the exit code is then 2 (validation).
+
+    Example: tallybook billing ingest records.ndjson -p shop
+
     Example line: {"id": "r1", "partner": "acme", "order_id": "o1", "amount": 1999,
     "currency": "USD", "rate": "0.05", "time": "2026-01-01T12:00:00Z"}
     """

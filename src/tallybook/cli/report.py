@@ -27,13 +27,14 @@ class KindChoice(StrEnum):
     all = "all"
 
 
+DEFAULT_OUT = "reports"
 OutOption = Annotated[
     str,
     typer.Option(
         "--out",
         envvar="TALLYBOOK_REPORTS_OUT",
-        help="A folder, or s3://bucket/prefix ($TALLYBOOK_REPORTS_OUT). An S3-compatible "
-        f"endpoint comes from ${S3_ENDPOINT_ENV}.",
+        help="A folder, or s3://bucket/prefix ($TALLYBOOK_REPORTS_OUT; default ./reports). "
+        f"An S3-compatible endpoint comes from ${S3_ENDPOINT_ENV}.",
     ),
 ]
 
@@ -64,7 +65,7 @@ def _print_results(results: list[ReportResult], as_json: bool) -> None:
 @app.command("run")
 def run(
     program: ProgramOption,
-    out: OutOption,
+    out: OutOption = DEFAULT_OUT,
     interval: Annotated[
         str, typer.Option(help="Window length: 15m, 1h, 1d (a multiple of the bucket).")
     ] = "15m",
@@ -78,7 +79,8 @@ def run(
     OUT/{program}/{kind}/{window}/, then advances the checkpoint stored in the
     table. Safe to run from cron at any rate; an interrupted run is repeated.
 
-    Example: tallybook report run -p shop --interval 1h --out s3://reports/tallybook
+    Examples: tallybook report run -p shop --interval 1h --out ./reports
+              tallybook report run -p shop --interval 1d --out s3://reports/tallybook
     """
     kinds = list(ALL_KINDS) if kind is KindChoice.all else [kind.value]
     sink = open_sink(out)
@@ -107,7 +109,7 @@ def rerun(
         str,
         typer.Option(help="The window, as named in the output: 20260101T000000Z_20260101T010000Z."),
     ],
-    out: OutOption,
+    out: OutOption = DEFAULT_OUT,
     kind: Annotated[KindChoice, typer.Option(help="Which report.")] = KindChoice.billing,
     store: StoreOption = None,
     as_json: JsonOption = False,
