@@ -15,6 +15,7 @@ from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import StoreOption
 from tallybook.cli.output import console, err_console, open_ledger, print_json, table
 from tallybook.domain.loyalty import instant, load_toml
+from tallybook.errors import ValidationError
 
 app = typer.Typer(
     help="Loyalty: rules, earn per order, redeem, tiers, expiring points.", no_args_is_help=True
@@ -28,7 +29,15 @@ AccountArg = Annotated[str, typer.Argument(help="Account (member) id.")]
 @config_app.command("load")
 def config_load(
     file: Annotated[Path, typer.Argument(help="TOML file (see examples/loyalty.toml).")],
-    program: ProgramOption,
+    program: Annotated[
+        str | None,
+        typer.Option(
+            "--program",
+            "-p",
+            envvar="TALLYBOOK_PROGRAM",
+            help="Program id ($TALLYBOOK_PROGRAM); not needed with --check.",
+        ),
+    ] = None,
     store: StoreOption = None,
     check_only: Annotated[
         bool, typer.Option("--check", help="Validate the file without storing it.")
@@ -37,11 +46,14 @@ def config_load(
     """Validate a loyalty TOML file and store it as the program's rules.
 
     Example: tallybook loyalty config load examples/loyalty.toml --program shop
+    (or --check to validate only)
     """
     cfg = load_toml(file)
     if check_only:
         console.print(f"{file}: valid ({len(cfg.tiers)} tiers, {len(cfg.campaigns)} campaigns)")
         return
+    if program is None:
+        raise ValidationError("give --program (or set $TALLYBOOK_PROGRAM), or --check")
     with open_ledger(store) as ledger:
         ledger.loyalty.configure(program, cfg)
     console.print(f"loyalty rules of {program} loaded from {file}")
@@ -250,5 +262,5 @@ def expire(program: ProgramOption, store: StoreOption = None, as_json: JsonOptio
         return
     console.print(
         f"expired {report.points} points in {report.lots} lots of {report.accounts} accounts "
-        f"({report.days} days read); warned {report.warned} accounts"
+        f"({report.days} day(s) read); warned {report.warned} account(s)"
     )

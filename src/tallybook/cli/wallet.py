@@ -7,119 +7,34 @@ The charge hook for ``debit --on-shortfall charge`` comes from
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn
 
+from tallybook.cli import wallet_reads
 from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import StoreOption
-from tallybook.cli.output import console, open_ledger, print_json, table
-from tallybook.domain.wallet import Hold
+from tallybook.cli.output import console, open_ledger, print_json
+from tallybook.cli.wallet_output import (
+    AccountArg,
+    AmountArg,
+    HoldArg,
+    TxnOption,
+    print_result,
+    print_txn,
+    when,
+)
 from tallybook.errors import ValidationError
-from tallybook.services.wallet_holds import HoldResult
-from tallybook.services.wallet_records import WalletTransaction
 
 app = typer.Typer(
     help="Wallet: cash, store credit and bonus grants; debits, holds, held credits.",
     no_args_is_help=True,
 )
 
-AccountArg = Annotated[str, typer.Argument(help="Account (owner) id.")]
-AmountArg = Annotated[int, typer.Argument(help="Amount in minor units (cents).")]
-TxnOption = Annotated[
-    str, typer.Option("--txn-id", help="Idempotency key: a replay returns the first result.")
-]
-HoldArg = Annotated[str, typer.Argument(help="Hold id (the id given to authorize).")]
 
-
-def _when(text: str | None, days: int | None, what: str) -> datetime:
-    if (text is None) == (days is None):
-        raise ValidationError(f"give exactly one of --{what} or --{what}-days")
-    if days is not None:
-        return datetime.now(UTC) + timedelta(days=days)
-    assert text is not None
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValidationError(
-            f"--{what} must be an ISO time such as 2026-05-01T00:00:00Z"
-        ) from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
-
-
-def _print_txn(t: WalletTransaction, as_json: bool) -> None:
-    if as_json:
-        print_json(t)
-        return
-    moved = ", ".join(f"{f} {a:+d}" for f, a in t.funds.items()) or "no balance change"
-    again = " (replay: first result)" if t.replay else ""
-    charge = f"; charged {t.charge['amount']} externally" if t.charge else ""
-    console.print(f"{t.type} {t.id}: {moved}{charge}; available {t.availability}{again}")
-
-
-def _print_hold(h: Hold, as_json: bool) -> None:
-    if as_json:
-        print_json(h)
-        return
-    funds = ", ".join(f"{f} {a}" for f, a in h.amounts.items())
-    captured = f", captured {h.captured}" if h.captured else ""
-    console.print(
-        f"hold {h.id} of {h.account} ({h.kind}): {h.status}, {funds}{captured}; "
-        f"deadline {h.deadline.isoformat()}"
-    )
-
-
-def _print_result(r: HoldResult, as_json: bool) -> None:
-    if as_json:
-        print_json(r)
-        return
-    _print_hold(r.hold, False)
-    if r.transaction is not None:
-        _print_txn(r.transaction, False)
-
-
-@app.command("balance")
-def balance(
-    account: AccountArg,
-    program: ProgramOption,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Per fund: total, withheld (pending) and available; bonus counts unexpired grants.
-
-    Example: tallybook wallet balance alice --program shop
-    """
-    with open_ledger(store) as ledger:
-        view = ledger.wallet.balance(program, account)
-    if as_json:
-        print_json(view)
-        return
-    rows = [[f.fund, f.unit, f.total, f.withheld, f.available] for f in view.funds]
-    table(f"wallet of {account}", ["fund", "unit", "total", "withheld", "available"], rows)
-    console.print(f"total available: {view.total_available}")
-
-
-@app.command("grants")
-def grants(
-    account: AccountArg,
-    program: ProgramOption,
-    expired: Annotated[bool, typer.Option("--expired", help="Include expired grants.")] = False,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """List bonus grants, earliest expiry first.
-
-    Example: tallybook wallet grants alice --program shop
-    """
-    with open_ledger(store) as ledger:
-        found = ledger.wallet.grants(program, account, include_expired=expired)
-    if as_json:
-        print_json(found)
-        return
-    rows = [[g.id, g.awarded, g.available, g.expires_at.isoformat()] for g in found]
-    table(f"bonus grants of {account}", ["grant", "awarded", "available", "expires"], rows)
+app.command("balance")(wallet_reads.balance)
+app.command("grants")(wallet_reads.grants)
 
 
 @app.command("grant")
@@ -137,10 +52,10 @@ def grant(
 
     Example: tallybook wallet grant alice 500 --expires-days 30 --txn-id promo-1 -p shop
     """
-    when = _when(expires, expires_days, "expires")
+    expires_at = when(expires, expires_days, "expires")
     with open_ledger(store) as ledger:
-        t = ledger.wallet.grant(program, account, amount, expires_at=when, txn_id=txn_id)
-    _print_txn(t, as_json)
+        t = ledger.wallet.grant(program, account, amount, expires_at=expires_at, txn_id=txn_id)
+    print_txn(t, as_json)
 
 
 @app.command("credit")
@@ -159,7 +74,7 @@ def credit(
     """
     with open_ledger(store) as ledger:
         t = ledger.wallet.credit(program, account, fund, amount, txn_id=txn_id)
-    _print_txn(t, as_json)
+    print_txn(t, as_json)
 
 
 @app.command("credit-held")
@@ -178,12 +93,12 @@ def credit_held(
 
     Example: tallybook wallet credit-held alice cash 9000 --release-days 14 --txn-id sale-3 -p shop
     """
-    when = _when(release, release_days, "release")
+    release_at = when(release, release_days, "release")
     with open_ledger(store) as ledger:
         r = ledger.wallet.credit_held(
-            program, account, fund, amount, release_at=when, txn_id=txn_id
+            program, account, fund, amount, release_at=release_at, txn_id=txn_id
         )
-    _print_result(r, as_json)
+    print_result(r, as_json)
 
 
 @app.command("debit")
@@ -214,7 +129,7 @@ def debit(
             order_id=order_id,
             on_shortfall="charge" if on_shortfall == "charge" else "reject",
         )
-    _print_txn(t, as_json)
+    print_txn(t, as_json)
 
 
 @app.command("authorize")
@@ -237,7 +152,7 @@ def authorize(
         r = ledger.wallet.authorize(
             program, account, amount, hold_id=hold_id, expires_in=expires_in
         )
-    _print_result(r, as_json)
+    print_result(r, as_json)
 
 
 @app.command("capture")
@@ -256,7 +171,7 @@ def capture(
     """
     with open_ledger(store) as ledger:
         r = ledger.wallet.capture(program, hold_id, amount)
-    _print_result(r, as_json)
+    print_result(r, as_json)
 
 
 @app.command("void")
@@ -272,93 +187,13 @@ def void(
     """
     with open_ledger(store) as ledger:
         r = ledger.wallet.void(program, hold_id)
-    _print_result(r, as_json)
+    print_result(r, as_json)
 
 
-@app.command("hold")
-def hold(
-    hold_id: HoldArg,
-    program: ProgramOption,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Show one hold (expiring it first if it is past its deadline).
-
-    Example: tallybook wallet hold h-1 -p shop
-    """
-    with open_ledger(store) as ledger:
-        h = ledger.wallet.hold(program, hold_id)
-    _print_hold(h, as_json)
-
-
-@app.command("holds")
-def holds(
-    account: AccountArg,
-    program: ProgramOption,
-    active: Annotated[bool, typer.Option("--active", help="Only active holds.")] = False,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """List an owner's holds and held credits, newest first.
-
-    Example: tallybook wallet holds alice --active -p shop
-    """
-    with open_ledger(store) as ledger:
-        found = ledger.wallet.holds(program, account, active_only=active)
-    if as_json:
-        print_json(found)
-        return
-    rows = [[h.id, h.kind, h.status, h.amount, h.captured, h.deadline.isoformat()] for h in found]
-    table(f"holds of {account}", ["hold", "kind", "status", "amount", "captured", "deadline"], rows)
-
-
-@app.command("transactions")
-def transactions(
-    account: AccountArg,
-    program: ProgramOption,
-    limit: Annotated[int, typer.Option(help="Page size.")] = 20,
-    cursor: Annotated[str | None, typer.Option(help="Cursor from the previous page.")] = None,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """An owner's transaction records, newest first, with the resulting availability.
-
-    Example: tallybook wallet transactions alice -p shop
-    """
-    with open_ledger(store) as ledger:
-        page = ledger.wallet.transactions(program, account, limit=limit, cursor=cursor)
-    if as_json:
-        print_json(page)
-        return
-    rows = [
-        [
-            t.created_at.isoformat(),
-            t.id,
-            t.type,
-            " ".join(f"{f}:{a:+d}" for f, a in t.funds.items()),
-            t.availability.get("total"),
-        ]
-        for t in page.transactions
-    ]
-    table(f"transactions of {account}", ["at", "id", "type", "funds", "available"], rows)
-    if page.cursor:
-        console.print(f"next page: --cursor {page.cursor}")
-
-
-@app.command("transaction")
-def transaction(
-    txn_id: Annotated[str, typer.Argument(help="Transaction id.")],
-    program: ProgramOption,
-    store: StoreOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """One transaction record: per-fund breakdown and resulting availability.
-
-    Example: tallybook wallet transaction order-77 -p shop
-    """
-    with open_ledger(store) as ledger:
-        t = ledger.wallet.transaction(program, txn_id)
-    _print_txn(t, as_json)
+app.command("hold")(wallet_reads.hold)
+app.command("holds")(wallet_reads.holds)
+app.command("transactions")(wallet_reads.transactions)
+app.command("transaction")(wallet_reads.transaction)
 
 
 def reconcile(

@@ -1,0 +1,74 @@
+"""Arguments and printing shared by the wallet commands."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+import typer
+
+from tallybook.cli.output import console, print_json
+from tallybook.domain.wallet import Hold
+from tallybook.errors import ValidationError
+from tallybook.services.wallet_holds import HoldResult
+from tallybook.services.wallet_records import WalletTransaction
+
+AccountArg = Annotated[str, typer.Argument(help="Account (owner) id.")]
+AmountArg = Annotated[int, typer.Argument(help="Amount in minor units (cents).")]
+TxnOption = Annotated[
+    str, typer.Option("--txn-id", help="Idempotency key: a replay returns the first result.")
+]
+HoldArg = Annotated[str, typer.Argument(help="Hold id (the id given to authorize).")]
+
+
+def when(text: str | None, days: int | None, what: str) -> datetime:
+    if (text is None) == (days is None):
+        raise ValidationError(f"give exactly one of --{what} or --{what}-days")
+    if days is not None:
+        return datetime.now(UTC) + timedelta(days=days)
+    assert text is not None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationError(
+            f"--{what} must be an ISO time such as 2026-05-01T00:00:00Z"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def print_txn(t: WalletTransaction, as_json: bool) -> None:
+    if as_json:
+        print_json(t)
+        return
+    moved = ", ".join(f"{f} {a:+d}" for f, a in t.funds.items()) or "no balance change"
+    again = " (replay: first result)" if t.replay else ""
+    charge = f"; charged {t.charge['amount']} externally" if t.charge else ""
+    console.print(f"{t.type} {t.id}: {moved}{charge}; available {availability(t)}{again}")
+
+
+def availability(t: WalletTransaction) -> str:
+    """``bonus 0, store_credit 0, cash 2500 (total 2500)``"""
+    funds = ", ".join(f"{f} {a}" for f, a in t.availability.items() if f != "total")
+    total = t.availability.get("total")
+    return f"{funds} (total {total})" if funds else "-"
+
+
+def print_hold(h: Hold, as_json: bool) -> None:
+    if as_json:
+        print_json(h)
+        return
+    funds = ", ".join(f"{f} {a}" for f, a in h.amounts.items())
+    captured = f", captured {h.captured}" if h.captured else ""
+    console.print(
+        f"hold {h.id} of {h.account} ({h.kind}): {h.status}, {funds}{captured}; "
+        f"deadline {h.deadline.isoformat()}"
+    )
+
+
+def print_result(r: HoldResult, as_json: bool) -> None:
+    if as_json:
+        print_json(r)
+        return
+    print_hold(r.hold, False)
+    if r.transaction is not None:
+        print_txn(r.transaction, False)

@@ -1,0 +1,188 @@
+"""Wallet request and response bodies (pydantic models at the HTTP edge).
+
+Amounts are strict integers in minor units; times carry a time zone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from tallybook.domain.money import MAX_AMOUNT
+from tallybook.domain.wallet import MAX_HOLD_SECONDS, Grant, Hold, WalletBalance
+from tallybook.http.models import ID_PATTERN
+from tallybook.services.wallet_holds import HoldResult
+from tallybook.services.wallet_records import WalletTransaction
+
+Amount = Annotated[int, Field(strict=True, gt=0, le=MAX_AMOUNT, description="minor units")]
+Description = Annotated[str | None, Field(max_length=500)]
+
+
+class FundViewOut(BaseModel):
+    fund: str
+    unit: str
+    total: int
+    withheld: int
+    available: int
+
+
+class WalletBalanceOut(BaseModel):
+    account: str
+    funds: list[FundViewOut]
+    total_available: int
+    as_of: datetime
+
+    @staticmethod
+    def of(b: WalletBalance) -> WalletBalanceOut:
+        return WalletBalanceOut(
+            account=b.account,
+            funds=[FundViewOut(**vars_of(f)) for f in b.funds],
+            total_available=b.total_available,
+            as_of=b.as_of,
+        )
+
+
+class GrantOut(BaseModel):
+    grant_id: str
+    awarded: int
+    available: int
+    expires_at: datetime
+    granted_at: datetime
+
+    @staticmethod
+    def of(g: Grant) -> GrantOut:
+        return GrantOut(
+            grant_id=g.id,
+            awarded=g.awarded,
+            available=g.available,
+            expires_at=g.expires_at,
+            granted_at=g.granted_at,
+        )
+
+
+class WalletTransactionOut(BaseModel):
+    id: str
+    type: str
+    account: str | None
+    funds: dict[str, int] = Field(description="fund -> signed change of the owner's balance")
+    held: dict[str, int] = Field(description="fund -> signed change of the amount withheld")
+    availability: dict[str, int] = Field(description="available per fund after, and total")
+    grants: list[dict[str, Any]]
+    hold_id: str | None
+    charge: dict[str, Any] | None
+    order_id: str | None
+    description: str | None
+    created_at: datetime
+    replay: bool
+
+    @staticmethod
+    def of(t: WalletTransaction) -> WalletTransactionOut:
+        return WalletTransactionOut(
+            id=t.id,
+            type=str(t.type),
+            account=t.account,
+            funds=t.funds,
+            held=t.held,
+            availability=t.availability,
+            grants=t.grants,
+            hold_id=t.hold_id,
+            charge=t.charge,
+            order_id=t.order_id,
+            description=t.description,
+            created_at=t.created_at,
+            replay=t.replay,
+        )
+
+
+class HoldOut(BaseModel):
+    hold_id: str
+    account: str
+    kind: Literal["debit", "credit"]
+    status: Literal["active", "captured", "voided", "expired", "released"]
+    amount: int
+    amounts: dict[str, int]
+    captured: int
+    captured_funds: dict[str, int]
+    deadline: datetime
+    created_at: datetime
+    finished_at: datetime | None
+
+    @staticmethod
+    def of(h: Hold) -> HoldOut:
+        return HoldOut(
+            hold_id=h.id,
+            account=h.account,
+            kind=h.kind.value,
+            status=h.status.value,
+            amount=h.amount,
+            amounts=h.amounts,
+            captured=h.captured,
+            captured_funds=h.captured_funds,
+            deadline=h.deadline,
+            created_at=h.created_at,
+            finished_at=h.finished_at,
+        )
+
+
+class HoldResultOut(BaseModel):
+    hold: HoldOut
+    transaction: WalletTransactionOut | None = Field(
+        description="what this call applied; null when there was nothing left to do"
+    )
+
+    @staticmethod
+    def of(r: HoldResult) -> HoldResultOut:
+        return HoldResultOut(
+            hold=HoldOut.of(r.hold),
+            transaction=WalletTransactionOut.of(r.transaction) if r.transaction else None,
+        )
+
+
+class GrantIn(BaseModel):
+    amount: Amount
+    expires_at: datetime = Field(description="when the grant expires (with a time zone)")
+    description: Description = None
+
+
+class CreditIn(BaseModel):
+    fund: Literal["cash", "store_credit"]
+    amount: Amount
+    description: Description = None
+
+
+class HeldCreditIn(CreditIn):
+    release_at: datetime = Field(description="when the credit becomes available")
+
+
+class DebitIn(BaseModel):
+    amount: Amount
+    on_shortfall: Literal["reject", "charge"] = "reject"
+    order_id: Annotated[str | None, Field(max_length=128, pattern=ID_PATTERN)] = None
+    description: Description = None
+
+
+class AuthorizeIn(BaseModel):
+    amount: Amount
+    expires_in: Annotated[int | None, Field(strict=True, ge=1, le=MAX_HOLD_SECONDS)] = Field(
+        default=None, description="seconds until the hold expires (default 7 days)"
+    )
+    description: Description = None
+
+
+class CaptureIn(BaseModel):
+    amount: Amount | None = Field(default=None, description="default: the whole hold")
+
+
+class WalletTransactionPageOut(BaseModel):
+    transactions: list[WalletTransactionOut]
+    cursor: str | None
+
+
+class ReconcileOut(BaseModel):
+    actions: list[str]
+
+
+def vars_of(obj: Any) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in obj.__slots__}
