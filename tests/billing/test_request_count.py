@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tallybook.domain.billing import bucket_start, draft_from_mapping, epoch, from_epoch, iso
 from tallybook.ledger import Ledger
 from tallybook.services.billing import QUERY_PAGE
+from tallybook.services.billing_rows import bucket_label, record_actions
 from tallybook.services.clock import ManualClock
 from tallybook.services.report_sinks import DirectorySink
 from tallybook.store import keys
-from tallybook.store.port import ItemStore
+from tallybook.store.port import Item, ItemStore, Put
 
 from .helpers import MIN, aligned_start, record
 
@@ -34,11 +37,7 @@ def test_report_queries_only_the_needed_buckets(
     t0 = aligned_start(clock)
     ledger.billing.configure("shop", grace_minutes=5, start=t0)
     clock.set(t0 + 4 * 60 * MIN)  # records over 4 hours: 16 buckets
-    step = 4 * 3600 / total
-    rows = ((i, record(f"r{i:06d}", t0 + i * step * MIN / 60)) for i in range(total))
-    summary = ledger.billing.ingest_many("shop", rows)
-    assert summary.created == total
-    assert not summary.errors
+    seed_bucketed_rows(ledger, store, t0, total, 4 * 3600)
 
     out = tmp_path / "out"
     clock.set(t0 + 2 * 60 * MIN + 5 * MIN)  # the first 2 hours are due
@@ -74,3 +73,41 @@ def test_report_queries_only_the_needed_buckets(
     assert store.metrics.stat("transact_write").requests == 2 * 2
     assert store.metrics.stat("get").requests <= 8
     assert set(store.metrics.by_operation) <= {"get", "query", "transact_write"}
+
+
+def seed_bucketed_rows(
+    ledger: Ledger, store: ItemStore, t0: datetime, total: int, seconds: int
+) -> None:
+    """``total`` records spread evenly over ``seconds`` from ``t0``, written as the
+    ingestion path writes their bucket rows (the same row builder, copied per
+    record) with batch writes: about 7x faster than ``ingest_many``, whose
+    idempotency rows and checks the reports never read (tests/billing/test_ingest.py
+    covers ingestion)."""
+    size = ledger.billing.bucket_seconds("shop")
+    now = ledger.clock.now()
+    draft = draft_from_mapping(record("r0", t0))
+    start = epoch(t0)
+    actions, _ = record_actions("shop", draft, start, False, now, size)
+    row = actions[1]
+    assert isinstance(row, Put)
+    template = row.item
+    rows: list[Item] = []
+    for i in range(total):
+        at = t0 + timedelta(seconds=i * seconds / total)
+        bucket = bucket_start(start + i * seconds // total, size)
+        stamp = iso(at)
+        rows.append(
+            {
+                **template,
+                "pk": keys.billing_bucket("shop", bucket_label(bucket)),
+                "sk": f"{stamp}#{i:012x}",
+                "record_id": f"r{i:06d}",
+                "order_id": f"o-r{i:06d}",
+                "time": stamp,
+                "bucket": iso(from_epoch(bucket)),
+            }
+        )
+        if len(rows) == 5000:
+            store.batch_write(rows)
+            rows.clear()
+    store.batch_write(rows)
