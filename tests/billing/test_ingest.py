@@ -117,6 +117,10 @@ def test_late_record_goes_to_first_open_bucket(
 
 def test_bucket_size_is_fixed_once_started(ledger: Ledger, clock: ManualClock) -> None:
     t0 = aligned_start(clock)
+    for bad in (0, -15, 1441):  # at least a minute, at most a day
+        with pytest.raises(ValidationError, match="from 1 minute to 1 day"):
+            ledger.billing.configure("shop", bucket_minutes=bad)
+    assert ledger.store.get(keys.billing_state("shop")) is None  # nothing was fixed yet
     state = ledger.billing.configure("shop", bucket_minutes=5, grace_minutes=1, start=t0)
     assert (state.config.bucket_seconds, state.config.grace_seconds, state.start) == (
         300,

@@ -128,7 +128,7 @@ class BillingService:
         """Set the bucket size (only before billing state exists), the grace window
         and where reporting starts (the first window; also only at first)."""
         self.ledger.programs.get(program)
-        bucket = check_bucket_seconds(bucket_minutes * 60) if bucket_minutes else None
+        bucket = None if bucket_minutes is None else check_bucket_seconds(bucket_minutes * 60)
         grace = check_grace_seconds(grace_minutes * 60) if grace_minutes is not None else None
         current = self._read_state(program)
         if current is None:
