@@ -7,6 +7,11 @@ check (invariants 1, 3, 5), wallet check (2: withheld = active holds, grants =
 bonus, available >= 0, no stale charge intent), and the external processor
 charged exactly what committed debits recorded (4: nothing half-applied).
 Finally the client retries the flow with the same ids, which must succeed.
+
+Flows: grant, credit, held credit, debit, charged debit, authorize, partial and
+full capture, void, reconcile (holds, held credits, grants), and the lazy
+expiry of a read (balance, hold). Both modes on SQLite; on DynamoDB the
+'before' crashes of the debits, authorize and capture (see ON_DYNAMODB).
 """
 
 from __future__ import annotations
@@ -44,9 +49,11 @@ def _authorized(ledger: Ledger, a: str) -> None:
 
 
 def _overdue(ledger: Ledger, a: str) -> None:
-    """A hold past its deadline and a held credit past its release (for reconcile)."""
+    """A hold past its deadline, a held credit past its release and an expired
+    grant with something left (for reconcile and lazy expiry on read)."""
     _setup(ledger, a)
     now = ledger.clock.now()
+    ledger.wallet.grant(P, a, 30, expires_at=now + timedelta(seconds=1), txn_id=f"{a}-short")
     ledger.wallet.authorize(P, a, 120, hold_id=f"{a}-h", expires_in=1)
     ledger.wallet.credit_held(
         P, a, "cash", 40, release_at=now + timedelta(seconds=1), txn_id=f"{a}-s"
@@ -60,6 +67,7 @@ FLOWS: dict[str, tuple[Callable[[Ledger, str], None], Flow]] = {
         _setup,
         lambda led, a: led.wallet.grant(P, a, 70, expires_at=_later[a], txn_id=f"{a}-x"),
     ),
+    "credit": (_setup, lambda led, a: led.wallet.credit(P, a, "cash", 70, txn_id=f"{a}-x")),
     "credit_held": (
         _setup,
         lambda led, a: led.wallet.credit_held(
@@ -74,9 +82,15 @@ FLOWS: dict[str, tuple[Callable[[Ledger, str], None], Flow]] = {
     "authorize": (_setup, lambda led, a: led.wallet.authorize(P, a, 300, hold_id=f"{a}-x")),
     "capture": (_authorized, lambda led, a: led.wallet.capture(P, f"{a}-h", 180)),
     "void": (_authorized, lambda led, a: led.wallet.void(P, f"{a}-h")),
+    "capture_all": (_authorized, lambda led, a: led.wallet.capture(P, f"{a}-h")),
     "reconcile": (_overdue, lambda led, a: led.wallet.reconcile(P)),
+    "balance_expires_hold": (_overdue, lambda led, a: led.wallet.balance(P, a)),
+    "hold_read_expires_it": (_overdue, lambda led, a: led.wallet.hold(P, f"{a}-h")),
 }
-SLOW_ON_DYNAMODB = {"grant", "credit_held", "void", "reconcile"}
+#: DynamoDB Local is slow (a few hundred writes/s): it runs the debits, authorize
+#: and partial capture; the storage-level atomicity the others rely on is the
+#: port's contract, tested on both engines in tests/store
+ON_DYNAMODB = {"debit_charge", "debit", "authorize", "capture"}
 _ids = itertools.count()
 
 
@@ -108,8 +122,8 @@ def test_crash_at_every_step_then_reconcile(
     flow: str,
     mode: str,
 ) -> None:
-    if engine == "dynamodb" and (mode == "after" or flow in SLOW_ON_DYNAMODB):
-        pytest.skip("lean DynamoDB run: the 'before' crashes of the multi-step flows")
+    if engine == "dynamodb" and (mode == "after" or flow not in ON_DYNAMODB):
+        pytest.skip("lean DynamoDB run: 'before' crashes of debits, authorize, capture")
     setup, run = FLOWS[flow]
     crashes = 0
     for n in range(1, 150):
