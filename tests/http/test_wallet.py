@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tallybook.ledger import Ledger
@@ -157,3 +158,35 @@ def test_wallet_is_per_program(
         headers=idem(key="c2"),
     )
     assert bad.status_code == 422
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])  # engine-independent: the processor's answers
+@pytest.mark.parametrize("mode", ["decline", "timeout"])
+def test_declined_or_timed_out_charge_over_http_applies_nothing(
+    app_client: TestClient,
+    ledger: Ledger,
+    write_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+    mode: str,
+) -> None:
+    processor = FakeChargeProcessor(mode)  # type: ignore[arg-type]
+    ledger.wallet.processor = processor
+    open_account("alice")
+    base = "/v1/accounts/alice/wallet"
+    app_client.post(f"{base}/credits", json={"fund": "cash", "amount": 100}, headers=idem(key="c"))
+    body = {"amount": 250, "on_shortfall": "charge"}
+    r = app_client.post(f"{base}/debits", json=body, headers=idem(key="d1"))
+    assert r.status_code == 402, r.text
+    assert r.json()["type"].endswith("/payment-declined")
+    assert "nothing" in r.json()["detail"] or "declined" in r.json()["detail"]
+    assert processor.net_charged == 0
+    view = app_client.get(base, headers=write_headers).json()
+    assert view["total_available"] == 100
+    assert app_client.get("/v1/wallet/transactions/d1", headers=write_headers).status_code == 404
+    assert ledger.wallet.check("shop", "alice") == []
+    processor.mode = "succeed"  # the client retries the same request: it now goes through
+    r = app_client.post(f"{base}/debits", json=body, headers=idem(key="d1"))
+    assert r.status_code == 201, r.text
+    assert r.json()["charge"]["amount"] == 150
+    assert processor.net_charged == 150

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,3 +62,33 @@ def test_wallet_commands(run) -> None:  # type: ignore[no-untyped-def]
     failed = CliRunner().invoke(app, ["wallet", "debit", "alice", "99999", "--txn-id", "d2"])
     assert isinstance(failed.exception, InsufficientFunds)  # main() prints it, exits 3
     assert "Usage" in run("wallet", "--help")
+
+
+@pytest.mark.parametrize("mode", ["fake:decline", "fake:timeout", "none"])
+def test_cli_charge_refused_prints_one_line_and_applies_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """Through the real entry point (``tallybook``): one error line, exit code 3."""
+    monkeypatch.setenv("TALLYBOOK_STORE", f"sqlite:///{tmp_path / 'w.db'}")
+    monkeypatch.setenv("TALLYBOOK_PROGRAM", "shop")
+    monkeypatch.setenv("TALLYBOOK_CHARGE_PROCESSOR", mode)
+    runner = CliRunner()
+    for args in (
+        ["program", "create", "shop"],
+        ["account", "open", "alice"],
+        ["wallet", "credit", "alice", "cash", "100", "--txn-id", "c1"],
+    ):
+        assert runner.invoke(app, args).exit_code == 0
+    debit = ["wallet", "debit", "alice", "250", "--txn-id", "d1", "--on-shortfall", "charge"]
+    failed = subprocess.run(
+        [sys.executable, "-c", "from tallybook.cli import main; main()", *debit],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert failed.returncode == 3
+    assert failed.stderr.startswith("error: ")
+    assert failed.stderr.count("\n") == 1
+    assert "Traceback" not in failed.stderr
+    balance = json.loads(runner.invoke(app, ["wallet", "balance", "alice", "--json"]).output)
+    assert balance["total_available"] == 100
