@@ -190,6 +190,12 @@ def test_support_agent_journey(server: tuple[str, Seeded], browser: Any) -> None
     shot(page, "phone-account")
     page.goto(f"{base}/admin/")
     assert no_horizontal_overflow(page)
+    card = page.locator("#reports").bounding_box()
+    assert card is not None
+    for link in page.locator("#reports a.file").all():  # downloads in view, not scrolled off
+        box = link.bounding_box()
+        assert box is not None
+        assert box["x"] + box["width"] <= card["x"] + card["width"]
     shot(page, "phone-home")
 
     # sign out: the session is gone
