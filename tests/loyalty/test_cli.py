@@ -75,3 +75,15 @@ def test_bad_config_file_is_one_line_and_exit_2(run, tmp_path: Path) -> None:  #
     assert "first (base) tier must have threshold 0" in out
     assert "Traceback" not in out
     assert "no loyalty configuration" in run("loyalty", "earn", "alice", "o", "100", code=2)
+
+
+def test_config_check_needs_no_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TALLYBOOK_STORE", f"sqlite:///{tmp_path / 'none.db'}")
+    monkeypatch.delenv("TALLYBOOK_PROGRAM", raising=False)
+    runner = CliRunner()
+    checked = runner.invoke(app, ["loyalty", "config", "load", str(EXAMPLE), "--check"])
+    assert checked.exit_code == 0, checked.output
+    assert "valid" in checked.output
+    missing = runner.invoke(app, ["loyalty", "config", "load", str(EXAMPLE)])
+    assert isinstance(missing.exception, TallybookError)
+    assert "--program" in missing.exception.message

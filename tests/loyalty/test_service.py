@@ -220,7 +220,11 @@ def test_expiry_lowers_a_balance_based_tier_by_rule(loyal: Ledger, clock: Manual
 def test_expiry_reads_only_the_days_since_the_last_run(loyal: Ledger, clock: ManualClock) -> None:
     assert loyal.loyalty.expire("shop").days == 1  # today: the checkpoint is set at configure
     clock.advance(timedelta(days=3))
-    assert loyal.loyalty.expire("shop").days == 4
+    steps: list[tuple[int, int]] = []
+    assert loyal.loyalty.expire("shop", progress=lambda d, t: steps.append((d, t))).days == 4
+    # the CLI's progress bar: one step per day read (4) and per warning day ahead
+    warn_days = loyal.loyalty.config("shop").expiry.warn_days
+    assert steps == [(i, 4 + warn_days) for i in range(1, 5 + warn_days)]
     assert loyal.loyalty.expire("shop").days == 1
 
 
