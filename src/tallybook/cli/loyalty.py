@@ -20,7 +20,11 @@ from tallybook.errors import ValidationError
 app = typer.Typer(
     help="Loyalty: rules, earn per order, redeem, tiers, expiring points.", no_args_is_help=True
 )
-config_app = typer.Typer(help="Load or show a program's loyalty rules.", no_args_is_help=True)
+config_app = typer.Typer(
+    help="Load or show a program's loyalty rules.",
+    epilog="Example: tallybook loyalty config load examples/loyalty.toml --program shop",
+    no_args_is_help=True,
+)
 app.add_typer(config_app, name="config")
 
 AccountArg = Annotated[str, typer.Argument(help="Account (member) id.")]
