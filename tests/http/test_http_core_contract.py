@@ -72,6 +72,16 @@ def test_framework_errors_are_problems_too(app_client, read_headers) -> None:
     _problem(app_client.get("/v1/accounts/alice"), 401, "unauthorized")
 
 
+@sqlite_only
+def test_a_422_has_one_title_whoever_refused_the_input(app_client, write_headers, idem) -> None:
+    body = {"type": "credit", "account": "alice", "fund": "points", "amount": 1}
+    by_service = app_client.post("/v1/transactions", json=body, headers=write_headers)
+    by_schema = app_client.post("/v1/transactions", json={**body, "amount": 1.5}, headers=idem())
+    for r in (by_service, by_schema):
+        _problem(r, 422, "validation")
+        assert r.json()["title"] == "Validation failed"
+
+
 def _v2_event(method: str, path: str, query: str, headers: dict[str, str], body: str | None):  # type: ignore[no-untyped-def]
     """An API Gateway HTTP API (payload format 2.0) event."""
     return {

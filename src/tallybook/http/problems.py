@@ -66,6 +66,11 @@ class Problem(BaseModel):
 
 
 def _title(code: str) -> str:
+    """The title of a problem ``code``: the framework's own where it has one
+    (so a 422 is "Validation failed" whether pydantic or a service refused it)."""
+    for known, title in _HTTP_CODES.values():
+        if known == code:
+            return title
     return code.replace("-", " ").capitalize()
 
 
