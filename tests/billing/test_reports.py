@@ -208,3 +208,36 @@ def test_rewards_issued_report(ledger: Ledger, clock: ManualClock, tmp_path: Pat
     for r in results:
         ledger.billing.reports.rerun("shop", r.window, kind="rewards", sink=DirectorySink(again))
     assert snapshot(again) == snapshot(out)
+
+
+def test_rewards_report_counts_loyalty_earn_redeem_and_expiry_per_partner(
+    ledger: Ledger, clock: ManualClock, tmp_path: Path
+) -> None:
+    """End to end from loyalty operations, not hand-made postings."""
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=1, start=t0)
+    ledger.loyalty.configure("shop", {"expiry": {"days": 1}})
+    ledger.accounts.open("shop", "alice")
+    clock.advance(MIN)
+    ledger.loyalty.earn("shop", "alice", "o1", 5000, metadata={"partner": "acme"})  # 50
+    ledger.loyalty.earn("shop", "alice", "o2", 2000)  # 20, no partner
+    ledger.loyalty.redeem("shop", "alice", 20, "mug", txn_id="r1", metadata={"partner": "acme"})
+    clock.set(t0 + 25 * 60 * MIN)  # every lot is past its day
+    assert ledger.loyalty.expire("shop").points == 50
+    clock.set(t0 + 27 * 60 * MIN)
+    out = tmp_path / "out"
+    results = ledger.billing.reports.run(
+        "shop", sink=DirectorySink(out), interval="1h", kinds=["rewards"]
+    )
+    assert len(results) == 26  # the hourly windows that ended a grace minute ago
+    rows = {
+        r.window: (out / "shop" / "rewards" / r.window / "rewards_issued.csv")
+        .read_text()
+        .splitlines()[1:]
+        for r in results
+        if r.rows
+    }
+    assert rows == {
+        _w(t0, 0, 60): [",points,points,20,0,0,1", "acme,points,points,50,20,0,2"],
+        _w(t0, 25 * 60, 26 * 60): [",points,points,0,0,50,1"],
+    }
