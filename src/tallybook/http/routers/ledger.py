@@ -195,19 +195,9 @@ def post_transaction(
     svc = ledger.transactions
     p = principal.program
     txn: Transaction
-    if isinstance(body, CreditIn):
-        txn = svc.credit(
-            p,
-            body.account,
-            body.fund,
-            body.amount,
-            txn_id=txn_id,
-            order_id=body.order_id,
-            description=body.description,
-            metadata=body.metadata,
-        )
-    elif isinstance(body, DebitIn):
-        txn = svc.debit(
+    if isinstance(body, CreditIn | DebitIn):
+        post_one = svc.credit if isinstance(body, CreditIn) else svc.debit
+        txn = post_one(
             p,
             body.account,
             body.fund,
