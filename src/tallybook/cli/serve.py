@@ -41,6 +41,7 @@ def serve(
     app = create_app(ledger, max_body=max_body)
     base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     err_console.print(f"tallybook on {ledger.store.describe()}")
+    err_console.print(f"  durability: {ledger.store.durability()}")
     err_console.print(f"  API docs: {base}/docs")
     err_console.print(f"  admin:    {base}/admin")
     if not ledger.programs.list():

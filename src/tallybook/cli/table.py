@@ -39,9 +39,9 @@ def create(
     url = resolve_store_url(store)
     parsed = parse_store_url(url)
     if parsed.engine == "sqlite":
-        from tallybook.store.sqlite import SqliteStore
+        from tallybook.store.url import open_store
 
-        SqliteStore(parsed.path).close()
+        open_store(url).close()
         typer.echo(f"initialised SQLite store {parsed.path} ({url}); it needs no table setup")
         return
     from tallybook.store.dynamodb import DynamoStore

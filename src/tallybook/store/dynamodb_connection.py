@@ -88,6 +88,9 @@ class DynamoConnection(ItemStore):
                 kwargs["aws_secret_access_key"] = "local"  # noqa: S105 - DynamoDB Local
         self.client = session.client("dynamodb", **kwargs)
 
+    def durability(self) -> str:
+        return "DynamoDB acknowledges a write once it is stored durably (replicated across zones)"
+
     def describe(self) -> str:
         url = f"dynamodb://{self.table}?region={quote(self.region, safe='')}"
         if self.endpoint:

@@ -379,3 +379,7 @@ class ItemStore(ABC):
     @abstractmethod
     def describe(self) -> str:
         """A one-line description for logs and ``--help`` output (no secrets)."""
+
+    def durability(self) -> str:
+        """One line on what an acknowledged write survives (printed by ``serve``)."""
+        return "as the engine guarantees"

@@ -4,13 +4,27 @@ A transaction is one ``BEGIN IMMEDIATE``: conditions are evaluated against the
 rows read inside it, so concurrent writers (threads or processes) serialise on
 the database lock and no update is lost. Item bodies are JSON; Python's json
 round-trips integers of any size exactly.
+
+Durability is chosen by ``synchronous`` (see :data:`SYNCHRONOUS`): ``full``,
+the default, fsyncs the WAL at every commit, so an acknowledged write survives
+an operating-system crash or a power cut; ``normal`` survives a process crash
+only (the last commits before a power cut may roll back).
+
+Writers queue on an advisory lock file (``PATH-writer.lock``, ``flock``)
+before ``BEGIN IMMEDIATE``. SQLite's own busy handler sleeps between polls (up
+to 100 ms), so several writer processes on one file would spend most of their
+time asleep while the lock is free; ``flock`` wakes the next writer as soon as
+the lock is released. The busy handler stays as the fallback for writers that
+do not take the lock file (another program on the same database).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -66,6 +80,13 @@ CREATE INDEX IF NOT EXISTS items_gsi2 ON items (gsi2pk, gsi2sk, pk, sk)
 _SORT_SQL = {"=": "=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _LOCK_RETRIES = 50
 
+#: ``synchronous`` settings accepted, and what an acknowledged commit survives
+SYNCHRONOUS: dict[str, str] = {
+    "full": "process crash, operating-system crash and power cut (fsync at every commit)",
+    "normal": "process crash only; an OS crash or power cut may roll back the last commits",
+}
+DEFAULT_SYNCHRONOUS = "full"
+
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _decode_json = json.JSONDecoder().decode
@@ -84,18 +105,30 @@ def _prefix_upper(prefix: str) -> str:
 class SqliteStore(ItemStore):
     """Embedded engine; ``path`` is a file (``:memory:`` is refused: use a temp file)."""
 
-    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 30_000) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: str = DEFAULT_SYNCHRONOUS,
+        busy_timeout_ms: int = 30_000,
+    ) -> None:
         self.path = str(path)
         if self.path in ("", ":memory:"):
             raise StoreValidationError("the SQLite engine needs a file path")
         parent = Path(self.path).parent
         if not parent.exists():
             raise StoreValidationError(f"directory {parent} does not exist")
+        if synchronous not in SYNCHRONOUS:
+            raise StoreValidationError(
+                f"unknown synchronous setting {synchronous!r}; accepted: {', '.join(SYNCHRONOUS)}"
+            )
+        self.synchronous = synchronous
         self.busy_timeout_ms = busy_timeout_ms
         self.metrics = StoreMetrics()
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
+        self._writer = _WriterLock(self.path + "-writer.lock")
         try:
             self._conn().executescript(_SCHEMA)
         except sqlite3.Error as exc:  # e.g. a read-only file without the schema yet
@@ -115,7 +148,7 @@ class SqliteStore(ItemStore):
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
                 conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
             except sqlite3.Error as exc:  # not a database, corrupt, unreadable
                 conn.close()
                 raise StoreUnavailable(f"cannot use SQLite file {self.path}: {exc}") from exc
@@ -131,9 +164,17 @@ class SqliteStore(ItemStore):
                     conn.close()
             self._all.clear()
         self._local = threading.local()
+        self._writer.close()
 
     def describe(self) -> str:
-        return f"sqlite:///{self.path}"
+        url = f"sqlite:///{self.path}"
+        if self.synchronous == DEFAULT_SYNCHRONOUS:
+            return url
+        return f"{url}?synchronous={self.synchronous}"
+
+    def durability(self) -> str:
+        """One line: the ``synchronous`` setting and what a commit survives."""
+        return f"synchronous={self.synchronous}: survives {SYNCHRONOUS[self.synchronous]}"
 
     # -- reads --------------------------------------------------------------
 
@@ -232,7 +273,8 @@ class SqliteStore(ItemStore):
         check_actions(actions, self.max_transaction_actions)
         self.metrics.record("transact_write")
         conn = self._conn()
-        _write_transaction(conn, lambda: self._apply(conn, actions))
+        with self._writer:
+            _write_transaction(conn, lambda: self._apply(conn, actions))
 
     def _apply(self, conn: sqlite3.Connection, actions: Sequence[Action]) -> None:
         keys = [action_key(action) for action in actions]
@@ -293,7 +335,8 @@ class SqliteStore(ItemStore):
         for start in range(0, len(ops), 25):
             chunk = ops[start : start + 25]
             self.metrics.record("batch_write")
-            _write_transaction(conn, functools.partial(self._write_chunk, conn, chunk))
+            with self._writer:
+                _write_transaction(conn, functools.partial(self._write_chunk, conn, chunk))
 
     def _write_chunk(
         self, conn: sqlite3.Connection, chunk: Sequence[tuple[str, Item | Key]]
@@ -371,6 +414,50 @@ def _write_transaction(conn: sqlite3.Connection, work: Callable[[], None]) -> No
             raise
         return
     raise Throttled("SQLite database stayed locked; try again")
+
+
+class _WriterLock:
+    """Serialises this file's writers: a thread lock in the process, then an
+    exclusive ``flock`` on a side file across processes (released on exit or
+    crash by the kernel, so a killed writer never leaves it held)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._threads = threading.Lock()
+        self._fd: int | None = None
+        self._pid = os.getpid()
+
+    def _file(self) -> int | None:
+        if self._pid != os.getpid():  # a forked child must not share the parent's lock
+            self._fd, self._pid = None, os.getpid()
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:  # read-only directory: rely on SQLite's busy handler
+                return None
+        return self._fd
+
+    def __enter__(self) -> None:
+        self._threads.acquire()
+        fd = self._file()
+        if fd is not None:
+            with contextlib.suppress(OSError):  # no lock: SQLite's busy handler decides
+                fcntl.flock(fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self._fd is not None:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._threads.release()
+
+    def close(self) -> None:
+        with self._threads:
+            if self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
+                self._fd = None
 
 
 def _wait_if_locked(exc: sqlite3.OperationalError, attempt: int, what: str) -> None:

@@ -12,7 +12,8 @@ from tallybook.store.port import ItemStore
 DEFAULT_STORE_URL = "sqlite:///./tallybook.db"
 STORE_ENV = "TALLYBOOK_STORE"
 ACCEPTED_FORMS = (
-    "sqlite:///PATH.db (relative) or sqlite:////abs/PATH.db, "
+    "sqlite:///PATH.db (relative) or sqlite:////abs/PATH.db "
+    "(option: ?synchronous=full|normal), "
     "or dynamodb://TABLE?region=REGION&endpoint=http://127.0.0.1:8000"
 )
 
@@ -24,6 +25,7 @@ class StoreUrl:
     table: str = ""
     region: str | None = None
     endpoint: str | None = None
+    synchronous: str | None = None
 
 
 def resolve_store_url(url: str | None) -> str:
@@ -39,31 +41,47 @@ def parse_store_url(url: str) -> StoreUrl:
     if parts.scheme == "sqlite":
         if parts.netloc or not parts.path.startswith("/") or len(parts.path) < 2:
             raise ConfigError(f"bad store URL {url!r}; accepted: {ACCEPTED_FORMS}")
-        return StoreUrl("sqlite", path=parts.path[1:])
+        query = parse_qs(parts.query, keep_blank_values=True)
+        _refuse_unknown(url, query, {"synchronous"})
+        synchronous = query.get("synchronous", [None])[0]
+        if synchronous is not None:
+            from tallybook.store.sqlite import SYNCHRONOUS
+
+            if synchronous.lower() not in SYNCHRONOUS:
+                raise ConfigError(
+                    f"bad store URL {url!r}: unknown synchronous setting {synchronous!r}; "
+                    f"accepted: {', '.join(SYNCHRONOUS)}"
+                )
+            synchronous = synchronous.lower()
+        return StoreUrl("sqlite", path=parts.path[1:], synchronous=synchronous)
     if parts.scheme == "dynamodb":
         table = parts.netloc
         if not table or parts.path not in ("", "/"):
             raise ConfigError(f"bad store URL {url!r}: name the table; accepted: {ACCEPTED_FORMS}")
         query = parse_qs(parts.query)
-        unknown = set(query) - {"region", "endpoint"}
-        if unknown:
-            raise ConfigError(
-                f"bad store URL {url!r}: unknown option(s) {', '.join(sorted(unknown))}; "
-                f"accepted: {ACCEPTED_FORMS}"
-            )
+        _refuse_unknown(url, query, {"region", "endpoint"})
         region = query.get("region", [None])[0]
         endpoint = query.get("endpoint", [None])[0]
         return StoreUrl("dynamodb", table=table, region=region, endpoint=endpoint)
     raise ConfigError(f"bad store URL {url!r}; accepted: {ACCEPTED_FORMS}")
 
 
+def _refuse_unknown(url: str, query: dict[str, list[str]], known: set[str]) -> None:
+    unknown = set(query) - known
+    if unknown:
+        raise ConfigError(
+            f"bad store URL {url!r}: unknown option(s) {', '.join(sorted(unknown))}; "
+            f"accepted: {ACCEPTED_FORMS}"
+        )
+
+
 def open_store(url: str | None = None) -> ItemStore:
     """Open the engine a store URL names (default: ``./tallybook.db``)."""
     parsed = parse_store_url(resolve_store_url(url))
     if parsed.engine == "sqlite":
-        from tallybook.store.sqlite import SqliteStore
+        from tallybook.store.sqlite import DEFAULT_SYNCHRONOUS, SqliteStore
 
-        return SqliteStore(parsed.path)
+        return SqliteStore(parsed.path, synchronous=parsed.synchronous or DEFAULT_SYNCHRONOUS)
     from tallybook.store.dynamodb import DynamoStore
 
     return DynamoStore(parsed.table, region=parsed.region, endpoint=parsed.endpoint)
