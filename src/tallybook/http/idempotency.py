@@ -4,7 +4,8 @@ The first successful (2xx) response of a POST is stored by (program,
 Idempotency-Key) with a fingerprint of method, path, query and the body
 (canonical JSON, so whitespace and key order do not matter) and a 24 h TTL.
 A later request with the same key and fingerprint gets the stored status and
-body back with ``Idempotent-Replayed: true``; the same key with another
+body back with ``Idempotent-Replayed: true`` (and the body's ``replay`` flags
+set, so body and header agree); the same key with another
 fingerprint is a 409 ``idempotency-conflict``. Error responses are not stored:
 retrying after a 4xx or 5xx re-executes, and writes stay at-most-once because
 the services are idempotent themselves (ledger postings use the key as the
@@ -66,8 +67,8 @@ def fingerprint(method: str, path: str, query: bytes, body: bytes) -> str:
         canonical = json.dumps(
             json.loads(body), sort_keys=True, separators=(",", ":"), ensure_ascii=True
         ).encode()
-    except (ValueError, UnicodeDecodeError):
-        canonical = body
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        canonical = body  # the route answers 400 malformed-json for it
     digest = hashlib.sha256()
     for part in (method.encode(), path.encode(), query, canonical):
         digest.update(len(part).to_bytes(8, "big"))
@@ -200,7 +201,7 @@ class IdempotencyMiddleware:
             for k, v in cast(list[list[str]], stored.get("headers") or [])
         ]
         headers.append((REPLAYED_HEADER.lower().encode(), b"true"))
-        content = cast(str, stored.get("body") or "").encode("utf-8")
+        content = _marked_replay(cast(str, stored.get("body") or "")).encode("utf-8")
         await _send(send, int(cast(int, stored["status"])), headers, content)
 
     def _store(
@@ -237,6 +238,24 @@ class IdempotencyMiddleware:
             pass  # a concurrent request with the same key stored its response first
         except TallybookError:
             pass  # the write is done; failing to remember it only costs a re-execution
+
+
+def _marked_replay(text: str) -> str:
+    """The stored body with its ``replay`` flags set, to agree with ``Idempotent-Replayed``.
+
+    The flags sit at the top level (a wallet transaction) or one level down (the
+    ``transaction`` of a hold result); other bodies come back unchanged.
+    """
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(body, dict):
+        return text
+    for part in (body, *body.values()):
+        if isinstance(part, dict) and part.get("replay") is False:
+            part["replay"] = True
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
 def _match_route(scope: Scope) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from tallybook.domain.money import MAX_AMOUNT
 from tallybook.domain.wallet import MAX_HOLD_SECONDS, Grant, Hold, WalletBalance
@@ -140,13 +140,19 @@ class HoldResultOut(BaseModel):
         )
 
 
-class GrantIn(BaseModel):
+class _In(BaseModel):
+    """Request bodies refuse unknown fields (422), so a misnamed field is never ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class GrantIn(_In):
     amount: Amount
     expires_at: datetime = Field(description="when the grant expires (with a time zone)")
     description: Description = None
 
 
-class CreditIn(BaseModel):
+class CreditIn(_In):
     fund: Literal["cash", "store_credit"]
     amount: Amount
     description: Description = None
@@ -156,14 +162,14 @@ class HeldCreditIn(CreditIn):
     release_at: datetime = Field(description="when the credit becomes available")
 
 
-class DebitIn(BaseModel):
+class DebitIn(_In):
     amount: Amount
     on_shortfall: Literal["reject", "charge"] = "reject"
     order_id: Annotated[str | None, Field(max_length=128, pattern=ID_PATTERN)] = None
     description: Description = None
 
 
-class AuthorizeIn(BaseModel):
+class AuthorizeIn(_In):
     amount: Amount
     expires_in: Annotated[int | None, Field(strict=True, ge=1, le=MAX_HOLD_SECONDS)] = Field(
         default=None, description="seconds until the hold expires (default 7 days)"
@@ -171,7 +177,7 @@ class AuthorizeIn(BaseModel):
     description: Description = None
 
 
-class CaptureIn(BaseModel):
+class CaptureIn(_In):
     amount: Amount | None = Field(default=None, description="default: the whole hold")
 
 
