@@ -1,5 +1,6 @@
 """tallybook: a rewards, loyalty and wallet ledger on DynamoDB or SQLite."""
 
+from tallybook._version import __version__
 from tallybook.domain.model import (
     Account,
     Balance,
@@ -34,8 +35,6 @@ from tallybook.ledger import Ledger
 from tallybook.services.clock import Clock, ManualClock, SystemClock
 from tallybook.store.url import DEFAULT_STORE_URL, open_store
 
-__version__ = "0.1.0"
-
 __all__ = [
     "DEFAULT_STORE_URL",
     "Account",
@@ -68,5 +67,6 @@ __all__ = [
     "TransactionConflict",
     "Unauthorized",
     "ValidationError",
+    "__version__",
     "open_store",
 ]

@@ -8,6 +8,7 @@ import logging
 import pytest
 from fastapi.testclient import TestClient
 
+import tallybook
 from tallybook.errors import StoreUnavailable, Throttled
 from tallybook.http.app import create_app
 from tallybook.http.middleware import JsonFormatter
@@ -154,7 +155,7 @@ def test_json_access_logs_carry_request_id_and_no_key_material(
 def test_healthz_and_metrics(app_client, read_headers, idem, open_account) -> None:
     r = app_client.get("/healthz")
     assert r.status_code == 200
-    assert r.json() == {"status": "ok"}
+    assert r.json() == {"status": "ok", "version": tallybook.__version__}
     open_account("alice")
     body = {"type": "credit", "account": "alice", "fund": "points", "amount": 1}
     app_client.post("/v1/transactions", json=body, headers=idem(key="m1"))

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Annotated
 
 import typer
 
+from tallybook._version import __version__
 from tallybook.cli import billing as billing_cli
 from tallybook.cli import keys, ledger, program, serve, table
 from tallybook.cli import loyalty as loyalty_cli
@@ -33,8 +35,25 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tallybook {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _global(store: StoreOption = None) -> None:
+def _global(
+    store: StoreOption = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
+    ] = False,
+) -> None:
     """Rewards, loyalty and wallet ledger.
 
     Every command takes --store URL (or $TALLYBOOK_STORE); the default is the

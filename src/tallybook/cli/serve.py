@@ -27,6 +27,11 @@ def serve(
     """
     import logging
 
+    from tallybook.console import install_hint, missing
+
+    if missing("server"):
+        err_console.print(install_hint("server"), style="red", markup=False)
+        raise typer.Exit(1)
     import uvicorn
 
     from tallybook.http.app import create_app

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from tallybook.ledger import Ledger
 
@@ -137,15 +137,16 @@ def _store_lines(ledger: Ledger) -> list[str]:
     lines += _family(
         "tallybook_store_read_capacity_units_total",
         "counter",
-        "read capacity units consumed (DynamoDB; 0 on SQLite)",
+        "read capacity units the endpoint reported (DynamoDB; 0 on SQLite)",
         per_op("read_units"),
     )
     lines += _family(
         "tallybook_store_write_capacity_units_total",
         "counter",
-        "write capacity units consumed (DynamoDB; 0 on SQLite)",
+        "write capacity units the endpoint reported (DynamoDB; 0 on SQLite)",
         per_op("write_units"),
     )
+    lines += _priced_lines(per_op)
     lines += _family(
         "tallybook_store_retries_total", "counter", "storage-level retries", per_op("retries")
     )
@@ -167,4 +168,30 @@ def _store_lines(ledger: Ledger) -> list[str]:
         "posting-engine re-plans after optimistic-concurrency conflicts",
         [((), float(ledger.engine.retries))],
     )
+    return lines
+
+
+def _priced_lines(per_op: Callable[[str], list[tuple[Labels, float]]]) -> list[str]:
+    """Capacity priced by AWS's rules (:mod:`tallybook.store.meter`); 0 where unpriced."""
+    families = (
+        ("read_capacity_units", "priced_read_units", "read capacity units priced by AWS's rules"),
+        (
+            "write_capacity_units",
+            "priced_write_units",
+            "write capacity units priced by AWS's rules, index writes included",
+        ),
+        (
+            "index_write_capacity_units",
+            "priced_index_write_units",
+            "the part of the priced write capacity units spent on index writes",
+        ),
+        (
+            "estimated_writes",
+            "estimated_writes",
+            "items written whose image before the write the meter did not know",
+        ),
+    )
+    lines: list[str] = []
+    for name, attr, help_text in families:
+        lines += _family(f"tallybook_store_priced_{name}_total", "counter", help_text, per_op(attr))
     return lines

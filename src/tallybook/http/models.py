@@ -305,3 +305,4 @@ class TransferIn(_In):
 
 class Health(BaseModel):
     status: Literal["ok"]
+    version: str = Field(description="the tallybook version serving", examples=["0.1.0"])

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from typing import Any
 
 from tallybook.errors import ConditionFailed, StoreValidationError, Throttled
@@ -48,14 +49,17 @@ from tallybook.store.dynamodb_expressions import (
 from tallybook.store.dynamodb_table import TableAdmin, TableSetup, table_definition
 from tallybook.store.dynamodb_values import from_item, key_av, serialize, to_item
 from tallybook.store.evaluate import apply_updates, cancelled, evaluate, is_expired, now_epoch
+from tallybook.store.meter import CapacityMeter, Price, is_transactional, record_price
 from tallybook.store.port import (
     Action,
-    ConditionCheck,
+    Delete,
     Item,
     Key,
     Page,
     SortCondition,
     Update,
+    action_key,
+    key_of,
 )
 from tallybook.store.queries import cursor_start, key_attrs, next_cursor
 
@@ -71,6 +75,15 @@ class DynamoStore(DynamoConnection):
     and no credentials in the environment, dummy ones are used so DynamoDB
     Local works on a fresh machine. ``client`` injects a ready client (tests).
     """
+
+    @cached_property
+    def meter(self) -> CapacityMeter:
+        """Prices every request by AWS's rules into :attr:`metrics` (``priced_*``)."""
+        return CapacityMeter()
+
+    def _charge(self, operation: str, price: Price) -> None:
+        with self._metrics_lock:
+            record_price(self.metrics, operation, price)
 
     # -- table management ---------------------------------------------------
 
@@ -120,7 +133,9 @@ class DynamoStore(DynamoConnection):
             },
         )
         raw = response.get("Item")
-        return to_item(raw) if raw else None
+        item = to_item(raw) if raw else None
+        self._charge("get", self.meter.get(key, item, consistent=consistent))
+        return item
 
     def query(
         self,
@@ -171,7 +186,9 @@ class DynamoStore(DynamoConnection):
             if start is not None:
                 request["ExclusiveStartKey"] = start
             response = self._send("query", self.client.query, request)
-            items.extend(to_item(raw) for raw in response.get("Items", []))
+            page = [to_item(raw) for raw in response.get("Items", [])]
+            self._charge("query", self.meter.query(page, index=index, consistent=consistent))
+            items.extend(page)
             if limit is not None and len(items) > limit:
                 items = items[:limit]
                 return Page(items, next_cursor(items[-1], pk_attr, sk_attr))
@@ -195,12 +212,13 @@ class DynamoStore(DynamoConnection):
                     "ReturnConsumedCapacity": "TOTAL",
                 },
             )
-            for raw in response.get("Responses", {}).get(self.table, []):
-                item = to_item(raw)
-                if not is_expired(item, now):
-                    out.append(item)
+            found = [to_item(raw) for raw in response.get("Responses", {}).get(self.table, [])]
+            out.extend(item for item in found if not is_expired(item, now))
             unprocessed = response.get("UnprocessedKeys", {}).get(self.table)
-            return list(unprocessed["Keys"]) if unprocessed else []
+            left = list(unprocessed["Keys"]) if unprocessed else []
+            missing = len(pending) - len(found) - len(left)
+            self._charge("batch_get", self.meter.batch_get(found, missing, consistent=consistent))
+            return left
 
         for begin in range(0, len(unique), BATCH_GET_MAX):
             chunk = [key_av(k) for k in unique[begin : begin + BATCH_GET_MAX]]
@@ -215,17 +233,24 @@ class DynamoStore(DynamoConnection):
 
     def batch_write(self, puts: Sequence[Item] = (), deletes: Sequence[Key] = ()) -> None:
         check_batch_write(puts, deletes)
-        requests: list[tuple[Key, dict[str, Any]]] = [
-            (Key(str(i["pk"]), str(i["sk"])), {"PutRequest": {"Item": from_item(i)}}) for i in puts
-        ] + [(k, {"DeleteRequest": {"Key": key_av(k)}}) for k in deletes]
+        requests: list[tuple[Key, dict[str, Any], Item | None]] = [
+            (Key(str(i["pk"]), str(i["sk"])), {"PutRequest": {"Item": from_item(i)}}, i)
+            for i in puts
+        ] + [(k, {"DeleteRequest": {"Key": key_av(k)}}, None) for k in deletes]
         # a batch may not name one key twice: start a new one where it would
         chunks: list[list[dict[str, Any]]] = []
+        priced: list[tuple[list[Item], list[Key]]] = []
         seen: set[Key] = set()
-        for key, request in requests:
+        for key, request, item in requests:
             if not chunks or len(chunks[-1]) == BATCH_WRITE_MAX or key in seen:
                 chunks.append([])
+                priced.append(([], []))
                 seen = set()
             chunks[-1].append(request)
+            if item is None:
+                priced[-1][1].append(key)
+            else:
+                priced[-1][0].append(item)
             seen.add(key)
 
         def send(pending: list[Any]) -> list[Any]:
@@ -236,13 +261,15 @@ class DynamoStore(DynamoConnection):
             )
             return list(response.get("UnprocessedItems", {}).get(self.table, []))
 
-        for chunk in chunks:
+        for chunk, (chunk_puts, chunk_deletes) in zip(chunks, priced, strict=True):
             pending = self._send_until_processed("batch_write", chunk, send)
             if pending:
+                self.meter.forget([*map(key_of, chunk_puts), *chunk_deletes])
                 raise Throttled(
                     f"DynamoDB left {len(pending)} writes unprocessed after {MAX_ATTEMPTS} "
                     "attempts; the batch was partly applied"
                 )
+            self._charge("batch_write", self.meter.batch_write(chunk_puts, chunk_deletes))
 
     def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
         if len(actions) > OLD_LOCAL_LIMIT and self.endpoint and not self._probed:
@@ -256,9 +283,13 @@ class DynamoStore(DynamoConnection):
         try:
             self._transact_rounds(actions, token, request_token, now)
         except (ConditionFailed, StoreValidationError):
+            self.meter.forget(map(action_key, actions))
             # certainly not applied: a later call with this token starts afresh
             if token is not None:
                 self._tokens.forget(token)
+            raise
+        except Exception:
+            self.meter.forget(map(action_key, actions))
             raise
 
     def _transact_rounds(
@@ -266,14 +297,10 @@ class DynamoStore(DynamoConnection):
     ) -> None:
         for round_ in range(_DIAGNOSE_ROUNDS):
             try:
-                if (
-                    len(actions) == 1
-                    and token is None
-                    and not isinstance(actions[0], ConditionCheck)
-                ):
-                    self._write_one(actions[0], now)
-                else:
+                if is_transactional(actions, token):
                     self._transact(actions, request_token, now)
+                else:
+                    self._write_one(actions[0], now)
                 return
             except ConditionFailed as exc:
                 if round_ == _DIAGNOSE_ROUNDS - 1 or not self._diagnose(actions, exc.reasons, now):
@@ -294,6 +321,7 @@ class DynamoStore(DynamoConnection):
                 "ReturnConsumedCapacity": "TOTAL",
             },
         )
+        self._charge("transact_write", self.meter.write(actions, transactional=True))
 
     def _write_one(self, action: Action, now: int) -> None:
         ((kind, body),) = self.compile_action(action, now).items()
@@ -311,6 +339,7 @@ class DynamoStore(DynamoConnection):
             {**body, "ReturnConsumedCapacity": "TOTAL"},
             idempotent=False,
         )
+        self._charge("transact_write", self.meter.write([action], transactional=False))
 
     def _diagnose(self, actions: Sequence[Action], reasons: Sequence[str | None], now: int) -> bool:
         """Explain a cancellation that may come from an update's own guards.
@@ -363,3 +392,5 @@ class DynamoStore(DynamoConnection):
         params.update(expr.params())
         with contextlib.suppress(ConditionFailed):  # replaced or removed meanwhile
             self._send("transact_write", self.client.delete_item, params)
+            price = self.meter.write([Delete(key)], transactional=False)
+            self._charge("transact_write", price)

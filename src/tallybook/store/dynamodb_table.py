@@ -1,7 +1,8 @@
 """The tallybook table: its definition, its creation and deletion, TTL.
 
-One table keyed ``pk``/``sk`` (strings), two global secondary indexes
-``gsi1``/``gsi2`` projecting everything, on-demand billing, TTL on ``ttl``.
+One table keyed ``pk``/``sk`` (strings), the global secondary indexes of
+:data:`~tallybook.store.port.INDEX_DEFS` (keys and projection), on-demand
+billing, TTL on ``ttl``.
 :func:`cloudformation_template` describes the same table for deployments.
 """
 
@@ -16,7 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from tallybook.errors import ConfigError, StoreUnavailable
 from tallybook.store.dynamodb_errors import error_code, error_message
-from tallybook.store.port import INDEXES, KEY_ATTRS, TTL_ATTR
+from tallybook.store.port import INDEX_DEFS, INDEXES, KEY_ATTRS, TTL_ATTR, IndexDef
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -34,14 +35,21 @@ def _attribute_definitions() -> list[dict[str, str]]:
     return [{"AttributeName": n, "AttributeType": "S"} for n in names]
 
 
+def _projection(index: IndexDef) -> dict[str, Any]:
+    projection: dict[str, Any] = {"ProjectionType": index.projection}
+    if index.projection == "INCLUDE":
+        projection["NonKeyAttributes"] = list(index.include)
+    return projection
+
+
 def _gsis() -> list[dict[str, Any]]:
     return [
         {
-            "IndexName": name,
-            "KeySchema": _key_schema(*attrs),
-            "Projection": {"ProjectionType": "ALL"},
+            "IndexName": index.name,
+            "KeySchema": _key_schema(index.hash_attr, index.range_attr),
+            "Projection": _projection(index),
         }
-        for name, attrs in INDEXES.items()
+        for index in INDEX_DEFS
     ]
 
 

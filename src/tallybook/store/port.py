@@ -26,13 +26,36 @@ Value: TypeAlias = "str | int | bool | list[Value] | dict[str, Value] | None"
 Item: TypeAlias = dict[str, Value]
 
 KEY_ATTRS = ("pk", "sk")
-INDEXES: dict[str, tuple[str, str]] = {
-    "gsi1": ("gsi1pk", "gsi1sk"),
-    "gsi2": ("gsi2pk", "gsi2sk"),
-}
+
+Projection: TypeAlias = Literal["ALL", "KEYS_ONLY", "INCLUDE"]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexDef:
+    """One global secondary index: its key attributes and what it projects.
+
+    The single source for table creation (:mod:`.dynamodb_table`), queries and
+    the capacity meter (:mod:`.capacity`), which prices index writes by it.
+    """
+
+    name: str
+    hash_attr: str
+    range_attr: str
+    projection: Projection = "ALL"
+    #: non-key attributes projected when ``projection`` is ``INCLUDE``
+    include: tuple[str, ...] = ()
+
+
+INDEX_DEFS: tuple[IndexDef, ...] = (
+    IndexDef("gsi1", "gsi1pk", "gsi1sk"),
+    IndexDef("gsi2", "gsi2pk", "gsi2sk"),
+)
+INDEXES: dict[str, tuple[str, str]] = {d.name: (d.hash_attr, d.range_attr) for d in INDEX_DEFS}
 TTL_ATTR = "ttl"
 MAX_ITEM_BYTES = 400 * 1024
 MAX_TRANSACTION_ACTIONS = 100
+#: the aggregate size of a transaction's items (see :mod:`tallybook.store.checks`)
+MAX_TRANSACTION_BYTES = 4 * 1024 * 1024
 MAX_NUMBER_DIGITS = 38
 MAX_KEY_BYTES = 1024
 INDEX_ATTRS = frozenset(attr for pair in INDEXES.values() for attr in pair)
@@ -238,12 +261,26 @@ class Page:
 
 @dataclass
 class OperationStats:
+    """Figures of one operation kind.
+
+    ``read_units`` / ``write_units`` are what the endpoint reported
+    (``ConsumedCapacity``; DynamoDB Local misreports transactions and index
+    writes); ``priced_*`` are the same calls priced by AWS's rules
+    (:mod:`tallybook.store.meter`), index writes included in
+    ``priced_write_units``; ``estimated_writes`` counts items written whose
+    before image the meter did not know.
+    """
+
     requests: int = 0
     read_units: float = 0.0
     write_units: float = 0.0
     retries: int = 0
     conflicts: int = 0
     throttles: int = 0
+    priced_read_units: float = 0.0
+    priced_write_units: float = 0.0
+    priced_index_write_units: float = 0.0
+    estimated_writes: int = 0
 
 
 @dataclass
@@ -265,6 +302,22 @@ class StoreMetrics:
         stats.read_units += read_units
         stats.write_units += write_units
 
+    def price(
+        self,
+        operation: str,
+        *,
+        read_units: float = 0.0,
+        write_units: float = 0.0,
+        index_write_units: float = 0.0,
+        estimated: int = 0,
+    ) -> None:
+        """Add capacity priced by AWS's rules (no request is counted)."""
+        stats = self.by_operation.setdefault(operation, OperationStats())
+        stats.priced_read_units += read_units
+        stats.priced_write_units += write_units
+        stats.priced_index_write_units += index_write_units
+        stats.estimated_writes += estimated
+
     def stat(self, operation: str) -> OperationStats:
         return self.by_operation.setdefault(operation, OperationStats())
 
@@ -279,6 +332,18 @@ class StoreMetrics:
     @property
     def write_units(self) -> float:
         return sum(s.write_units for s in self.by_operation.values())
+
+    @property
+    def priced_read_units(self) -> float:
+        return sum(s.priced_read_units for s in self.by_operation.values())
+
+    @property
+    def priced_write_units(self) -> float:
+        return sum(s.priced_write_units for s in self.by_operation.values())
+
+    @property
+    def priced_index_write_units(self) -> float:
+        return sum(s.priced_index_write_units for s in self.by_operation.values())
 
     def reset(self) -> None:
         self.by_operation.clear()

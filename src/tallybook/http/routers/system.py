@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
+from tallybook import __version__
 from tallybook.http.deps import LedgerDep
 from tallybook.http.metrics import Metrics
 from tallybook.http.models import Health
@@ -24,7 +25,7 @@ PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 )
 def healthz(ledger: LedgerDep) -> Health:
     ledger.store.get(_PROBE)
-    return Health(status="ok")
+    return Health(status="ok", version=__version__)
 
 
 @router.get(

@@ -1,0 +1,194 @@
+"""The capacity meter: every storage call priced by DynamoDB's rules.
+
+:class:`CapacityMeter` turns what an engine read and wrote into capacity
+units with :mod:`tallybook.store.capacity`. A write is priced on the item
+before and after it, so the meter keeps a bounded cache of the item images
+the engine has read or written (the posting engine reads every head it
+updates); an update's after image is the before image with the typed updates
+applied (:func:`~tallybook.store.evaluate.apply_updates`). A put whose
+condition requires the item to be absent needs no before image. When the
+before image is unknown the write is priced as if the item were new (a lower
+bound) and counted in :attr:`Price.estimated`.
+
+The DynamoDB engine prices every request it sends (:mod:`.dynamodb`);
+:class:`~tallybook.store.metered.MeteredStore` puts the same meter in front
+of any engine, so the SQLite engine's layout can be priced too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from tallybook.errors import StoreValidationError
+from tallybook.store import capacity
+from tallybook.store.evaluate import apply_updates
+from tallybook.store.port import (
+    INDEX_DEFS,
+    KEY_ATTRS,
+    Action,
+    And,
+    Condition,
+    ConditionCheck,
+    Delete,
+    IndexDef,
+    Item,
+    Key,
+    NotExists,
+    Put,
+    StoreMetrics,
+    Update,
+    Value,
+    key_of,
+)
+
+#: item images kept for pricing updates (least recently used dropped first)
+DEFAULT_CACHE_ITEMS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """Capacity units of one request, by DynamoDB's rules."""
+
+    read_units: float = 0.0
+    #: table and index writes together
+    write_units: float = 0.0
+    index_write_units: float = 0.0
+    #: items written whose before image was unknown (priced as new items)
+    estimated: int = 0
+
+
+def is_transactional(actions: Sequence[Action], token: str | None) -> bool:
+    """Whether an engine sends ``actions`` as ``TransactWriteItems``.
+
+    A single put, update or delete without a token goes as a plain
+    ``PutItem`` / ``UpdateItem`` / ``DeleteItem`` (half the write units).
+    """
+    return not (len(actions) == 1 and token is None and not isinstance(actions[0], ConditionCheck))
+
+
+def requires_absent(condition: Condition | None) -> bool:
+    """Whether a write that succeeded under ``condition`` found no item."""
+    match condition:
+        case NotExists(attr):
+            return attr in KEY_ATTRS
+        case And(conditions):
+            return any(requires_absent(c) for c in conditions)
+    return False
+
+
+class CapacityMeter:
+    """Prices reads and writes; remembers item images to price later updates."""
+
+    def __init__(
+        self, indexes: Iterable[IndexDef] = INDEX_DEFS, cache_items: int = DEFAULT_CACHE_ITEMS
+    ) -> None:
+        self.indexes = tuple(indexes)
+        self.cache_items = cache_items
+        self._images: OrderedDict[Key, Item | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- the image cache ------------------------------------------------------
+
+    def remember(self, key: Key, item: Mapping[str, Value] | None) -> None:
+        """Note ``item`` as the image at ``key`` (``None``: no item there)."""
+        with self._lock:
+            self._images[key] = dict(item) if item is not None else None
+            self._images.move_to_end(key)
+            while len(self._images) > self.cache_items:
+                self._images.popitem(last=False)
+
+    def forget(self, keys: Iterable[Key]) -> None:
+        """Drop images that may be stale (after a failed or uncertain write)."""
+        with self._lock:
+            for key in keys:
+                self._images.pop(key, None)
+
+    def image(self, key: Key) -> tuple[bool, Item | None]:
+        """Whether the image at ``key`` is known, and the image."""
+        with self._lock:
+            if key not in self._images:
+                return False, None
+            self._images.move_to_end(key)
+            return True, self._images[key]
+
+    # -- reads ---------------------------------------------------------------
+
+    def get(self, key: Key, item: Item | None, *, consistent: bool = True) -> Price:
+        self.remember(key, item)
+        return Price(capacity.read_units(capacity.item_size(item), consistent=consistent))
+
+    def query(
+        self, items: Sequence[Item], *, index: str | None = None, consistent: bool = True
+    ) -> Price:
+        """One Query request returning ``items`` (an index is read eventually consistent)."""
+        if index is None:
+            for item in items:
+                self.remember(key_of(item), item)
+        return Price(capacity.query_units(items, consistent=consistent and index is None))
+
+    def batch_get(
+        self, items: Sequence[Item], missing: int = 0, *, consistent: bool = True
+    ) -> Price:
+        """One BatchGetItem request: ``items`` found, ``missing`` keys not found."""
+        for item in items:
+            self.remember(key_of(item), item)
+        units = capacity.batch_get_units(items, consistent=consistent)
+        units += missing * capacity.read_units(0, consistent=consistent)
+        return Price(units)
+
+    # -- writes --------------------------------------------------------------
+
+    def write(self, actions: Sequence[Action], *, transactional: bool) -> Price:
+        """A successful write of ``actions``; the cache learns the after images."""
+        total = index_total = 0
+        estimated = 0
+        for action in actions:
+            if isinstance(action, ConditionCheck):
+                known, before = self.image(action.key)
+                total += capacity.condition_check_cost(before).total
+                estimated += 0 if known else 1
+                continue
+            key = key_of(action.item) if isinstance(action, Put) else action.key
+            known, before = self.image(key)
+            if isinstance(action, Put) and requires_absent(action.condition):
+                known, before = True, None
+            after = self._after(action, key, before)
+            cost = capacity.write_cost(
+                before, after, transactional=transactional, indexes=self.indexes
+            )
+            total += cost.total
+            index_total += cost.index_total
+            estimated += 0 if known else 1
+            self.remember(key, after)
+        return Price(0.0, float(total), float(index_total), estimated)
+
+    def batch_write(self, puts: Sequence[Item], deletes: Sequence[Key]) -> Price:
+        """One BatchWriteItem request (standard writes)."""
+        actions: list[Action] = [Put(i) for i in puts]
+        actions += [Delete(k) for k in deletes]
+        return self.write(actions, transactional=False)
+
+    @staticmethod
+    def _after(action: Put | Update | Delete, key: Key, before: Item | None) -> Item | None:
+        if isinstance(action, Put):
+            return action.item
+        if isinstance(action, Delete):
+            return None
+        try:
+            return apply_updates(before, key, action.updates)
+        except StoreValidationError:  # the engine refused it too; price the key alone
+            return key.as_item()
+
+
+def record_price(metrics: StoreMetrics, operation: str, price: Price) -> None:
+    """Add ``price`` to ``metrics`` under ``operation``."""
+    metrics.price(
+        operation,
+        read_units=price.read_units,
+        write_units=price.write_units,
+        index_write_units=price.index_write_units,
+        estimated=price.estimated,
+    )

@@ -1,0 +1,112 @@
+"""Any engine's calls priced by DynamoDB's rules: what this layout would cost on AWS.
+
+The DynamoDB engine prices every request itself; :func:`metered` wraps
+another engine (SQLite) in :class:`MeteredStore`, which prices each port
+call with the same :class:`~tallybook.store.meter.CapacityMeter` into the
+inner engine's :attr:`~tallybook.store.port.ItemStore.metrics` (``priced_*``).
+Benchmarks use it to price the item layout on either engine.
+
+One difference: the DynamoDB engine prices the requests it sends (a page
+asked with ``limit`` reads one item more to learn whether another page
+exists), this wrapper the pages the port returns.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from tallybook.store.meter import CapacityMeter, Price, is_transactional, record_price
+from tallybook.store.port import (
+    Action,
+    Item,
+    ItemStore,
+    Key,
+    Page,
+    SortCondition,
+    action_key,
+    key_of,
+)
+
+
+def metered(store: ItemStore) -> ItemStore:
+    """``store`` priced by AWS's rules: itself if it prices its calls, else wrapped."""
+    return (
+        store if isinstance(getattr(store, "meter", None), CapacityMeter) else MeteredStore(store)
+    )
+
+
+class MeteredStore(ItemStore):
+    """Delegates to ``inner`` and prices every call into ``inner.metrics``."""
+
+    def __init__(self, inner: ItemStore, meter: CapacityMeter | None = None) -> None:
+        self.inner = inner
+        self.meter = meter or CapacityMeter()
+        self.metrics = inner.metrics
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        """The inner engine's own attributes (``path``, ``durability()``, ...)."""
+        return getattr(self.inner, name)
+
+    def _charge(self, operation: str, price: Price) -> None:
+        with self._lock:
+            record_price(self.metrics, operation, price)
+
+    def get(self, key: Key, *, consistent: bool = True) -> Item | None:
+        item = self.inner.get(key, consistent=consistent)
+        self._charge("get", self.meter.get(key, item, consistent=consistent))
+        return item
+
+    def query(
+        self,
+        partition: str,
+        sort: SortCondition | None = None,
+        *,
+        index: str | None = None,
+        forward: bool = True,
+        limit: int | None = None,
+        cursor: str | None = None,
+        consistent: bool = True,
+    ) -> Page:
+        page = self.inner.query(
+            partition,
+            sort,
+            index=index,
+            forward=forward,
+            limit=limit,
+            cursor=cursor,
+            consistent=consistent,
+        )
+        self._charge("query", self.meter.query(page.items, index=index, consistent=consistent))
+        return page
+
+    def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
+        try:
+            self.inner.transact_write(actions, token=token)
+        except Exception:
+            self.meter.forget(map(action_key, actions))
+            raise
+        price = self.meter.write(actions, transactional=is_transactional(actions, token))
+        self._charge("transact_write", price)
+
+    def batch_get(self, keys: Sequence[Key], *, consistent: bool = True) -> list[Item]:
+        items = self.inner.batch_get(keys, consistent=consistent)
+        missing = len(set(keys)) - len(items)
+        self._charge("batch_get", self.meter.batch_get(items, missing, consistent=consistent))
+        return items
+
+    def batch_write(self, puts: Sequence[Item] = (), deletes: Sequence[Key] = ()) -> None:
+        try:
+            self.inner.batch_write(puts, deletes)
+        except Exception:
+            self.meter.forget([*(key_of(i) for i in puts), *deletes])
+            raise
+        self._charge("batch_write", self.meter.batch_write(puts, deletes))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def describe(self) -> str:
+        return self.inner.describe()

@@ -1,0 +1,114 @@
+"""The capacity meter on both engines, and against DynamoDB Local where it is right."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tallybook.store.dynamodb import DynamoStore
+from tallybook.store.meter import CapacityMeter
+from tallybook.store.metered import MeteredStore, metered
+from tallybook.store.port import (
+    Add,
+    Item,
+    ItemStore,
+    Key,
+    NotExists,
+    OperationStats,
+    Put,
+    Set,
+)
+
+BIG = "x" * 1500
+
+
+def meter_of(store: ItemStore) -> CapacityMeter:
+    meter = getattr(store, "meter", None)
+    assert isinstance(meter, CapacityMeter)
+    return meter
+
+
+def priced(store: ItemStore, operation: str) -> tuple[float, float, float, int]:
+    s: OperationStats = store.metrics.stat(operation)
+    return (s.priced_read_units, s.priced_write_units, s.priced_index_write_units,
+            s.estimated_writes)  # fmt: skip
+
+
+def test_same_calls_same_price_on_both_engines(store: ItemStore) -> None:
+    s = metered(store)
+    indexed: Item = {"pk": "a", "sk": "1", "gsi1pk": "g", "gsi1sk": "1", "body": BIG}
+    s.put(indexed, NotExists("pk"))
+    # 1.5 KB: 2 WCU in the table, 2 in gsi1; the condition says the item was new
+    assert priced(s, "transact_write") == (0, 4, 2, 0)
+    s.update(Key("a", "1"), [Add("n", 1), Set("body", "short")])
+    # priced on the larger image (before), the index entry updated (now small)
+    assert priced(s, "transact_write") == (0, 4 + 2 + 2, 2 + 2, 0)
+    s.metrics.reset()
+    s.transact_write([Put({"pk": "b", "sk": str(i)}, NotExists("pk")) for i in range(5)])
+    # five one-item puts in a transaction: 2 WCU each
+    assert priced(s, "transact_write") == (0, 10, 0, 0)
+    assert s.get(Key("a", "1")) is not None
+    assert s.get(Key("a", "missing"), consistent=False) is None
+    assert priced(s, "get") == (1.5, 0, 0, 0)
+    assert len(s.query("b").items) == 5
+    assert len(s.query("g", index="gsi1").items) == 1
+    assert priced(s, "query") == (1.5, 0, 0, 0)
+    s.delete(Key("a", "1"))
+    assert priced(s, "transact_write") == (0, 10 + 2, 1, 0)
+
+
+def test_unknown_before_image_is_priced_as_new_and_counted(store: ItemStore) -> None:
+    s = metered(store)
+    s.put({"pk": "a", "sk": "1", "body": BIG})
+    meter_of(s).forget([Key("a", "1")])
+    s.metrics.reset()
+    s.update(Key("a", "1"), [Add("n", 1)])
+    # a lower bound (the key and the new attribute), flagged as estimated
+    assert priced(s, "transact_write") == (0, 1, 0, 1)
+    # the cache now knows the item as the meter saw it written
+    assert meter_of(s).image(Key("a", "1"))[0]
+
+
+def test_the_image_cache_is_bounded() -> None:
+    meter = CapacityMeter(cache_items=2)
+    for i in range(3):
+        meter.remember(Key("p", str(i)), {"pk": "p", "sk": str(i)})
+    assert [meter.image(Key("p", str(i)))[0] for i in range(3)] == [False, True, True]
+
+
+def test_metered_passes_through_a_self_pricing_engine(store: ItemStore) -> None:
+    wrapped = metered(store)
+    if isinstance(store, DynamoStore):
+        assert wrapped is store
+    else:
+        assert isinstance(wrapped, MeteredStore)
+        assert wrapped.metrics is store.metrics
+        assert wrapped.describe() == store.describe()
+
+
+@pytest.mark.parametrize("engine", ["dynamodb"], indirect=True)
+def test_priced_equals_dynamodb_local_on_single_item_calls(store: ItemStore) -> None:
+    """DynamoDB Local reports single-item calls right, index writes included."""
+    assert isinstance(store, DynamoStore)
+    both: Item = {"gsi1pk": "g", "gsi1sk": "1", "gsi2pk": "h", "gsi2sk": "2"}
+    calls: list[Callable[[], object]] = [
+        lambda: store.put({"pk": "a", "sk": "1", "body": BIG}),
+        lambda: store.put({"pk": "a", "sk": "2", "body": BIG, **both}),
+        lambda: store.update(Key("a", "2"), [Set("body", "z")]),
+        lambda: store.update(Key("a", "2"), [Set("gsi1sk", "9")]),
+        lambda: store.update(Key("a", "2"), [Add("n", 5)]),
+        lambda: store.get(Key("a", "1")),
+        lambda: store.get(Key("a", "1"), consistent=False),
+        lambda: store.get(Key("a", "none")),
+        lambda: store.query("a"),
+        lambda: store.query("g", index="gsi1"),
+        lambda: store.delete(Key("a", "2")),
+    ]
+    for call in calls:
+        store.metrics.reset()
+        call()
+        (op,) = store.metrics.by_operation
+        s = store.metrics.stat(op)
+        assert (s.priced_read_units, s.priced_write_units) == (s.read_units, s.write_units)
+        assert s.priced_read_units + s.priced_write_units > 0
