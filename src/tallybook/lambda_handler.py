@@ -1,30 +1,107 @@
-"""AWS Lambda entry point: the same app behind API Gateway, through Mangum.
+"""AWS Lambda entry points: the HTTP API behind API Gateway, and scheduled jobs.
 
-Configure the function's handler as ``tallybook.lambda_handler.handler`` and
-set ``TALLYBOOK_STORE`` (for example ``dynamodb://tallybook?region=eu-west-1``).
-The app and its store connection are built on the first invocation and reused
-by the warm container.
+- ``tallybook.lambda_handler.handler``: API Gateway (REST or HTTP API) and ALB
+  events through Mangum (the ``server`` extra); it also runs scheduled events,
+  so one function can do both.
+- ``tallybook.lambda_handler.scheduled``: EventBridge scheduled events only;
+  needs nothing beyond the base package (boto3).
+
+Both read ``TALLYBOOK_STORE`` (for example ``dynamodb://tallybook?region=eu-west-1``).
+A scheduled event names its job and, optionally, its program, from the first
+place that has it: the event itself (a rule's constant input
+``{"job": "expire", "program": "shop"}``), the event's ``detail``, or the
+function's environment (``TALLYBOOK_JOB``, ``TALLYBOOK_PROGRAM``; no program
+means every program). The store connection is opened on the first invocation
+and reused by the warm container.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import logging
+import os
+from typing import TYPE_CHECKING, Any
 
-from mangum import Mangum
+from tallybook.errors import TallybookError
+from tallybook.jobs import check_job, run_job
 
+if TYPE_CHECKING:
+    from mangum import Mangum
+
+    from tallybook.ledger import Ledger
+
+JOB_ENV = "TALLYBOOK_JOB"
+PROGRAM_ENV = "TALLYBOOK_PROGRAM"
+
+_log = logging.getLogger("tallybook.jobs")
 _adapter: Mangum | None = None
+_ledger: Ledger | None = None
+
+
+class JobFailed(TallybookError):
+    """A scheduled job failed in at least one program (the invocation fails, so it is retried)."""
+
+    code = "job-failed"
 
 
 def _get_adapter() -> Mangum:
     global _adapter
     if _adapter is None:
+        from mangum import Mangum
+
         from tallybook.http.app import get_app
 
         _adapter = Mangum(get_app(), lifespan="off")
     return _adapter
 
 
+def _get_ledger() -> Ledger:
+    global _ledger
+    if _ledger is None:
+        from tallybook.ledger import Ledger
+
+        _ledger = Ledger.open()
+    return _ledger
+
+
+def is_scheduled(event: dict[str, Any]) -> bool:
+    """An EventBridge event, or a constant input naming a job."""
+    return event.get("source") == "aws.events" or "job" in event
+
+
+def _setting(event: dict[str, Any], name: str, env: str) -> str | None:
+    detail = event.get("detail")
+    for place in (event, detail if isinstance(detail, dict) else {}):
+        value = place.get(name)
+        if value:
+            return str(value)
+    return os.environ.get(env) or None
+
+
+def scheduled(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Run the job a scheduled event names; returns and logs what it did per program.
+
+    Raises :class:`JobFailed` after every program has been tried if one failed,
+    so the invocation counts as an error and Lambda retries it (jobs are
+    idempotent).
+    """
+    job = _setting(event, "job", JOB_ENV)
+    if job is None:
+        raise JobFailed(f"no job named: set {JOB_ENV} or give 'job' in the event")
+    check_job(job)
+    run = run_job(_get_ledger(), job, program=_setting(event, "program", PROGRAM_ENV))
+    report = run.as_dict()
+    _log.setLevel(logging.INFO)
+    _log.info(json.dumps(report, default=str, sort_keys=True))
+    if not run.ok:
+        failed = [p.program for p in run.programs if p.status == "failed"]
+        raise JobFailed(f"job {job} failed in {', '.join(failed)}: {json.dumps(report)}")
+    return report
+
+
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Serve one API Gateway (REST or HTTP API) or ALB event."""
+    """Serve one API Gateway or ALB event, or run a scheduled one."""
+    if is_scheduled(event):
+        return scheduled(event, context)
     response: dict[str, Any] = _get_adapter()(event, context)
     return response

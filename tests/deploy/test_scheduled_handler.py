@@ -1,0 +1,182 @@
+"""The scheduled-job Lambda handler, fed the events EventBridge sends, on both engines."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from billing.helpers import aligned_start, billing_docs, ingest
+from tallybook import lambda_handler
+from tallybook.errors import ValidationError
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+
+RULES: dict[str, Any] = {
+    "tiers": [{"name": "base", "threshold": 0}, {"name": "silver", "threshold": 100}],
+    "expiry": {"days": 10, "warn_days": 3},
+    "downgrade": {"rule": "immediate"},
+    "qualification": {"basis": "balance"},
+}
+
+
+def schedule_event(detail: dict[str, str] | None = None) -> dict[str, Any]:
+    """What an EventBridge schedule rule without constant input delivers."""
+    return {
+        "version": "0",
+        "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "123456789012",
+        "time": "2026-11-23T12:00:00Z",
+        "region": "eu-west-1",
+        "resources": ["arn:aws:events:eu-west-1:123456789012:rule/tallybook-prod-expire"],
+        "detail": detail or {},
+    }
+
+
+@pytest.fixture
+def handler_ledger(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> Ledger:
+    """The handler's warm-container ledger is the test's (same store, manual clock)."""
+    monkeypatch.setattr(lambda_handler, "_ledger", ledger)
+    monkeypatch.delenv("TALLYBOOK_PROGRAM", raising=False)
+    return ledger
+
+
+def test_expire_holds_runs_for_every_program_from_the_function_environment(
+    handler_ledger: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger = handler_ledger
+    ledger.programs.create("club")
+    for program in ("shop", "club"):
+        ledger.accounts.open(program, "alice")
+        ledger.transactions.credit(program, "alice", "cash", 500, txn_id=f"top-{program}")
+        ledger.wallet.authorize(program, "alice", 200, hold_id=f"h-{program}", expires_in=60)
+    clock.advance(timedelta(minutes=5))
+    monkeypatch.setenv("TALLYBOOK_JOB", "expire-holds")
+
+    report = lambda_handler.handler(schedule_event(), None)
+
+    assert report["job"] == "expire-holds"
+    assert report["ok"] is True
+    by_program = {p["program"]: p for p in report["programs"]}
+    assert set(by_program) == {"shop", "club"}
+    assert by_program["shop"]["status"] == "ran"
+    assert by_program["shop"]["result"] == ["expired hold h-shop of alice"]
+    assert by_program["club"]["result"] == ["expired hold h-club of alice"]
+    cash = next(b for b in ledger.accounts.balances("shop", "alice") if b.fund == "cash")
+    assert (cash.balance, cash.held, cash.available) == (500, 0, 500)
+
+    again = lambda_handler.scheduled(schedule_event(), None)
+    assert [p["result"] for p in again["programs"]] == [[], []]
+
+
+def test_expire_in_the_named_program_skips_programs_without_loyalty(
+    handler_ledger: Ledger, clock: ManualClock
+) -> None:
+    ledger = handler_ledger
+    ledger.programs.create("club")
+    ledger.loyalty.configure("shop", RULES)
+    ledger.accounts.open("shop", "alice")
+    ledger.loyalty.earn("shop", "alice", "o1", 15000)
+    clock.advance(timedelta(days=11))
+
+    everyone = lambda_handler.scheduled(schedule_event({"job": "expire"}), None)
+    by_program = {p["program"]: p for p in everyone["programs"]}
+    assert by_program["club"]["status"] == "skipped"
+    assert by_program["club"]["error"] == "no loyalty configuration"
+    assert by_program["shop"]["status"] == "ran"
+    assert by_program["shop"]["result"]["points"] == 150
+    assert ledger.accounts.balances("shop", "alice")[0].balance == 0
+
+    named = lambda_handler.scheduled({"job": "expire", "program": "shop"}, None)
+    assert [p["program"] for p in named["programs"]] == ["shop"]
+    assert named["programs"][0]["result"]["points"] == 0
+
+
+def test_review_tiers_and_reconcile_from_the_event_detail(
+    handler_ledger: Ledger, clock: ManualClock
+) -> None:
+    ledger = handler_ledger
+    ledger.loyalty.configure("shop", RULES)
+    ledger.accounts.open("shop", "alice")
+    ledger.loyalty.earn("shop", "alice", "o1", 15000)
+
+    review = lambda_handler.scheduled(schedule_event({"job": "review-tiers"}), None)
+    assert review["programs"][0]["result"] == {"members": 1, "downgraded": 0}
+    reconcile = lambda_handler.scheduled(schedule_event({"job": "reconcile"}), None)
+    assert reconcile["programs"] == [
+        {"program": "shop", "status": "ran", "result": [], "error": None}
+    ]
+
+
+def test_reports_job_writes_due_windows_where_the_environment_says(
+    handler_ledger: Ledger,
+    clock: ManualClock,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ledger = handler_ledger
+    t0 = aligned_start(clock)
+    ingest(ledger, "r1", t0 + timedelta(minutes=5), amount=2000)
+    clock.advance(timedelta(hours=3))
+    out = tmp_path / "reports"
+    monkeypatch.setenv("TALLYBOOK_REPORTS_OUT", str(out))
+    monkeypatch.setenv("TALLYBOOK_REPORT_INTERVAL", "1h")
+
+    report = lambda_handler.scheduled(schedule_event({"job": "reports"}), None)
+
+    windows = report["programs"][0]["result"]
+    billing = [w for w in windows if w["kind"] == "billing"]
+    assert sum(w["rows"] for w in billing) == 1
+    assert all(f.startswith(str(out)) for w in windows for f in w["files"])
+    docs = billing_docs(out)
+    assert [i["record_id"] for d in docs.values() for i in d["line_items"]] == ["r1"]
+    again = lambda_handler.scheduled(schedule_event({"job": "reports"}), None)
+    assert again["programs"][0]["result"] == []
+
+
+def test_a_failing_program_fails_the_invocation_after_the_others_ran(
+    handler_ledger: Ledger, caplog: pytest.LogCaptureFixture
+) -> None:
+    with (
+        caplog.at_level(logging.INFO, logger="tallybook.jobs"),
+        pytest.raises(lambda_handler.JobFailed, match="failed in nowhere"),
+    ):
+        lambda_handler.scheduled({"job": "reconcile", "program": "nowhere"}, None)
+    logged = json.loads(caplog.records[-1].getMessage())
+    assert logged["ok"] is False
+    assert logged["programs"][0]["status"] == "failed"
+    assert logged["programs"][0]["error"].startswith("NotFound")
+
+
+def test_a_job_must_be_named_and_known(handler_ledger: Ledger, monkeypatch) -> None:
+    monkeypatch.delenv("TALLYBOOK_JOB", raising=False)
+    with pytest.raises(lambda_handler.JobFailed, match="no job named"):
+        lambda_handler.scheduled(schedule_event(), None)
+    with pytest.raises(ValidationError, match="unknown job 'vacuum'"):
+        lambda_handler.scheduled(schedule_event({"job": "vacuum"}), None)
+
+
+def test_cold_start_opens_the_store_from_the_environment(
+    ledger: Ledger, store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lambda_handler, "_ledger", None)
+    monkeypatch.setenv("TALLYBOOK_STORE", store.describe())
+    monkeypatch.setenv("TALLYBOOK_JOB", "reconcile")
+    monkeypatch.setenv("TALLYBOOK_PROGRAM", "shop")
+    try:
+        report = lambda_handler.scheduled(schedule_event(), None)
+        assert report == {
+            "job": "reconcile",
+            "ok": True,
+            "programs": [{"program": "shop", "status": "ran", "result": [], "error": None}],
+        }
+    finally:
+        if lambda_handler._ledger is not None:
+            lambda_handler._ledger.close()
+        lambda_handler._ledger = None
