@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tallybook.errors import StoreValidationError
+from tallybook.errors import ConditionFailed, StoreValidationError
 from tallybook.store.port import (
     Add,
     Compare,
@@ -310,3 +310,32 @@ def test_empty_attribute_names_are_refused(
     with pytest.raises(StoreValidationError):
         write(store)
     assert store.get(key("bad")) is None
+
+
+# --- empty strings -----------------------------------------------------------
+# AWS (since 2020) and DynamoDB Local 3.x store empty strings in non-key
+# attributes; keys and index keys must not be empty. Both engines do the same.
+
+
+def test_empty_strings_are_stored_and_read_back(store: ItemStore) -> None:
+    stored = item("empty", s="", nested={"m": "", "l": ["", "x"]}, gsi1pk="G", gsi1sk="1")
+    store.put(stored)
+    store.update(key("empty"), [Set("t", "")])
+    expected = {**stored, "t": ""}
+    assert store.get(key("empty")) == expected
+    assert store.query(PK).items == [expected]
+    assert store.query("G", index="gsi1").items == [expected]
+    store.transact_write([ConditionCheck(key("empty"), Compare("s", "=", "")), Put(item("ok"))])
+    assert store.get(key("ok")) == item("ok")
+    with pytest.raises(ConditionFailed):  # a missing attribute is not ""
+        store.update(key("empty"), [Set("v", 1)], Compare("missing", "=", ""))
+    assert store.get(key("empty")) == expected
+
+
+@pytest.mark.parametrize("attr", ["gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk"])
+def test_empty_index_keys_are_refused(store: ItemStore, attr: str) -> None:
+    with pytest.raises(StoreValidationError):
+        store.put(item("idx", **{attr: ""}))
+    with pytest.raises(StoreValidationError):
+        store.update(key("idx"), [Set(attr, "")])
+    assert store.get(key("idx")) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -153,34 +154,66 @@ def test_ten_actions_in_one_transaction(store: ItemStore) -> None:
     assert [i["n"] for i in store.query(PK).items] == list(range(10))
 
 
-def test_the_largest_transaction_the_store_takes(store: ItemStore) -> None:
-    """100 actions, as AWS takes; 10 on DynamoDB Local builds before 2022."""
-    if hasattr(store, "probe_transaction_limit"):
-        store.probe_transaction_limit()
-    limit = store.max_transaction_actions
-    assert limit in (10, 100)
-    n = limit - 1
+@pytest.mark.parametrize("count", [11, 100])
+def test_up_to_one_hundred_actions_in_one_transaction(store: ItemStore, count: int) -> None:
+    """AWS's limit on both engines (DynamoDB Local 3.x takes 100, as AWS)."""
+    n = count - 1
+    store.put(item(f"i{n:03}", n=0))
     store.transact_write(
-        [Put(item(f"i{i:03}", n=i)) for i in range(n)] + [Update(key(f"i{n:03}"), (Add("n", n),))]
+        [Put(item(f"i{i:03}", n=i), NotExists("pk")) for i in range(n)]
+        + [Update(key(f"i{n:03}"), (Add("n", n),), Exists("pk"))]
     )
-    assert [i["n"] for i in store.query_all(PK)] == list(range(limit))
+    assert [i["n"] for i in store.query_all(PK)] == list(range(count))
 
 
-def test_one_hundred_actions_on_sqlite(engine: str, store: ItemStore) -> None:
-    if engine != "sqlite":
-        pytest.skip("the SQLite engine takes 100 actions, as AWS does")
-    assert store.max_transaction_actions == 100
-    store.transact_write([Put(item(f"j{i:03}", n=i)) for i in range(100)])
-    assert len(list(store.query_all(PK))) == 100
+def test_one_hundred_actions_all_or_nothing(store: ItemStore) -> None:
+    store.put(item("i099", v=1))
+    condition_failed(
+        lambda: store.transact_write([Put(item(f"i{i:03}"), NotExists("pk")) for i in range(100)]),
+        index=99,
+        reasons=[None] * 99 + [FAILED],
+    )
+    assert sks(store.query(PK).items) == ["i099"]
 
 
 def test_one_action_over_the_limit_is_refused_and_writes_nothing(store: ItemStore) -> None:
-    if hasattr(store, "probe_transaction_limit"):
-        store.probe_transaction_limit()
-    too_many = store.max_transaction_actions + 1
-    with pytest.raises(StoreValidationError):
-        store.transact_write([Put(item(f"k{i:03}", n=i)) for i in range(too_many)])
+    with pytest.raises(StoreValidationError, match="at most 100 actions"):
+        store.transact_write([Put(item(f"k{i:03}", n=i)) for i in range(101)])
     assert store.query(PK).items == []
+
+
+_BLOB = 390_000  # 11 items of this size pass 4 MB (4,194,304 bytes), 10 do not
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda i: Put(item(f"b{i:02}", blob="x" * _BLOB)),
+        lambda i: Update(key(f"b{i:02}"), (Set("blob", "x" * _BLOB),)),
+    ],
+    ids=["puts", "updates"],
+)
+def test_a_transaction_beyond_4_mb_is_refused(
+    store: ItemStore, make: Callable[[int], Action]
+) -> None:
+    """AWS refuses a transaction whose items add up to more than 4 MB; so do
+    both engines, before writing anything (SQLite would take it otherwise)."""
+    with pytest.raises(StoreValidationError, match="4 MB"):
+        store.transact_write([Put(item("small", v=1))] + [make(i) for i in range(11)])
+    assert store.query(PK).items == []
+
+
+def test_a_transaction_just_under_4_mb_is_applied(store: ItemStore) -> None:
+    store.transact_write([Put(item(f"b{i:02}", blob="x" * _BLOB)) for i in range(10)])
+    assert len(list(store.query_all(PK, page_size=3))) == 10
+
+
+def test_small_updates_of_large_items_count_as_what_they_carry(store: ItemStore) -> None:
+    """An update is counted by its key and the values it sets, as DynamoDB does:
+    eleven 390 KB items may each get a counter in one transaction."""
+    store.batch_write(puts=[item(f"b{i:02}", blob="x" * _BLOB) for i in range(11)])
+    store.transact_write([Update(key(f"b{i:02}"), (Add("n", 1),)) for i in range(11)])
+    assert store.get(key("b10"), consistent=True) == item("b10", blob="x" * _BLOB, n=1)
 
 
 def test_a_request_token_is_accepted(store: ItemStore) -> None:

@@ -71,8 +71,6 @@ if TYPE_CHECKING:
 
 #: records per storage transaction when ingesting many (2 actions each + 1 check, max 100)
 BATCH_RECORDS = 48
-#: the batch on endpoints that take only 10 actions per transaction (DynamoDB Local)
-SMALL_BATCH = 4
 #: buckets one listing may span (a quarter hour bucket: about 3 months)
 MAX_LIST_BUCKETS = 10_000
 QUERY_PAGE = 1000
@@ -107,7 +105,6 @@ class BillingService:
         self.store = ledger.store
         self.clock = ledger.clock
         self._buckets: dict[str, int] = {}
-        self._batch_records = BATCH_RECORDS
 
     @cached_property
     def reports(self) -> ReportService:
@@ -256,7 +253,7 @@ class BillingService:
             if any(d.id == draft.id for _, d in batch):
                 flush()
             batch.append((number, draft))
-            if len(batch) >= self._batch_records:
+            if len(batch) >= BATCH_RECORDS:
                 flush()
         flush()
         return summary
@@ -281,16 +278,9 @@ class BillingService:
             actions.append(open_check(program, earliest_late))
         try:
             self.store.transact_write(actions)
-        except StoreValidationError:
-            if len(batch) <= SMALL_BATCH:
-                raise
-            # an endpoint that takes fewer actions per transaction (DynamoDB Local: 10)
-            self._batch_records = SMALL_BATCH
-            for start in range(0, len(batch), SMALL_BATCH):
-                self._ingest_batch(program, batch[start : start + SMALL_BATCH], size, summary)
-            return
-        except ConditionFailed:
-            # a replay or a late record among them: file each on its own
+        except (ConditionFailed, StoreValidationError):
+            # a replay or a late record among them, or records adding up beyond a
+            # transaction's 4 MB: file each on its own
             for number, draft in batch:
                 try:
                     record = self.ingest_draft(program, draft)

@@ -71,6 +71,7 @@ from tallybook.services.programs import ProgramService
 from tallybook.services.retry import Backoff
 from tallybook.store import keys
 from tallybook.store.port import (
+    MAX_TRANSACTION_ACTIONS,
     Action,
     Add,
     Compare,
@@ -376,11 +377,10 @@ class PostingEngine:
             actions.append(Put(entry, NotExists("pk")))
 
         actions.extend(plan.actions)
-        limit = self.store.max_transaction_actions
-        if len(actions) > limit:
+        if len(actions) > MAX_TRANSACTION_ACTIONS:
             raise ValidationError(
-                f"the transaction touches {len(actions)} items; this store takes {limit} "
-                "in one transaction"
+                f"the transaction touches {len(actions)} items; a store takes "
+                f"{MAX_TRANSACTION_ACTIONS} in one transaction"
             )
         return actions, record, new_states
 

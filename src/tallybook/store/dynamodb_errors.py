@@ -32,8 +32,6 @@ from tallybook.errors import (
 MAX_ATTEMPTS = 8
 BACKOFF_BASE = 0.02
 BACKOFF_CAP = 1.0
-#: actions per transaction on DynamoDB Local builds before 2022
-OLD_LOCAL_LIMIT = 10
 
 _THROTTLE_CODES = frozenset(
     {
@@ -83,18 +81,9 @@ def error_message(exc: ClientError) -> str:
 
 
 def says_ten_actions(message: str) -> bool:
-    """Whether an endpoint refused a transaction for holding more than 10 actions."""
+    """Whether an endpoint refused a transaction for holding more than 10 actions
+    (DynamoDB Local builds before 2022; AWS and DynamoDB Local 3.x take 100)."""
     return "length less than or equal to 10" in message
-
-
-def limits_to_ten_actions(exc: ClientError) -> bool:
-    """Whether :func:`translate` reads ``exc`` as an endpoint's 10-action limit."""
-    message = error_message(exc)
-    return (
-        error_code(exc) == "ValidationException"
-        and not _too_large(message)
-        and says_ten_actions(message)
-    )
 
 
 def _cancellation_codes(exc: ClientError) -> list[str | None]:
@@ -166,10 +155,10 @@ def translate(exc: ClientError, *, table: str, endpoint: str | None, url: str) -
         if _too_large(message):
             return ItemTooLarge(f"an item would exceed the 400 KB limit: {message}")
         if says_ten_actions(message):
-            # DynamoDB Local before 2022 takes 10 actions per transaction, AWS 100
             return StoreValidationError(
-                f"{endpoint or 'DynamoDB'} refused the transaction's size "
-                f"(this endpoint may allow fewer than 100 actions): {message}"
+                f"{endpoint or 'DynamoDB'} takes at most 10 actions per transaction, "
+                "AWS takes 100: an old DynamoDB Local? scripts/dynamodb-local.sh "
+                f"runs DynamoDB Local 3.3.1 ({message})"
             )
         return StoreValidationError(f"DynamoDB refused the request: {message}")
     if code == "IdempotentParameterMismatchException":

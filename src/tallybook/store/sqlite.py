@@ -270,7 +270,7 @@ class SqliteStore(ItemStore):
     # -- writes -------------------------------------------------------------
 
     def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
-        check_actions(actions, self.max_transaction_actions)
+        check_actions(actions)
         self.metrics.record("transact_write")
         conn = self._conn()
         with self._writer:
