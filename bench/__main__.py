@@ -22,7 +22,17 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from bench import dynamo_cost, dynamo_local, hot_account, http_api, report, sqlite_api, targets
+from bench import (
+    cost,
+    dynamo_cost,
+    dynamo_local,
+    hot_account,
+    http_api,
+    report,
+    sqlite_api,
+    sqlite_writers,
+    targets,
+)
 from bench.common import ROOT, Json, Sizes, machine
 
 
@@ -78,13 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     meta: Json = {"machine": machine(), "quick": args.quick, "sizes": asdict(sizes)}
     results: Json = {}
-    ok = _section(results, "sqlite", lambda: sqlite_api.run(sizes))
+    ok = _section(results, "cost", lambda: cost.run_sqlite(sizes))
+    ok &= _section(results, "sqlite", lambda: sqlite_api.run(sizes))
+    ok &= _section(results, "sqlite_writers", lambda: sqlite_writers.run(sizes))
     ok &= _section(results, "http", lambda: http_api.run(sizes))
     ok &= _section(results, "hot_sqlite", lambda: hot_account.run_sqlite(sizes))
     if not args.skip_dynamodb:
         try:
             with dynamo_local.endpoint(args.dynamodb) as url:
                 meta["dynamodb"] = url
+                ok &= _section(results, "cost_dynamodb", lambda: cost.run_dynamodb(url, sizes))
                 ok &= _section(results, "dynamodb", lambda: dynamo_cost.run(url, sizes))
                 ok &= _section(
                     results, "hot_dynamodb", lambda: hot_account.run_dynamodb(url, sizes)

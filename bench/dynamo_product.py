@@ -9,10 +9,10 @@ from typing import cast
 
 from bench.common import Json
 from tallybook.ledger import Ledger
-from tallybook.services.codec import iso, to_us
 from tallybook.store import keys
 from tallybook.store.dynamodb import DynamoStore
 from tallybook.store.port import Item, StoreMetrics, Value
+from tallybook.store.records.codec import iso, to_us
 
 PROGRAM = "bench"
 
@@ -42,7 +42,7 @@ def member(ledger: Ledger, account: str, cash: int = 0) -> None:
 
 
 def cost_of(metrics: StoreMetrics, reset: Callable[[], object], op: Callable[[], object]) -> Json:
-    """Requests and capacity units of one call, by storage operation, and its latency."""
+    """Requests and capacity units (priced by AWS's rules) of one call, and its latency."""
     reset()
     metrics.reset()
     t0 = time.perf_counter()
@@ -51,8 +51,8 @@ def cost_of(metrics: StoreMetrics, reset: Callable[[], object], op: Callable[[],
     snap = metrics.snapshot()
     return {
         "requests": sum(s.requests for s in snap.values()),
-        "rcu": sum(s.read_units for s in snap.values()),
-        "wcu": sum(s.write_units for s in snap.values()),
+        "rcu": sum(s.priced_read_units for s in snap.values()),
+        "wcu": sum(s.priced_write_units for s in snap.values()),
         "ms": round(elapsed * 1000, 2),
         "by_operation": {k: s.requests for k, s in sorted(snap.items())},
     }

@@ -18,10 +18,66 @@ def _ratio_row(name: str, goal: float, value: float) -> Json:
     return _row(name, f">= {goal:.0%} of baseline", f"{value:.1%}", value >= goal, gap)
 
 
+def _cost_rows(cost: Json) -> list[Json]:
+    """WCU per operation against issue 16's targets and DESIGN.md's ratios to (a)."""
+    from bench.cost import TARGET_WCU
+
+    where = "DynamoDB Local" if "DynamoDB" in cost["engine"] else "SQLite, priced"
+    rows = []
+    for op, goal in TARGET_WCU.items():
+        wcu = cost["product"][op]["wcu"]
+        ok = wcu <= goal
+        gap = "" if ok else f"{wcu - goal:g} WCU over"
+        rows.append(_row(f"{op}: WCU ({where})", f"<= {goal}", f"{wcu:g}", ok, gap))
+    ref = cost["baseline_a"]["earn"]["wcu"]
+    for op, label, factor in (("credit", "single-account posting", 1.5), ("earn", "earn", 2.0)):
+        wcu = cost["product"][op]["wcu"]
+        ok = wcu <= factor * ref
+        rows.append(
+            _row(
+                f"{label} vs (a) active flag ({where})",
+                f"<= {factor:g}x (a) = {factor * ref:g} WCU",
+                f"{wcu / ref:.2f}x ({wcu:g} WCU)",
+                ok,
+                "" if ok else f"{wcu - factor * ref:g} WCU over",
+            )
+        )
+    return rows
+
+
+def _writer_rows(writers: Json) -> list[Json]:
+    """tallybook with 2 and 4 writer processes at least its 1-process rate, per setting."""
+    rows = []
+    for setting, impls in writers["settings"].items():
+        runs = impls["tallybook"]
+        one = runs["1"]["per_second"]
+        for n in ("2", "4"):
+            value = runs[n]["per_second"] / one if one else 0.0
+            row = _ratio_row(
+                f"SQLite {n} writer processes vs 1 (synchronous={setting})", 1.0, value
+            )
+            rows.append(row)
+    return rows
+
+
 def evaluate(results: Json) -> list[Json]:
     rows: list[Json] = []
+    cost = results.get("cost_dynamodb") or results.get("cost")
+    if cost:
+        rows += _cost_rows(cost)
+    if "sqlite_writers" in results:
+        rows += _writer_rows(results["sqlite_writers"])
     if "sqlite" in results:
         rows.append(_ratio_row("Python API on SQLite vs (c)", 0.40, results["sqlite"]["ratio"]))
+        from bench.sqlite_api import REFERENCE_PER_SECOND
+
+        rows.append(
+            _ratio_row(
+                f"Python API on SQLite, 1 process, vs {REFERENCE_PER_SECOND:g}/s (2026-11-23)",
+                2.0,
+                results["sqlite"]["product"]["per_second"] / REFERENCE_PER_SECOND,
+            )
+        )
     if "http" in results:
         rows.append(_ratio_row("HTTP on SQLite vs (d)", 0.50, results["http"]["ratio"]))
     ddb = results.get("dynamodb")
@@ -35,16 +91,6 @@ def evaluate(results: Json) -> list[Json]:
                 f"{earn['requests']:g}",
                 ok,
                 "" if ok else f"{earn['requests'] - 2:g} request(s) over",
-            )
-        )
-        ok = earn["wcu"] <= 4
-        rows.append(
-            _row(
-                "uncontended earn: WCU",
-                "<= 4",
-                f"{earn['wcu']:g}",
-                ok,
-                "" if ok else f"{earn['wcu'] / 4:.1f}x the goal ({earn['wcu'] - 4:g} WCU over)",
             )
         )
         hist = ddb["history"]["product"]
