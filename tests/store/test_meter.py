@@ -70,6 +70,19 @@ def test_unknown_before_image_is_priced_as_new_and_counted(store: ItemStore) -> 
     assert meter_of(s).image(Key("a", "1"))[0]
 
 
+def test_what_callers_do_to_items_they_read_does_not_change_the_price(store: ItemStore) -> None:
+    s = metered(store)
+    s.put({"pk": "a", "sk": "1", "m": {"big": BIG}}, NotExists("pk"))
+    item = s.get(Key("a", "1"))
+    assert item is not None
+    assert isinstance(item["m"], dict)
+    item["m"]["big"] = ""
+    s.metrics.reset()
+    s.update(Key("a", "1"), [Add("n", 1)])
+    # priced on the stored item (1.5 KB), not on the caller's copy
+    assert priced(s, "transact_write") == (0, 2, 0, 0)
+
+
 def test_the_image_cache_is_bounded() -> None:
     meter = CapacityMeter(cache_items=2)
     for i in range(3):

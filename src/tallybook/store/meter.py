@@ -95,7 +95,7 @@ class CapacityMeter:
     def remember(self, key: Key, item: Mapping[str, Value] | None) -> None:
         """Note ``item`` as the image at ``key`` (``None``: no item there)."""
         with self._lock:
-            self._images[key] = dict(item) if item is not None else None
+            self._images[key] = _copy(item) if item is not None else None
             self._images.move_to_end(key)
             while len(self._images) > self.cache_items:
                 self._images.popitem(last=False)
@@ -181,6 +181,19 @@ class CapacityMeter:
             return apply_updates(before, key, action.updates)
         except StoreValidationError:  # the engine refused it too; price the key alone
             return key.as_item()
+
+
+def _copy(item: Mapping[str, Value]) -> Item:
+    """A copy of ``item`` sharing no list or map with it (callers may mutate theirs)."""
+    return {name: _copy_value(v) for name, v in item.items()}
+
+
+def _copy_value(value: Value) -> Value:
+    if isinstance(value, dict):
+        return {k: _copy_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_value(v) for v in value]
+    return value
 
 
 def record_price(metrics: StoreMetrics, operation: str, price: Price) -> None:
