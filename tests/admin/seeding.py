@@ -22,6 +22,25 @@ class Seeded:
     order: str
     hold: str
     notification: str
+    #: a wallet debit spread over bonus, store credit and cash (rich seed only)
+    split: str = "pay-alice"
+
+
+#: a payload an HTML page must show as text, not as markup or JSON escapes
+PROMO = {"text": "<b>double</b> points weekend & more", "until": "Sunday"}
+
+
+def split_payment(ledger: Ledger, clock: ManualClock, account: str = "alice") -> str:
+    """$3.00 bonus, $5.00 store credit, $5.00 cash, then a $10.00 purchase: one
+    transaction over three funds."""
+    expires = clock.now() + timedelta(days=30)
+    ledger.wallet.credit("shop", account, "cash", 500, txn_id=f"cash-{account}")
+    ledger.wallet.grant("shop", account, 300, expires_at=expires, txn_id=f"bonus-{account}")
+    ledger.wallet.credit("shop", account, "store_credit", 500, txn_id=f"gift-{account}")
+    clock.advance(timedelta(hours=2))
+    ledger.wallet.debit("shop", account, 1_000, txn_id=f"pay-{account}", description="groceries")
+    clock.advance(timedelta(hours=2))
+    return f"pay-{account}"
 
 
 def seed(ledger: Ledger, clock: ManualClock, reports_dir: Path, *, rich: bool = True) -> Seeded:
@@ -41,8 +60,10 @@ def seed(ledger: Ledger, clock: ManualClock, reports_dir: Path, *, rich: bool = 
             ledger.transactions.debit("shop", "alice", "cash", 1_500, txn_id=f"buy-{i}")
             clock.advance(timedelta(hours=5))
     ledger.loyalty.earn("shop", "alice", "order-1001", 125_000)
+    if rich:
+        split_payment(ledger, clock)
     ledger.wallet.authorize("shop", "alice", 700, hold_id="hold-1", description="taxi ride")
-    note = ledger.notifications.add("shop", "alice", "Promo", {"text": "double points weekend"})
+    note = ledger.notifications.add("shop", "alice", "Promo", PROMO)
     if rich:
         ledger.notifications.add("shop", "alice", "Welcome", {"text": "hello"})
         ledger.loyalty.earn("shop", "bob", "order-1002", 9_900)

@@ -139,9 +139,9 @@ def test_account_page_shows_every_section(admin: AdminClient, seeded: Seeded) ->
     assert f'data-notification="{seeded.notification}"' in html
     assert 'id="tier"' in html
     assert ">member<" in html or ">silver<" in html or ">gold<" in html
-    # the cash row: 700 withheld by the hold
+    # the cash row: $7.00 withheld by the hold (700 cents, shown in the program's currency)
     row = html.split('data-fund="cash"')[1].split("</tr>")[0]
-    assert ">700<" in row
+    assert ">$7.00<" in row
 
 
 @SQLITE_ONLY
@@ -182,9 +182,9 @@ def test_capture_part_of_a_hold(admin: AdminClient, seeded: Seeded, ledger: Ledg
     admin.login(seeded.admin_secret)
     bad = admin.post(f"/admin/accounts/alice/holds/{seeded.hold}/capture", {"amount": "-5"})
     assert bad.status_code == 303
-    assert "whole number" in admin.client.get("/admin/accounts/alice").text
+    assert "positive number of USD" in admin.client.get("/admin/accounts/alice").text
     assert ledger.wallet.hold("shop", seeded.hold).status == "active"
-    admin.post(f"/admin/accounts/alice/holds/{seeded.hold}/capture", {"amount": "200"})
+    admin.post(f"/admin/accounts/alice/holds/{seeded.hold}/capture", {"amount": "2.00"})
     hold = ledger.wallet.hold("shop", seeded.hold)
     assert (hold.status, hold.captured) == ("captured", 200)
 
@@ -255,7 +255,9 @@ def test_a_bare_program_says_what_is_not_set_up(ledger: Ledger) -> None:
         assert page.status_code == 200
         assert "no loyalty program" in page.text
         assert "No hold." in page.text
-        assert "no entries in this range" in page.text
+        assert "No entry in this range." in page.text  # the timeline of all funds
+        cash = client.get("/admin/accounts/carol", params={"fund": "cash"})
+        assert "no entries in this range" in cash.text  # the chart of one fund
 
 
 @SQLITE_ONLY

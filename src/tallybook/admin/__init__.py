@@ -12,13 +12,14 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from tallybook.admin import auth, overview, views
+from tallybook.admin import actions, auth, overview, views
 from tallybook.admin.session import SessionSigner
 from tallybook.admin.web import HERE
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
 router.include_router(auth.router)
 router.include_router(views.router)
+router.include_router(actions.router)
 router.include_router(overview.router)
 
 

@@ -13,7 +13,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from tallybook.admin.chart import Point, balance_chart
+from tallybook.admin.money import format_amount
+from tallybook.admin.timeline import timeline
 from tallybook.domain.model import Account, Program
+from tallybook.domain.notifications import DismissReason, Notification, Status
 from tallybook.domain.wallet import Hold, HoldKind, HoldStatus
 from tallybook.errors import ConfigError, TallybookError, ValidationError
 from tallybook.ledger import Ledger
@@ -21,6 +24,8 @@ from tallybook.ledger import Ledger
 #: entries drawn in the chart at most (the newest ones in the filtered range)
 CHART_POINTS = 500
 PAGE_SIZES = (10, 25, 50, 100)
+#: the ``fund`` filter value of the timeline across all funds (the default view)
+ALL_FUNDS = "all"
 NOTIFICATION_PAGE = 20
 
 T = TypeVar("T")
@@ -37,12 +42,17 @@ class BalanceRow:
 
 @dataclass(frozen=True, slots=True)
 class HistoryFilter:
+    #: a fund's name, or :data:`ALL_FUNDS` for the timeline of every fund
     fund: str
     since: str = ""
     until: str = ""
     oldest_first: bool = False
     limit: int = 25
     cursor: str | None = None
+
+    @property
+    def all_funds(self) -> bool:
+        return self.fund == ALL_FUNDS
 
     def bounds(self) -> tuple[datetime | None, datetime | None]:
         """``since`` from the start of its day, ``until`` to the end of its day (UTC)."""
@@ -83,12 +93,17 @@ class AccountPage:
     tier: str | None
     tier_note: str
     filter: HistoryFilter
+    #: entries of one fund, or timeline events (:class:`Event`) when ``filter.all_funds``
     history: Section
     chart_svg: str
     chart_note: str
     holds: Section
     active: Section
     sent: Section
+
+    def unit(self, fund: str) -> str:
+        spec = self.program.fund(fund)
+        return spec.unit if spec else self.program.currency
 
 
 def _day(text: str, what: str) -> datetime:
@@ -138,17 +153,28 @@ def tier_of(ledger: Ledger, program: str, account: str) -> tuple[str | None, str
     )
 
 
-def chart(ledger: Ledger, program: str, account: str, flt: HistoryFilter) -> tuple[str, str]:
+def chart(ledger: Ledger, program: Program, account: str, flt: HistoryFilter) -> tuple[str, str]:
     """The chart's SVG and a caption, from the newest entries of the filtered range."""
+    if flt.all_funds:
+        return "", "choose a fund to see its balance over time"
     since, until = flt.bounds()
     page = ledger.accounts.history(
-        program, account, flt.fund, since=since, until=until, limit=CHART_POINTS
+        program.id, account, flt.fund, since=since, until=until, limit=CHART_POINTS
     )
-    points = [Point(e.created_at, e.balance, f"{e.type} {e.amount:+,}") for e in page.entries]
+    spec = program.fund(flt.fund)
+    unit = spec.unit if spec else program.currency
+
+    def fmt(value: int) -> str:
+        return format_amount(value, unit)
+
+    points = [
+        Point(e.created_at, e.balance, f"{e.type} {format_amount(e.amount, unit, signed=True)}")
+        for e in page.entries
+    ]
     note = f"{len(points)} entries"
     if page.cursor is not None:
         note = f"the newest {CHART_POINTS} entries"
-    return balance_chart(points[::-1], title=f"{flt.fund} balance"), note
+    return balance_chart(points[::-1], title=f"{flt.fund} balance", fmt=fmt), note
 
 
 def actionable(hold: Hold) -> bool:
@@ -166,6 +192,19 @@ def build(
 
     def history() -> Section:
         since, until = flt.bounds()
+        if flt.all_funds:
+            events = timeline(
+                ledger,
+                program_id,
+                account_id,
+                [f.name for f in program.funds],
+                since=since,
+                until=until,
+                newest_first=not flt.oldest_first,
+                limit=flt.limit,
+                cursor=flt.cursor,
+            )
+            return Section(list(events.events), cursor=events.cursor)
         page = ledger.accounts.history(
             program_id,
             account_id,
@@ -180,7 +219,7 @@ def build(
 
     hist = _section(history, lambda s: s)
     try:
-        chart_svg, chart_note = chart(ledger, program_id, account_id, flt)
+        chart_svg, chart_note = chart(ledger, program, account_id, flt)
     except TallybookError as exc:
         chart_svg, chart_note = "", exc.message
     return AccountPage(
@@ -205,3 +244,21 @@ def build(
             lambda p: Section(p.notifications, cursor=p.cursor),
         ),
     )
+
+
+def dismissal(n: Notification) -> str:
+    """Why and by what a notification left the active list, as a sentence."""
+    by = n.dismissed_by or ""
+    match n.dismiss_reason:
+        case DismissReason.SUPERSEDED:
+            return f"Replaced by a newer {n.type} notification ({by})."
+        case DismissReason.USER:
+            return "Dismissed on request (through the API, the CLI or this page)."
+        case DismissReason.RULE:
+            return f"Dismissed by notification {by}, whose type's rule dismisses {n.type}."
+        case DismissReason.TOPPED_UP:
+            return f"Dismissed when the fund was topped up again (transaction {by})."
+        case None:
+            return "Expired." if n.status == Status.EXPIRED else ""
+        case other:
+            return f"Dismissed ({other}) by {by}." if by else f"Dismissed ({other})."

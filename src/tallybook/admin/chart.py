@@ -9,7 +9,7 @@ insert into a page with ``|safe``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from html import escape
@@ -30,8 +30,15 @@ def _fmt(value: int) -> str:
     return f"{value:,}"
 
 
-def balance_chart(points: Sequence[Point], *, title: str = "Balance over time") -> str:
-    """An SVG of ``points`` (oldest first); a short message when there is nothing to draw."""
+def balance_chart(
+    points: Sequence[Point],
+    *,
+    title: str = "Balance over time",
+    fmt: Callable[[int], str] = _fmt,
+) -> str:
+    """An SVG of ``points`` (oldest first); a short message when there is nothing to draw.
+
+    ``fmt`` writes a balance for people (the admin page passes the fund's currency)."""
     if not points:
         return (
             f'<svg class="chart" viewBox="0 0 {WIDTH} 40" role="img" '
@@ -66,7 +73,7 @@ def balance_chart(points: Sequence[Point], *, title: str = "Balance over time") 
         )
     dots = "".join(
         f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4"><title>'
-        f"{escape(p.at.strftime('%Y-%m-%d %H:%M'))}: {escape(_fmt(p.balance))}"
+        f"{escape(p.at.strftime('%Y-%m-%d %H:%M'))}: {escape(fmt(p.balance))}"
         f"{escape(' — ' + p.label) if p.label else ''}</title></circle>"
         for (cx, cy), p in zip(coords, pts, strict=True)
     )
@@ -76,15 +83,18 @@ def balance_chart(points: Sequence[Point], *, title: str = "Balance over time") 
         else ""
     )
     first, last = pts[0].at.strftime("%Y-%m-%d"), pts[-1].at.strftime("%Y-%m-%d")
-    label = f"{title}: {len(pts)} entries from {first} to {last}, lowest {low}, highest {high}"
+    label = (
+        f"{title}: {len(pts)} entries from {first} to {last}, "
+        f"lowest {fmt(low)}, highest {fmt(high)}"
+    )
     return (
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
         f'aria-label="{escape(label)}" preserveAspectRatio="xMidYMid meet">'
         f'<line class="axis" x1="{_LEFT}" x2="{_LEFT}" y1="{_TOP}" y2="{HEIGHT - _BOTTOM}"/>'
         f'<line class="axis" x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{HEIGHT - _BOTTOM}" '
         f'y2="{HEIGHT - _BOTTOM}"/>{zero}'
-        f'<text x="{_LEFT - 6}" y="{_TOP + 5}" text-anchor="end">{_fmt(high)}</text>'
-        f'<text x="{_LEFT - 6}" y="{HEIGHT - _BOTTOM}" text-anchor="end">{_fmt(low)}</text>'
+        f'<text x="{_LEFT - 6}" y="{_TOP + 5}" text-anchor="end">{escape(fmt(high))}</text>'
+        f'<text x="{_LEFT - 6}" y="{HEIGHT - _BOTTOM}" text-anchor="end">{escape(fmt(low))}</text>'
         f'<text x="{_LEFT}" y="{HEIGHT - 10}">{escape(first)}</text>'
         f'<text x="{WIDTH - _RIGHT}" y="{HEIGHT - 10}" text-anchor="end">{escape(last)}</text>'
         f'<path class="line" d="{path}"/>{dots}</svg>'

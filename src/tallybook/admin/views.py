@@ -1,40 +1,24 @@
-"""Account search, the account page, and its actions (capture, void, dismiss).
-
-Actions are plain HTML form POSTs (they work without JavaScript), checked for
-the session's CSRF token, and answer with a redirect back to the page and a
-one-time message (post/redirect/get).
-"""
+"""Account search and the account page (its actions are in ``admin/actions.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Literal
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, Form, Path, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from tallybook.admin import account_view
 from tallybook.admin.account_view import HistoryFilter
+from tallybook.admin.actions import new_adjust_id
 from tallybook.admin.overview import overview
-from tallybook.admin.web import AgentDep, PostingAgent, ledger_of, redirect, render
+from tallybook.admin.web import AgentDep, IdPath, account_path, ledger_of, redirect, render
 from tallybook.domain.ids import check_id, is_system_account
 from tallybook.errors import NotFound, TallybookError, ValidationError
 
 router = APIRouter()
 
-IdPath = Annotated[
-    str, Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$")
-]
 SearchBy = Literal["any", "account", "order"]
-ViewForm = Annotated[str, Form(max_length=300)]
-#: the history filter an action keeps when it returns to the account page
-_VIEW_KEYS = ("fund", "since", "until", "order", "limit")
-
-
-def account_path(account: str, **query: str) -> str:
-    path = f"/accounts/{quote(account, safe='')}"
-    return f"{path}?{urlencode(query)}" if query else path
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -96,10 +80,10 @@ def account_page(
     try:
         program = ledger.programs.get(agent.program)
         funds = [f.name for f in program.funds]
-        if fund and fund not in funds:
+        if fund and fund not in funds and fund != account_view.ALL_FUNDS:
             raise ValidationError(f"program {program.id} has no fund {fund!r}")
         flt = HistoryFilter(
-            fund=fund or (funds[0] if funds else "points"),
+            fund=fund or account_view.ALL_FUNDS,
             since=since,
             until=until,
             oldest_first=order == "oldest",
@@ -121,84 +105,10 @@ def account_page(
         funds=funds,
         page_sizes=account_view.PAGE_SIZES,
         actionable=account_view.actionable,
+        dismissal=account_view.dismissal,
         link=lambda **changes: account_path(account, **page.filter.query(**changes)),
         ncursor=ncursor or "",
+        adjust_id=new_adjust_id(),
+        all_funds=account_view.ALL_FUNDS,
         view=urlencode(page.filter.query(cursor=None)),
     )
-
-
-def _view_query(view: str) -> dict[str, str]:
-    """The known history-filter fields of a form's ``view`` field (anything else dropped)."""
-    return {k: v for k, v in parse_qsl(view)[:10] if k in _VIEW_KEYS and len(v) <= 32}
-
-
-def _act(
-    request: Request,
-    account: str,
-    anchor: str,
-    action: str,
-    run: Callable[[], str],
-    view: str = "",
-) -> Response:
-    """Run an action and go back to the account page (same filter) with what happened."""
-    back = account_path(account, **_view_query(view)) + anchor
-    try:
-        message = run()
-    except TallybookError as exc:
-        return redirect(request, back, ("error", f"{action} failed: {exc.message}"))
-    return redirect(request, back, ("ok", message))
-
-
-def _own_hold(request: Request, program: str, account: str, hold_id: str) -> None:
-    """Refuse a hold of another account (the form names both)."""
-    if ledger_of(request).wallet.hold(program, hold_id).account != account:
-        raise NotFound(f"hold {hold_id} is not on account {account}")
-
-
-@router.post("/accounts/{account}/holds/{hold_id}/void")
-def void_hold(
-    request: Request, agent: PostingAgent, account: IdPath, hold_id: IdPath, view: ViewForm = ""
-) -> Response:
-    def run() -> str:
-        _own_hold(request, agent.program, account, hold_id)
-        hold = ledger_of(request).wallet.void(agent.program, hold_id).hold
-        return f"Hold {hold_id} is {hold.status}."
-
-    return _act(request, account, "#holds", "Void", run, view)
-
-
-@router.post("/accounts/{account}/holds/{hold_id}/capture")
-def capture_hold(
-    request: Request,
-    agent: PostingAgent,
-    account: IdPath,
-    hold_id: IdPath,
-    amount: Annotated[str, Form(max_length=20)] = "",
-    view: ViewForm = "",
-) -> Response:
-    def run() -> str:
-        value = None
-        if amount.strip():
-            if not amount.strip().isdigit():
-                raise ValidationError("the amount must be a whole number of minor units")
-            value = int(amount.strip())
-        _own_hold(request, agent.program, account, hold_id)
-        result = ledger_of(request).wallet.capture(agent.program, hold_id, value)
-        return f"Hold {hold_id} is {result.hold.status}: {result.hold.captured:,} captured."
-
-    return _act(request, account, "#holds", "Capture", run, view)
-
-
-@router.post("/accounts/{account}/notifications/{notification_id}/dismiss")
-def dismiss_notification(
-    request: Request,
-    agent: PostingAgent,
-    account: IdPath,
-    notification_id: IdPath,
-    view: ViewForm = "",
-) -> Response:
-    def run() -> str:
-        n = ledger_of(request).notifications.dismiss(agent.program, account, notification_id)
-        return f"Notification {n.type} dismissed."
-
-    return _act(request, account, "#notifications", "Dismiss", run, view)

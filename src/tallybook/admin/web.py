@@ -14,12 +14,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote, urlencode
 
 from fastapi import Depends, Form, Request
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from tallybook.admin.money import format_amount
 from tallybook.admin.session import SESSION_COOKIE, Session, SessionSigner
 from tallybook.errors import TallybookError
 from tallybook.ledger import Ledger
@@ -57,7 +60,24 @@ def _stamp(text: str) -> str:
         return text
 
 
-_env.filters.update(when=_when, num=_num, signed=_signed, stamp=_stamp)
+def _money(value: int | None, unit: str, signed: bool = False) -> str:
+    return "" if value is None else format_amount(value, unit, signed=signed)
+
+
+def _readable(payload: Any) -> list[tuple[str, str]]:
+    """A notification payload as (key, text) lines: strings as they are, anything else
+    as JSON with its characters unescaped (the page escapes them for HTML itself)."""
+    if not isinstance(payload, dict):
+        return [("", json.dumps(payload, ensure_ascii=False))]
+    return [
+        (str(k), v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
+        for k, v in payload.items()
+    ]
+
+
+_env.filters.update(
+    when=_when, num=_num, signed=_signed, stamp=_stamp, money=_money, readable=_readable
+)
 templates = Jinja2Templates(env=_env)
 
 #: sent with every admin page: no framing, no inline script, nothing cached
@@ -71,6 +91,17 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+
+
+IdPath = Annotated[
+    str, PathParam(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$")
+]
+
+
+def account_path(account: str, **query: str) -> str:
+    """``/accounts/{account}`` under the admin prefix, with a query string."""
+    path = f"/accounts/{quote(account, safe='')}"
+    return f"{path}?{urlencode(query)}" if query else path
 
 
 class LoginRequired(Exception):

@@ -1,0 +1,260 @@
+"""The support desk over TestClient (issue 17): amounts in the program's currency,
+one timeline across funds, the adjust-balance form, the confirmation step before
+capture and void, readable notification payloads and dismissal sentences.
+
+Whatever reads or writes through the ledger runs on both engines; the browser
+tests (test_browser.py) cover the same points at desktop and phone sizes.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from urllib.parse import unquote
+
+import pytest
+
+from tallybook.admin.money import MINUS
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+
+from .conftest import AdminClient
+from .seeding import Seeded, split_payment
+
+SQLITE_ONLY = pytest.mark.parametrize("engine", ["sqlite"])
+_ADJUST_ID = re.compile(r'name="txn" value="([^"]+)"')
+
+
+def _txn_rows(html: str) -> list[str]:
+    return re.findall(r'<tr data-txn="([^"]+)"', html)
+
+
+def test_amounts_are_shown_in_the_programs_currency_and_points_stay_whole(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    admin.login(seeded.admin_secret)
+    html = admin.client.get("/admin/accounts/alice").text
+    cash = ledger.wallet.balance("shop", "alice").fund("cash")
+    dollars = f"${cash.total // 100:,}.{cash.total % 100:02d}"
+    row = html.split('<tr data-fund="cash">')[1].split("</tr>")[0]
+    assert f">{dollars}<" in row
+    assert ">$7.00<" in row  # withheld by the hold
+    points = ledger.accounts.balances("shop", "alice")[0]
+    assert points.fund == "points"
+    prow = html.split('<tr data-fund="points">')[1].split("</tr>")[0]
+    assert f">{points.balance:,}<" in prow  # whole, no currency, no decimals
+    hold = html.split(f'data-hold="{seeded.hold}"')[1].split("</li>")[0]
+    assert "$7.00" in hold
+
+
+def test_one_timeline_across_funds_shows_a_split_payment_once(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger, clock: ManualClock
+) -> None:
+    split_payment(ledger, clock, "bob")
+    admin.login(seeded.admin_secret)
+    html = admin.client.get("/admin/accounts/bob").text  # the timeline is the default view
+    rows = _txn_rows(html)
+    assert rows.count("pay-bob") == 1
+    event = html.split('<tr data-txn="pay-bob">')[1].split("</tr>")[0]
+    changes = re.findall(r'<li data-fund="([a-z_]+)">', event)
+    assert sorted(changes) == ["bonus", "cash", "store_credit"]
+    assert MINUS + "$3.00" in event
+    assert MINUS + "$5.00" in event
+    assert MINUS + "$2.00" in event
+    assert "groceries" in event
+    # the per-fund view still lists one fund's entries only
+    per_fund = admin.client.get("/admin/accounts/bob", params={"fund": "store_credit"}).text
+    assert _txn_rows(per_fund) == ["pay-bob", "gift-bob"]
+    assert _txn_rows(html)[0] == "pay-bob"  # newest first
+
+
+def test_the_timeline_pages_through_every_transaction_once(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger, clock: ManualClock, engine: str
+) -> None:
+    ledger.accounts.open("shop", "carol")
+    split_payment(ledger, clock, "carol")
+    for i in range(3 if engine == "dynamodb" else 7):
+        ledger.transactions.credit("shop", "carol", "points", 10 + i, txn_id=f"c-pt-{i}")
+        ledger.transactions.credit("shop", "carol", "cash", 100 + i, txn_id=f"c-cash-{i}")
+        if i % 2:
+            clock.advance(timedelta(minutes=5))  # some share a time, some do not
+    when = _transaction_times(ledger, "carol")
+    expected = sorted(when)
+    admin.login(seeded.admin_secret)
+    for order in ("newest", "oldest"):
+        seen: list[str] = []
+        params = {"limit": "4", "order": order}
+        while True:
+            html = admin.client.get("/admin/accounts/carol", params=params).text
+            rows = _txn_rows(html)
+            assert len(rows) <= 4
+            seen += rows
+            nxt = re.search(r'href="([^"]+)#history" id="next-page"', html)
+            if nxt is None:
+                break
+            cursor = re.search(r"cursor=([^&#]+)", nxt.group(1).replace("&amp;", "&"))
+            assert cursor is not None
+            params["cursor"] = unquote(cursor.group(1))
+        assert sorted(seen) == sorted(expected)
+        assert len(seen) == len(set(seen))
+        times = [when[t] for t in seen]
+        assert times == sorted(times, reverse=order == "newest")
+
+
+def _transaction_times(ledger: Ledger, account: str) -> dict[str, datetime]:
+    """Every transaction in the account's funds' histories, with its time."""
+    return {
+        e.txn_id: e.created_at
+        for fund in ("points", "cash", "store_credit", "bonus")
+        for e in ledger.accounts.iter_history("shop", account, fund)
+    }
+
+
+def _adjust_form(admin: AdminClient) -> dict[str, str]:
+    html = admin.client.get("/admin/accounts/alice").text
+    match = _ADJUST_ID.search(html)
+    assert match, "no adjust form on the page"
+    return {"txn": match.group(1)}
+
+
+def test_adjust_balance_records_the_reason_and_shows_it_in_history(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    admin.login(seeded.admin_secret)
+    before = ledger.wallet.balance("shop", "alice").fund("cash").total
+    form = {
+        **_adjust_form(admin),
+        "fund": "cash",
+        "direction": "add",
+        "amount": "12.50",
+        "reason": "goodwill: parcel arrived late",
+    }
+    r = admin.post("/admin/accounts/alice/adjust", form)
+    assert r.status_code == 303
+    assert r.headers["location"] == "/admin/accounts/alice#history"
+    txn = ledger.transactions.get("shop", form["txn"])
+    assert txn.type == "adjust"
+    assert txn.metadata["reason"] == "goodwill: parcel arrived late"
+    assert txn.metadata["agent"] == "support desk"
+    assert any(leg.account == "@adjustment" and leg.amount == -1250 for leg in txn.legs)
+    assert ledger.wallet.balance("shop", "alice").fund("cash").total == before + 1250
+    page = admin.client.get("/admin/accounts/alice").text
+    assert "cash adjusted by +$12.50" in page  # the flash message
+    event = page.split(f'<tr data-txn="{form["txn"]}">')[1].split("</tr>")[0]
+    assert "Reason: goodwill: parcel arrived late" in event
+    assert "+$12.50" in event
+    per_fund = admin.client.get("/admin/accounts/alice", params={"fund": "cash"}).text
+    assert "Reason: goodwill: parcel arrived late" in per_fund
+    # the same form sent twice is applied once
+    admin.post("/admin/accounts/alice/adjust", form)
+    assert ledger.wallet.balance("shop", "alice").fund("cash").total == before + 1250
+    assert "already applied" in admin.client.get("/admin/accounts/alice").text
+
+
+def test_adjust_takes_points_whole_and_can_take_from_a_balance(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    admin.login(seeded.admin_secret)
+    points = ledger.accounts.balances("shop", "alice")[0].balance
+    form = {"fund": "points", "direction": "remove", "amount": "25", "reason": "duplicate earn"}
+    admin.post("/admin/accounts/alice/adjust", {**_adjust_form(admin), **form})
+    assert ledger.accounts.balances("shop", "alice")[0].balance == points - 25
+    half = {**form, "amount": "2.5"}
+    admin.post("/admin/accounts/alice/adjust", {**_adjust_form(admin), **half})
+    assert "no decimal places" in admin.client.get("/admin/accounts/alice").text
+    assert ledger.accounts.balances("shop", "alice")[0].balance == points - 25
+
+
+@SQLITE_ONLY
+def test_adjust_needs_a_reason_an_amount_and_the_csrf_token(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    admin.login(seeded.admin_secret)
+    before = ledger.wallet.balance("shop", "alice").fund("cash").total
+    good = {"fund": "cash", "direction": "add", "amount": "1.00", "reason": "test"}
+    cases = [
+        ({"reason": "   "}, "a reason is required"),
+        ({"amount": "1.005"}, "more precision than USD allows"),
+        ({"amount": "abc"}, "positive number of USD"),
+        ({"fund": "gold"}, "has no fund"),
+        ({"direction": "remove", "amount": "1000000"}, "Adjust failed"),
+    ]
+    for change, message in cases:
+        admin.post("/admin/accounts/alice/adjust", {**_adjust_form(admin), **good, **change})
+        assert message in admin.client.get("/admin/accounts/alice").text, change
+    forged = {**_adjust_form(admin), **good, "csrf": "forged"}
+    r = admin.client.post("/admin/accounts/alice/adjust", data=forged, follow_redirects=False)
+    assert r.status_code == 403
+    no_id = admin.post("/admin/accounts/alice/adjust", good)
+    assert no_id.status_code == 303
+    assert "no valid adjustment id" in admin.client.get("/admin/accounts/alice").text
+    assert ledger.wallet.balance("shop", "alice").fund("cash").total == before
+
+
+@SQLITE_ONLY
+def test_adjust_needs_an_admin_session(admin: AdminClient, seeded: Seeded) -> None:
+    r = admin.client.post(
+        "/admin/accounts/alice/adjust",
+        data={"fund": "cash", "amount": "1", "reason": "x", "csrf": "x"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303
+    assert r.headers["location"] == "/admin/login"
+    assert admin.login(seeded.read_secret).status_code == 403  # a key without admin scope
+
+
+def test_capture_and_void_ask_for_confirmation_first(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    admin.login(seeded.admin_secret)
+    account = admin.client.get("/admin/accounts/alice").text
+    hold = account.split(f'data-hold="{seeded.hold}"')[1].split("</li>")[0]
+    assert 'method="get"' in hold  # the buttons lead to the confirmation page
+    assert 'method="post"' not in hold
+    ask = admin.client.get(f"/admin/accounts/alice/holds/{seeded.hold}/capture?amount=2.50")
+    assert ask.status_code == 200
+    assert "The customer is charged <strong>$2.50</strong>" in ask.text
+    assert "the other <strong>$4.50</strong> is released" in ask.text
+    assert 'id="cancel"' in ask.text
+    assert ledger.wallet.hold("shop", seeded.hold).status == "active"  # asking changed nothing
+    void = admin.client.get(f"/admin/accounts/alice/holds/{seeded.hold}/void")
+    assert "All <strong>$7.00</strong> is released" in void.text
+    assert ledger.wallet.hold("shop", seeded.hold).status == "active"
+    too_much = admin.client.get(
+        f"/admin/accounts/alice/holds/{seeded.hold}/capture",
+        params={"amount": "8"},
+        follow_redirects=False,
+    )
+    assert too_much.status_code == 303
+    assert "more than the $7.00 held" in admin.client.get("/admin/accounts/alice").text
+    # the confirmation page's own form does it
+    form = re.search(r'<form method="post" action="([^"]+)" class="confirm-actions"', ask.text)
+    assert form is not None
+    assert form.group(1) == f"/admin/accounts/alice/holds/{seeded.hold}/capture"
+    assert 'name="amount" value="2.50"' in ask.text
+    admin.post(form.group(1), {"amount": "2.50"})
+    done = ledger.wallet.hold("shop", seeded.hold)
+    assert (done.status, done.captured) == ("captured", 250)
+    assert "$2.50 captured" in admin.client.get("/admin/accounts/alice").text
+    late = admin.client.get(
+        f"/admin/accounts/alice/holds/{seeded.hold}/void", follow_redirects=False
+    )
+    assert late.status_code == 303  # nothing left to confirm
+    assert "is captured; nothing to void" in admin.client.get("/admin/accounts/alice").text
+
+
+def test_payloads_read_as_text_and_dismissals_as_sentences(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    admin.login(seeded.admin_secret)
+    html = admin.client.get("/admin/accounts/alice").text
+    assert "\\u003c" not in html
+    assert "&lt;b&gt;double&lt;/b&gt; points weekend &amp; more" in html
+    assert "<dt>until</dt><dd>Sunday</dd>" in html
+    admin.post(f"/admin/accounts/alice/notifications/{seeded.notification}/dismiss")
+    ledger.notifications.add("shop", "alice", "Promo", {"text": "second"})
+    ledger.notifications.add("shop", "alice", "Promo", {"text": "third"})
+    html = admin.client.get("/admin/accounts/alice").text
+    assert "user by user" not in html
+    assert "Dismissed on request (through the API, the CLI or this page)." in html
+    assert "Replaced by a newer Promo notification" in html
