@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import cast
 
 from tallybook.ledger import Ledger
-from tallybook.services.codec import iso, to_us
+from tallybook.store.records.codec import iso, to_us
 from tallybook.store import keys
 from tallybook.store.port import Item, OperationStats, Value
 

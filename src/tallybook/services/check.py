@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tallybook.domain.model import SYSTEM_ACCOUNTS, Program
-from tallybook.services.codec import transaction_from_item
+from tallybook.store.records.codec import transaction_from_item
 from tallybook.store import keys
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.services.accounts import check_limit
-from tallybook.services.codec import iso
+from tallybook.store.records.codec import iso
 from tallybook.services.loyalty_lots import ExpiringLot, expiry_day, lot_shard, read_lots
 from tallybook.services.loyalty_tiers import (
     announce,

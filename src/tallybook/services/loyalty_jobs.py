@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, cast
 from tallybook.domain.model import EXPIRY, Leg, TxnType
 from tallybook.domain.tiers import NEVER, MemberState, decide_tier, qualifying_points
 from tallybook.errors import NotFound
-from tallybook.services.codec import iso
+from tallybook.store.records.codec import iso
 from tallybook.services.events import LedgerEvent
 from tallybook.services.loyalty_lots import parse_expiry, read_lots
 from tallybook.services.postings import Plan, Snapshot

@@ -17,7 +17,7 @@ from tallybook.domain.model import Transaction
 from tallybook.domain.tiers import MemberState, TierDecision, decide_tier, qualifying_points
 from tallybook.errors import NotFound
 from tallybook.services.accounts import check_limit
-from tallybook.services.codec import iso, parse_iso, to_us
+from tallybook.store.records.codec import iso, parse_iso, to_us
 from tallybook.services.events import LedgerEvent
 from tallybook.services.loyalty_values import (
     MemberPage,

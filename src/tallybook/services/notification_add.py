@@ -36,7 +36,7 @@ from tallybook.errors import (
     TransactionConflict,
 )
 from tallybook.services import notification_items as items
-from tallybook.services.codec import from_us, iso, to_us
+from tallybook.store.records.codec import from_us, iso, to_us
 from tallybook.services.notification_dismiss import active_key, mark
 from tallybook.store import keys
 from tallybook.store.port import Action, Compare, Delete, Exists, Item, NotExists, Put, Set

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from tallybook.domain.notifications import Notification
 from tallybook.errors import ConfigError
-from tallybook.services.codec import iso
+from tallybook.store.records.codec import iso
 
 log = logging.getLogger("tallybook.notifications")
 

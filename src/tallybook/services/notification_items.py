@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from tallybook.domain.notifications import Notification, Status
-from tallybook.services.codec import iso, parse_iso
+from tallybook.store.records.codec import iso, parse_iso
 from tallybook.store import keys
 from tallybook.store.port import Item, Key, Value
 

@@ -48,7 +48,7 @@ from tallybook.services import notification_dismiss as dismissing
 from tallybook.services import notification_items as items
 from tallybook.services import notification_triggers as triggers
 from tallybook.services.accounts import check_limit
-from tallybook.services.codec import to_us
+from tallybook.store.records.codec import to_us
 from tallybook.services.notification_delivery import Delivery, delivery_from_env
 from tallybook.services.retry import Backoff
 from tallybook.store import keys

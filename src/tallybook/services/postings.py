@@ -59,7 +59,7 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.services.clock import Clock
-from tallybook.services.codec import (
+from tallybook.store.records.codec import (
     account_from_item,
     fund_state_to_value,
     iso,

@@ -12,7 +12,7 @@ from tallybook.domain.ids import check_fund, check_id, check_unit
 from tallybook.domain.model import FundSpec, Program, default_funds
 from tallybook.errors import AlreadyExists, ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
-from tallybook.services.codec import program_from_item, program_to_item
+from tallybook.store.records.codec import program_from_item, program_to_item
 from tallybook.store import keys
 from tallybook.store.port import Compare, ItemStore, NotExists, Put
 

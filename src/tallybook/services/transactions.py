@@ -24,7 +24,7 @@ from tallybook.domain.model import (
 from tallybook.domain.money import check_amount, check_signed_amount
 from tallybook.errors import NotFound, ValidationError
 from tallybook.services.accounts import check_limit
-from tallybook.services.codec import transaction_from_item
+from tallybook.store.records.codec import transaction_from_item
 from tallybook.services.postings import Plan, PostingEngine, Snapshot
 from tallybook.store import keys
 

@@ -36,7 +36,7 @@ from tallybook.domain.wallet import (
 )
 from tallybook.errors import ValidationError
 from tallybook.services.charges import ChargeProcessor, processor_from_env
-from tallybook.services.codec import iso
+from tallybook.store.records.codec import iso
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.wallet_debit import DebitOps, Shortfall
 from tallybook.services.wallet_holds import HoldOps, HoldResult

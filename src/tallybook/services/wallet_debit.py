@@ -36,7 +36,7 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.services.charges import ChargeDeclined, ChargeTimeout
-from tallybook.services.codec import iso
+from tallybook.store.records.codec import iso
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.wallet_marks import wallet_marks, with_takes
 from tallybook.services.wallet_records import (

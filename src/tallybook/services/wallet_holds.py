@@ -38,7 +38,7 @@ from tallybook.errors import (
     NotFound,
     ValidationError,
 )
-from tallybook.services.codec import iso
+from tallybook.store.records.codec import iso
 from tallybook.services.events import LedgerEvent
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.wallet_marks import wallet_marks, with_takes

@@ -19,7 +19,7 @@ from tallybook.domain.model import EXPIRY, Account, Leg, Transaction, TxnType
 from tallybook.domain.wallet import BONUS, Hold, HoldKind, HoldStatus, unexpired_bonus
 from tallybook.errors import ConditionFailed, InvalidState
 from tallybook.services.charges import ChargeProcessor
-from tallybook.services.codec import iso, parse_iso
+from tallybook.store.records.codec import iso, parse_iso
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.wallet_debit import CANCELLING, CHARGE_GRACE, PENDING, charge_key
 from tallybook.services.wallet_marks import bonus_without_grants, marks_of, wallet_marks

@@ -28,7 +28,7 @@ from typing import cast
 
 from tallybook.domain.model import Account
 from tallybook.domain.wallet import BONUS, Grant, GrantTake
-from tallybook.services.codec import iso, parse_iso
+from tallybook.store.records.codec import iso, parse_iso
 from tallybook.store.port import Value
 
 WALLET_ATTR = "wallet"

@@ -15,7 +15,7 @@ from typing import Any, cast
 from tallybook.domain.ids import is_system_account
 from tallybook.domain.model import Account, Transaction
 from tallybook.domain.wallet import BONUS, SPEND_ORDER, Grant, GrantTake, unexpired_bonus
-from tallybook.services.codec import iso
+from tallybook.store.records.codec import iso
 from tallybook.store.port import Value
 
 

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from tallybook.domain.model import Account
 from tallybook.domain.wallet import BONUS, Grant, GrantTake, Hold, HoldKind, HoldStatus
-from tallybook.services.codec import iso, parse_iso, to_us
+from tallybook.store.records.codec import iso, parse_iso, to_us
 from tallybook.store import keys
 from tallybook.store.port import (
     Add,

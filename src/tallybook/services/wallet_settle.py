@@ -21,7 +21,7 @@ from tallybook.domain.wallet import (
     split_capture,
 )
 from tallybook.errors import InvalidState, ValidationError
-from tallybook.services.codec import iso
+from tallybook.store.records.codec import iso
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.wallet_marks import wallet_marks, with_takes
 from tallybook.services.wallet_records import availability_after, present_funds, takes_value
