@@ -15,7 +15,7 @@ whether another page exists).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -24,7 +24,8 @@ from bench.common import Json, Sizes
 from bench.dynamo_product import PROGRAM, drop
 from bench.dynamo_product import open_ledger as open_dynamo_ledger
 from tallybook.ledger import Ledger
-from tallybook.store.metered import metered
+from tallybook.store.meter import ItemCost, is_transactional
+from tallybook.store.metered import MeteredStore
 from tallybook.store.port import (
     Action,
     Exists,
@@ -43,6 +44,23 @@ from tallybook.store.sqlite import SqliteStore
 OPS = ("credit", "debit", "transfer", "earn", "redeem")
 #: WCU per operation the lean write path aims for (issue 16)
 TARGET_WCU = {"credit": 6, "debit": 6, "transfer": 10, "earn": 8, "redeem": 8}
+
+
+class _Breakdown(MeteredStore):
+    """Keeps what each item of the last transaction cost."""
+
+    last: list[ItemCost]
+
+    def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
+        self.last = self.meter.item_costs(actions, transactional=is_transactional(actions, token))
+        super().transact_write(actions, token=token)
+
+
+def _items(costs: list[ItemCost]) -> list[Json]:
+    return [
+        {"key": f"{c.key.pk} {c.key.sk}", "table": c.cost.table, "indexes": dict(c.cost.indexes)}
+        for c in costs
+    ]
 
 
 class ActiveFlag:
@@ -127,6 +145,8 @@ def product(ledger: Ledger, store: ItemStore, repeats: int) -> Json:
     for name, op in ops.items():
         op(-1)  # the first of its kind may create items the next ones update
         out[name] = _mean([_cost(store, fresh, partial(op, i)) for i in range(repeats)])
+        if isinstance(store, _Breakdown):
+            out[name]["items"] = _items(store.last)
     return out
 
 
@@ -145,7 +165,7 @@ def reference(store: ItemStore, repeats: int) -> Json:
 
 
 def _sqlite_ledger(path: Path) -> tuple[Ledger, ItemStore]:
-    store = metered(SqliteStore(path, synchronous="normal"))
+    store = _Breakdown(SqliteStore(path, synchronous="normal"))
     ledger = Ledger(store)
     ledger.programs.create(PROGRAM)
     ledger.loyalty.configure(PROGRAM, {"expiry": {"days": 365}})

@@ -60,9 +60,18 @@ def _cost(cost: Json) -> list[str]:
         )
     for op, c in cost["baseline_a"].items():
         rows.append([f"(a) {op}", _g(c["requests"]), _g(c["rcu"]), _g(c["wcu"]), "0", "0"])
-    return lines + _table(
+    lines += _table(
         ["operation", "requests", "RCU", "WCU", "of which index", "estimated items"], rows
     )
+    items = [
+        [op, f"`{i['key']}`", i["table"], ", ".join(f"{k} {v}" for k, v in i["indexes"].items())]
+        for op, c in cost["product"].items()
+        for i in c.get("items", [])
+    ]
+    if items:
+        lines += ["What each item of one call's transaction costs (WCU):", ""]
+        lines += _table(["operation", "item (pk sk)", "table", "indexes"], items)
+    return lines
 
 
 def _writers(w: Json) -> list[str]:

@@ -60,6 +60,15 @@ class Price:
     estimated: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class ItemCost:
+    """One item's share of a write, and whether its before image was known."""
+
+    key: Key
+    cost: capacity.WriteCost
+    known: bool
+
+
 def is_transactional(actions: Sequence[Action], token: str | None) -> bool:
     """Whether an engine sends ``actions`` as ``TransactWriteItems``.
 
@@ -143,13 +152,23 @@ class CapacityMeter:
 
     def write(self, actions: Sequence[Action], *, transactional: bool) -> Price:
         """A successful write of ``actions``; the cache learns the after images."""
-        total = index_total = 0
-        estimated = 0
+        costs = self.item_costs(actions, transactional=transactional, learn=True)
+        return Price(
+            0.0,
+            float(sum(c.cost.total for c in costs)),
+            float(sum(c.cost.index_total for c in costs)),
+            sum(0 if c.known else 1 for c in costs),
+        )
+
+    def item_costs(
+        self, actions: Sequence[Action], *, transactional: bool, learn: bool = False
+    ) -> list[ItemCost]:
+        """What each action of a write costs; with ``learn`` the cache takes the after images."""
+        out: list[ItemCost] = []
         for action in actions:
             if isinstance(action, ConditionCheck):
                 known, before = self.image(action.key)
-                total += capacity.condition_check_cost(before).total
-                estimated += 0 if known else 1
+                out.append(ItemCost(action.key, capacity.condition_check_cost(before), known))
                 continue
             key = key_of(action.item) if isinstance(action, Put) else action.key
             known, before = self.image(key)
@@ -159,11 +178,10 @@ class CapacityMeter:
             cost = capacity.write_cost(
                 before, after, transactional=transactional, indexes=self.indexes
             )
-            total += cost.total
-            index_total += cost.index_total
-            estimated += 0 if known else 1
-            self.remember(key, after)
-        return Price(0.0, float(total), float(index_total), estimated)
+            out.append(ItemCost(key, cost, known))
+            if learn:
+                self.remember(key, after)
+        return out
 
     def batch_write(self, puts: Sequence[Item], deletes: Sequence[Key]) -> Price:
         """One BatchWriteItem request (standard writes)."""
