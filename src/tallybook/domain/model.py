@@ -88,6 +88,9 @@ class Account:
     version: int
     funds: dict[str, FundState]
     attributes: dict[str, Any] = field(default_factory=dict)
+    #: (system account, fund) -> what this account's postings moved against it;
+    #: a system account's balance is the sum over the program's accounts
+    system: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def fund(self, name: str) -> FundState:
         return self.funds.get(name, FundState())

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tallybook.domain.model import SYSTEM_ACCOUNTS, Program
-from tallybook.store.records.codec import transaction_from_item
+from tallybook.domain.model import Program
 from tallybook.store import keys
+from tallybook.store.records.codec import transaction_from_item
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
@@ -58,8 +58,8 @@ class CheckService:
             self._check_account(program, account_id, report, totals)
             if progress:
                 progress(1)
-        for system in SYSTEM_ACCOUNTS:
-            for fund, amount in self.ledger.transactions.system_balance(program_id, system).items():
+        for system, balance in self.ledger.transactions.system_balances(program_id).items():
+            for fund, amount in balance.items():
                 spec = program.fund(fund)
                 if spec is None:
                     report.violations.append(f"{system} holds unknown fund {fund}")

@@ -24,9 +24,12 @@ from tallybook.domain.model import (
 from tallybook.domain.money import check_amount, check_signed_amount
 from tallybook.errors import NotFound, ValidationError
 from tallybook.services.accounts import check_limit
-from tallybook.store.records.codec import transaction_from_item
 from tallybook.services.postings import Plan, PostingEngine, Snapshot
+from tallybook.services.refusals import is_refusal, refusal_error
 from tallybook.store import keys
+from tallybook.store.queries import decode_cursor, encode_cursor
+from tallybook.store.records import ledger as records
+from tallybook.store.records.codec import transaction_from_item
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +225,11 @@ class TransactionService:
         item = self.store.get(keys.transaction(program, txn_id))
         if item is None:
             raise NotFound(f"transaction {txn_id} not found in program {program}")
+        if is_refusal(item):
+            raise NotFound(
+                f"transaction {txn_id} not found in program {program}: it was refused "
+                f"({refusal_error(item).code}) and nothing was applied"
+            )
         return transaction_from_item(item)
 
     def for_order(self, program: str, order_id: str) -> list[Transaction]:
@@ -234,28 +242,51 @@ class TransactionService:
     def for_owner(
         self, program: str, account: str, *, limit: int = 50, cursor: str | None = None
     ) -> TransactionPage:
-        """An account's transactions, newest first, through an index (no scan)."""
+        """An account's transactions, newest first (no scan).
+
+        Found from the account's own history entries (strongly consistent) and,
+        for records that leave no entry of the account (holds, voids), from the
+        owner index, which is eventually consistent: such a record may show a
+        moment after it was written."""
         check_id(program, "program id")
         check_id(account, "account id")
         check_limit(limit)
-        page = self.store.query(
-            keys.owner_index(program, account),
-            index="gsi2",
-            forward=False,
-            limit=limit,
-            cursor=cursor,
+        funds = [f.name for f in self.engine.programs.get(program).funds]
+        position = decode_cursor(cursor) if cursor is not None else None
+        ids, after = records.owner_transaction_ids(
+            self.store, program, account, funds, limit=limit, cursor=position
         )
-        return TransactionPage([transaction_from_item(i) for i in page.items], page.cursor)
+        found = {
+            str(item["txn_id"]): transaction_from_item(item)
+            for item in records.read_transactions(self.store, program, ids)
+        }
+        txns = [found[t] for t in ids if t in found]
+        return TransactionPage(txns, None if after is None else encode_cursor(after))
 
     def system_balance(self, program: str, account: str) -> dict[str, int]:
-        """A system account's balance per fund: the sum of its shards, one batch read."""
+        """A system account's balance per fund.
+
+        A system account has no item of its own per posting: its side of each
+        posting is counted on the head of an account the posting touched (see
+        :mod:`tallybook.store.records.ledger`). So this reads every head of the
+        program (a directory query per shard, then batch reads): a job's query,
+        not a hot path. Postings without a customer account land on shards."""
         if account not in SYSTEM_ACCOUNTS:
             raise NotFound(f"unknown system account {account}")
-        totals: dict[str, int] = {}
-        for item in self.store.batch_get(keys.system_shards(program, account)):
-            for name, value in item.items():
-                if name.startswith("f_") and isinstance(value, int):
-                    totals[name[2:]] = totals.get(name[2:], 0) + value
+        return self.system_balances(program)[account]
+
+    def system_balances(self, program: str) -> dict[str, dict[str, int]]:
+        """Every system account's balance per fund (see :meth:`system_balance`)."""
+        totals: dict[str, dict[str, int]] = {a: {} for a in SYSTEM_ACCOUNTS}
+        for system in SYSTEM_ACCOUNTS:
+            for fund, amount in records.system_shard_totals(self.store, program, system).items():
+                totals[system][fund] = totals[system].get(fund, 0) + amount
+        ids = [str(i["account"]) for i in records.iter_directory(self.store, program)]
+        for start in range(0, len(ids), 100):
+            for head in records.read_heads(self.store, program, ids[start : start + 100]):
+                for (system, fund), amount in head.system.items():
+                    bucket = totals.setdefault(system, {})
+                    bucket[fund] = bucket.get(fund, 0) + amount
         return totals
 
 

@@ -128,7 +128,18 @@ def account_from_item(item: Item) -> Account:
         version=_int(item, "version"),
         funds={name: fund_state_from_value(v) for name, v in funds.items()},
         attributes=cast(dict[str, Any], item.get("attrs") or {}),
+        system=_system_counters(item),
     )
+
+
+def _system_counters(item: Item) -> dict[tuple[str, str], int]:
+    """``sys:{account}:{fund}`` attributes of a head (see records/ledger.py)."""
+    out: dict[tuple[str, str], int] = {}
+    for name, value in item.items():
+        if name.startswith("sys:") and isinstance(value, int):
+            account, _, fund = name[4:].rpartition(":")
+            out[(account, fund)] = value
+    return out
 
 
 def entry_from_item(item: Item) -> Entry:

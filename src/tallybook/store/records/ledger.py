@@ -1,0 +1,343 @@
+"""How the ledger's aggregates are stored: account heads, history entries,
+transaction records and system-account counters (see docs/table-design.md).
+
+The layout is chosen for the cost of a posting on DynamoDB, where every item a
+transaction writes costs 2 WCU per KB and every index entry 1 more:
+
+* A posting writes its **transaction record** (the idempotency record), the
+  **head** of each customer account it touches and one **entry** per customer
+  leg, and nothing else: a one-account credit is three items, 6 WCU.
+* **System accounts** (``@issuance``, ``@external``...) have no item per
+  posting. Their side of a posting is added to counters on the head the posting
+  writes anyway (``sys:{account}:{fund}``), so conservation stays checkable: a
+  system account's balance is the sum of those counters over the program's
+  heads. A posting that touches no customer head (system to system) falls back
+  to one of 16 shards of the system account.
+* The **owner index** (``gsi2``) lists only records that leave no entry in the
+  owner's history (holds, voids); the rest of an account's transactions are
+  found from its entries, which sit in its own partition (strongly consistent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import cast
+
+from tallybook.domain.model import Account, FundState, Transaction
+from tallybook.store import keys
+from tallybook.store.port import (
+    Add,
+    Item,
+    ItemStore,
+    Key,
+    NotExists,
+    Put,
+    Set,
+    SortCondition,
+    Update,
+    Value,
+    all_of,
+    equals,
+)
+from tallybook.store.records.codec import (
+    account_from_item,
+    fund_state_to_value,
+    iso,
+    leg_to_value,
+    parse_iso,
+    to_us,
+)
+
+
+def system_counter_attr(system_account: str, fund: str) -> str:
+    """Head attribute counting what this head's postings moved against a system
+    account (decoded into ``Account.system`` by :func:`.codec.account_from_item`)."""
+    return f"sys:{system_account}:{fund}"
+
+
+# --- heads -----------------------------------------------------------------
+
+
+def head_key(program_id: str, account_id: str) -> Key:
+    return keys.account_head(program_id, account_id)
+
+
+def read_head(store: ItemStore, program_id: str, account_id: str) -> Account | None:
+    item = store.get(head_key(program_id, account_id))
+    return None if item is None else account_from_item(item)
+
+
+def read_heads(store: ItemStore, program_id: str, account_ids: Sequence[str]) -> list[Account]:
+    """Heads of several accounts in one batch request (missing ones are left out)."""
+    found = store.batch_get([head_key(program_id, a) for a in account_ids])
+    return [account_from_item(item) for item in found]
+
+
+def head_update(
+    program_id: str,
+    account: Account,
+    *,
+    funds: Mapping[str, FundState] | None = None,
+    attrs: Mapping[str, Value] | None = None,
+    sets: Mapping[str, Value] | None = None,
+    system: Mapping[tuple[str, str], int] | None = None,
+) -> Update:
+    """Write a head read at ``account.version``: fails if anyone wrote it since."""
+    updates: list[Set | Add] = [Add("version", 1)]
+    if funds is not None:
+        updates.append(
+            Set("funds", {name: cast(Value, fund_state_to_value(s)) for name, s in funds.items()})
+        )
+    if attrs is not None:
+        updates.append(Set("attrs", cast(Value, {**account.attributes, **attrs})))
+    for attr, value in (sets or {}).items():
+        updates.append(Set(attr, value))
+    for (system_account, fund), amount in (system or {}).items():
+        updates.append(Add(system_counter_attr(system_account, fund), amount))
+    return Update(
+        head_key(program_id, account.id),
+        tuple(updates),
+        all_of(equals("version", account.version)),
+    )
+
+
+# --- transaction records -----------------------------------------------------
+
+
+def transaction_key(program_id: str, txn_id: str) -> Key:
+    return keys.transaction(program_id, txn_id)
+
+
+def read_transaction(store: ItemStore, program_id: str, txn_id: str) -> Item | None:
+    return store.get(transaction_key(program_id, txn_id))
+
+
+def read_transactions(store: ItemStore, program_id: str, txn_ids: Sequence[str]) -> list[Item]:
+    out: list[Item] = []
+    for start in range(0, len(txn_ids), 100):
+        chunk = txn_ids[start : start + 100]
+        out += store.batch_get([transaction_key(program_id, t) for t in chunk])
+    return out
+
+
+def fingerprint_of(item: Item) -> Value:
+    return item.get("fingerprint")
+
+
+def transaction_put(
+    record: Transaction, *, fingerprint: str, owner: str | None, index_owner: bool
+) -> Put:
+    """The idempotency record: put only if the id was never used."""
+    now_iso = iso(record.created_at)
+    item: Item = {
+        **transaction_key(record.program, record.id).as_item(),
+        "program": record.program,
+        "txn_id": record.id,
+        "type": record.type,
+        "fingerprint": fingerprint,
+        "legs": [leg_to_value(p) for p in record.legs],
+        "created_at": now_iso,
+        "details": cast(Value, record.details),
+    }
+    if record.metadata:
+        item["metadata"] = cast(Value, record.metadata)
+    if record.description is not None:
+        item["description"] = record.description
+    if record.order_id is not None:
+        item["order_id"] = record.order_id
+        item["gsi1pk"] = keys.order_index(record.program, record.order_id)
+        item["gsi1sk"] = f"{now_iso}#{record.id}"
+    if owner is not None:
+        item["owner"] = owner
+        if index_owner:
+            item["gsi2pk"] = keys.owner_index(record.program, owner)
+            item["gsi2sk"] = f"{now_iso}#{record.id}"
+    return Put(item, NotExists("pk"))
+
+
+# --- history entries -----------------------------------------------------------
+
+
+def entry_put(
+    record: Transaction,
+    account_id: str,
+    fund: str,
+    unit: str,
+    amount: int,
+    state: FundState,
+    index: Mapping[str, Value] | None = None,
+) -> Put:
+    """One customer leg's history entry, carrying the resulting balance."""
+    entry: Item = {
+        **keys.entry(record.program, account_id, fund, state.last_us, state.seq).as_item(),
+        "program": record.program,
+        "account": account_id,
+        "fund": fund,
+        "unit": unit,
+        "seq": state.seq,
+        "amount": amount,
+        "balance": state.balance,
+        "txn_id": record.id,
+        "type": record.type,
+        "created_at": iso(record.created_at),
+    }
+    if record.order_id is not None:
+        entry["order_id"] = record.order_id
+    if record.description is not None:
+        entry["description"] = record.description
+    if record.metadata:
+        entry["metadata"] = cast(Value, record.metadata)
+    if index:
+        entry.update(index)
+    return Put(entry, NotExists("pk"))
+
+
+# --- system accounts -------------------------------------------------------------
+
+
+def system_shard_update(
+    program_id: str, system_account: str, txn_id: str, amounts: Mapping[str, int]
+) -> Update:
+    """The fallback for a posting with no customer head to carry its system side."""
+    adds = [Add(keys.fund_attr(fund), amount) for fund, amount in amounts.items()]
+    return Update(
+        keys.system_shard(program_id, system_account, txn_id),
+        (*adds, Set("program", program_id), Set("account", system_account)),
+    )
+
+
+def system_shard_totals(store: ItemStore, program_id: str, system_account: str) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for item in store.batch_get(keys.system_shards(program_id, system_account)):
+        for name, value in item.items():
+            if name.startswith("f_") and isinstance(value, int):
+                totals[name[2:]] = totals.get(name[2:], 0) + value
+    return totals
+
+
+# --- an account's transactions, newest first -------------------------------------
+
+
+class _Stream:
+    """One newest-first source of (position, txn id, sort key), read page by page."""
+
+    def __init__(
+        self, store: ItemStore, partition: str, prefix: str, index: str | None, after: str | None
+    ) -> None:
+        self.store, self.partition, self.prefix, self.index = store, partition, prefix, index
+        self.after = after  # the last sort key already returned
+        self.buffer: list[tuple[int, str, str]] = []
+        self.cursor: str | None = None
+        self.done = False
+        self.page_size = 25
+
+    def _fill(self) -> None:
+        while not self.buffer and not self.done:
+            sort: SortCondition | None
+            if self.after is None:
+                sort = SortCondition.begins_with(self.prefix) if self.prefix else None
+            elif self.prefix:
+                sort = SortCondition.between(self.prefix, self.after)
+            else:
+                sort = SortCondition.lt(self.after)
+            page = self.store.query(
+                self.partition,
+                sort,
+                index=self.index,
+                forward=False,
+                limit=self.page_size,
+                cursor=self.cursor,
+            )
+            self.cursor = page.cursor
+            self.done = page.cursor is None
+            sk_attr = "sk" if self.index is None else "gsi2sk"
+            for item in page.items:
+                sk = cast(str, item[sk_attr])
+                if sk == self.after:
+                    continue
+                self.buffer.append((_position(item, self.index), cast(str, item["txn_id"]), sk))
+
+    def peek(self) -> tuple[int, str, str] | None:
+        self._fill()
+        return self.buffer[0] if self.buffer else None
+
+    def pop(self) -> None:
+        _, _, self.last = self.buffer.pop(0)
+
+    last: str | None = None
+
+
+def _position(item: Item, index: str | None) -> int:
+    if index is None:  # an entry: E#{fund}#{us}#{seq}
+        return int(cast(str, item["sk"]).split("#")[-2])
+    return to_us(parse_iso(cast(str, item["created_at"])))
+
+
+def owner_transaction_ids(
+    store: ItemStore,
+    program_id: str,
+    account_id: str,
+    funds: Sequence[str],
+    *,
+    limit: int,
+    cursor: Mapping[str, str] | None,
+) -> tuple[list[str], dict[str, str] | None]:
+    """Ids of an account's transactions, newest first, and the cursor of the next page.
+
+    Merges the account's per-fund histories (base table) with the owner index
+    (records without an entry of the owner). ``cursor`` maps each source to the
+    last sort key it returned.
+    """
+    cursor = cursor or {}
+    partition = keys.account_partition(program_id, account_id)
+    streams: dict[str, _Stream] = {
+        f"e:{fund}": _Stream(
+            store, partition, keys.entry_prefix(fund), None, cursor.get(f"e:{fund}")
+        )
+        for fund in funds
+    }
+    streams["owner"] = _Stream(
+        store, keys.owner_index(program_id, account_id), "", "gsi2", cursor.get("owner")
+    )
+    taken: list[str] = []
+    seen: set[str] = set()
+    while len(taken) < limit:
+        best: tuple[tuple[int, str], str] | None = None
+        for name, stream in streams.items():
+            head = stream.peek()
+            if head is not None and (best is None or (head[0], head[1]) > best[0]):
+                best = ((head[0], head[1]), name)
+        if best is None:
+            break
+        streams[best[1]].pop()
+        txn_id = best[0][1]
+        if txn_id not in seen:
+            seen.add(txn_id)
+            taken.append(txn_id)
+    # a transaction with legs in several funds: consume its other entries too
+    for stream in streams.values():
+        while (head := stream.peek()) is not None and head[1] in seen:
+            stream.pop()
+    more = any(stream.peek() is not None for stream in streams.values())
+    if not more:
+        return taken, None
+    after = dict(cursor)
+    for name, stream in streams.items():
+        if stream.last is not None:
+            after[name] = stream.last
+    return taken, after
+
+
+def iter_directory(store: ItemStore, program_id: str) -> Iterator[Item]:
+    """Every row of the program's sharded account directory (no scan)."""
+    for shard in range(keys.SHARDS):
+        yield from store.query_all(keys.directory_partition(program_id, shard))
+
+
+def iter_entry_items(
+    store: ItemStore, program_id: str, account_id: str, fund: str
+) -> Iterator[Item]:
+    yield from store.query_all(
+        keys.account_partition(program_id, account_id),
+        SortCondition.begins_with(keys.entry_prefix(fund)),
+    )
