@@ -9,10 +9,12 @@ plan into one storage transaction:
    idempotency record: a replay fails here and returns the original);
 2. ``Update`` each customer account's head (balances, holds, sequence
    numbers) on condition its version is unchanged (optimistic concurrency);
+   one of them also adds the transaction's system legs to its system
+   counters, so no system-account item is written per posting;
 3. ``Put`` one history entry per customer leg, carrying the resulting balance;
-4. ``Update`` one of 16 shards of each system account with ``Add``, so no
-   item is written by every transaction;
-5. the plan's own actions (hold items, lots, ...).
+4. the plan's own actions (hold items, lots, ...).
+
+How each item is laid out is :mod:`tallybook.store.records.ledger`'s business.
 
 A version conflict retries the whole plan with backoff and jitter, bounded.
 Writers of the same account in one process queue on a lock first, so a hot
@@ -26,7 +28,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from tallybook.domain.ids import check_id, is_system_account
 from tallybook.domain.model import (
@@ -59,30 +61,22 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.services.clock import Clock
-from tallybook.store.records.codec import (
-    account_from_item,
-    fund_state_to_value,
-    iso,
-    leg_to_value,
-    to_us,
-    transaction_from_item,
-)
 from tallybook.services.programs import ProgramService
 from tallybook.services.retry import Backoff
 from tallybook.store import keys
 from tallybook.store.port import (
     MAX_TRANSACTION_ACTIONS,
     Action,
-    Add,
-    Compare,
     Item,
     ItemStore,
-    NotExists,
-    Put,
-    Set,
-    Update,
     Value,
-    all_of,
+)
+from tallybook.store.records import ledger as records
+from tallybook.store.records.codec import (
+    account_from_item,
+    iso,
+    to_us,
+    transaction_from_item,
 )
 
 _LOCK_STRIPES = 256
@@ -288,93 +282,49 @@ class PostingEngine:
             metadata=metadata,
             details=dict(plan.details),
         )
-        txn_item: Item = {
-            **keys.transaction(program.id, txn_id).as_item(),
-            "program": program.id,
-            "txn_id": txn_id,
-            "type": plan.type,
-            "fingerprint": fp,
-            "legs": [leg_to_value(p) for p in posted],
-            "created_at": now_iso,
-            "details": cast(Value, plan.details),
-        }
-        if metadata:
-            txn_item["metadata"] = cast(Value, metadata)
-        if description is not None:
-            txn_item["description"] = description
-        if plan.order_id is not None:
-            txn_item["order_id"] = plan.order_id
-            txn_item["gsi1pk"] = keys.order_index(program.id, plan.order_id)
-            txn_item["gsi1sk"] = f"{now_iso}#{txn_id}"
-        if owner is not None:
-            txn_item["owner"] = owner
-            txn_item["gsi2pk"] = keys.owner_index(program.id, owner)
-            txn_item["gsi2sk"] = f"{now_iso}#{txn_id}"
-        actions: list[Action] = [Put(txn_item, NotExists("pk"))]
-
+        system = _system_amounts(plan.legs)
+        carrier = owner if owner in touched else (touched[0] if touched else None)
+        owner_has_entry = any(
+            leg.account == owner for leg in plan.legs if not is_system_account(leg.account)
+        )
+        actions: list[Action] = [
+            records.transaction_put(
+                record, fingerprint=fp, owner=owner, index_owner=not owner_has_entry
+            )
+        ]
         for account in touched:
-            acct = snap.account(account)
-            updates: list[Set | Add] = [Add("version", 1)]
-            if account in new_states:
-                funds_value: dict[str, Value] = {
-                    name: cast(Value, fund_state_to_value(s))
-                    for name, s in new_states[account].items()
-                }
-                updates.append(Set("funds", funds_value))
-            if account in plan.attrs:
-                merged = {**acct.attributes, **plan.attrs[account]}
-                updates.append(Set("attrs", cast(Value, merged)))
-            for attr, value in plan.head_sets.get(account, {}).items():
-                updates.append(Set(attr, value))
             actions.append(
-                Update(
-                    keys.account_head(program.id, account),
-                    tuple(updates),
-                    all_of(Compare("version", "=", acct.version)),
+                records.head_update(
+                    program.id,
+                    snap.account(account),
+                    funds=new_states.get(account),
+                    attrs=plan.attrs.get(account),
+                    sets=plan.head_sets.get(account),
+                    system=system if account == carrier else None,
                 )
             )
-
-        # one shard update per system account (a transaction may not touch an
-        # item twice), with one Add per fund it moves
-        system_adds: dict[str, list[Add]] = {}
-        for leg in plan.legs:
-            if is_system_account(leg.account):
-                system_adds.setdefault(leg.account, []).append(
-                    Add(keys.fund_attr(leg.fund), leg.amount)
+        if carrier is None:
+            per_account: dict[str, dict[str, int]] = {}
+            for (system_account, fund), amount in system.items():
+                per_account.setdefault(system_account, {})[fund] = amount
+            for system_account, amounts in per_account.items():
+                actions.append(
+                    records.system_shard_update(program.id, system_account, txn_id, amounts)
                 )
-        for account, adds in system_adds.items():
-            actions.append(
-                Update(
-                    keys.system_shard(program.id, account, txn_id),
-                    (*adds, Set("program", program.id), Set("account", account)),
-                )
-            )
-
         for leg, p in zip(plan.legs, posted, strict=True):
             if is_system_account(leg.account):
                 continue
-            state = new_states[leg.account][leg.fund]
-            entry: Item = {
-                **keys.entry(program.id, leg.account, leg.fund, state.last_us, state.seq).as_item(),
-                "program": program.id,
-                "account": leg.account,
-                "fund": leg.fund,
-                "unit": p.unit,
-                "seq": state.seq,
-                "amount": leg.amount,
-                "balance": state.balance,
-                "txn_id": txn_id,
-                "type": plan.type,
-                "created_at": now_iso,
-            }
-            if plan.order_id is not None:
-                entry["order_id"] = plan.order_id
-            if description is not None:
-                entry["description"] = description
-            if metadata:
-                entry["metadata"] = cast(Value, metadata)
-            entry.update(_reward_index(program.id, plan.legs, leg, txn_id, now_iso))
-            actions.append(Put(entry, NotExists("pk")))
+            actions.append(
+                records.entry_put(
+                    record,
+                    leg.account,
+                    leg.fund,
+                    p.unit,
+                    leg.amount,
+                    new_states[leg.account][leg.fund],
+                    _reward_index(program.id, plan.legs, leg, txn_id, now_iso),
+                )
+            )
 
         actions.extend(plan.actions)
         if len(actions) > MAX_TRANSACTION_ACTIONS:
@@ -386,6 +336,15 @@ class PostingEngine:
 
 
 _REWARD_COUNTERS = frozenset((ISSUANCE, REDEMPTION, EXPIRY))
+
+
+def _system_amounts(legs: Sequence[Leg]) -> dict[tuple[str, str], int]:
+    """(system account, fund) -> the amount a transaction moves on it."""
+    out: dict[tuple[str, str], int] = {}
+    for leg in legs:
+        if is_system_account(leg.account):
+            out[(leg.account, leg.fund)] = out.get((leg.account, leg.fund), 0) + leg.amount
+    return out
 
 
 def _reward_index(
