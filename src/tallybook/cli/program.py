@@ -8,6 +8,7 @@ import typer
 
 from tallybook.cli.options import StoreOption
 from tallybook.cli.output import console, open_ledger, print_json, table
+from tallybook.errors import AlreadyExists
 
 app = typer.Typer(
     help="Create a program and show its funds.",
@@ -23,21 +24,48 @@ def create(
     program: Annotated[str, typer.Argument(help="Program id (letters, digits, . _ : -).")],
     name: Annotated[str | None, typer.Option("--name", help="Display name.")] = None,
     currency: Annotated[
-        str, typer.Option("--currency", help="Unit of the cash, store_credit and bonus funds.")
-    ] = "USD",
+        str | None,
+        typer.Option(
+            "--currency",
+            help="Unit of the cash, store_credit and bonus funds (default USD).",
+            show_default=False,
+        ),
+    ] = None,
+    exist_ok: Annotated[
+        bool,
+        typer.Option(
+            "--exist-ok",
+            help="An existing PROGRAM is fine (exit 0) unless it differs in --currency or "
+            "--name; for scripts run more than once.",
+        ),
+    ] = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create PROGRAM with the default funds: points, cash, store_credit, bonus.
 
+    Without --exist-ok an existing PROGRAM is an error (exit 5).
+
     Example: tallybook program create shop --name "Shop rewards" --currency EUR
     """
     with open_ledger(store) as ledger:
-        p = ledger.programs.create(program, name=name, currency=currency)
+        try:
+            p = ledger.programs.create(program, name=name, currency=currency or "USD")
+            verb = "created"
+        except AlreadyExists:
+            if not exist_ok:
+                raise
+            p = ledger.programs.get(program, fresh=True)
+            if (currency and currency != p.currency) or (name and name != p.name):
+                raise AlreadyExists(
+                    f"program {program} exists with currency {p.currency} and name "
+                    f"{p.name!r}, which differ from those asked for"
+                ) from None
+            verb = "exists already"
         if as_json:
             print_json(p)
         else:
-            console.print(f"program {p.id} created ({len(p.funds)} funds, currency {p.currency})")
+            console.print(f"program {p.id} {verb} ({len(p.funds)} funds, currency {p.currency})")
 
 
 @app.command("show")
