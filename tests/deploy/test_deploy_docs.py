@@ -1,0 +1,62 @@
+"""docs/deploy.md says what deploy/template.yaml, the jobs and pyproject hold."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tallybook.jobs import JOBS
+
+from .test_template import TEMPLATE, _CfnLoader
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = (ROOT / "docs" / "deploy.md").read_text()
+
+
+def _table_rows(first_header: str) -> list[list[str]]:
+    """The rows of the markdown table whose header starts with ``| first_header |``."""
+    lines = [line.strip() for line in DOC.splitlines()]
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip().strip("`") for cell in line.strip("|").split("|")])
+    return rows
+
+
+def _template() -> dict[str, Any]:
+    return yaml.load(TEMPLATE.read_text(), Loader=_CfnLoader)
+
+
+def test_parameters_table_matches_the_template() -> None:
+    params = _template()["Parameters"]
+    rows = {r[0]: r[1] for r in _table_rows("parameter")}
+    assert set(rows) == set(params)
+    for name, default in rows.items():
+        assert default == (params[name]["Default"] or "(empty)"), name
+
+
+def test_jobs_table_matches_the_functions_and_their_schedules() -> None:
+    template = _template()
+    rows = _table_rows("function")
+    assert {r[1] for r in rows} == set(JOBS)
+    for function, job, parameter, default in rows:
+        props = template["Resources"][function]["Properties"]
+        assert props["Environment"]["Variables"]["TALLYBOOK_JOB"] == job
+        [event] = props["Events"].values()
+        assert event["Properties"]["Schedule"] == {"Ref": parameter}
+        assert template["Parameters"][parameter]["Default"] == default
+
+
+def test_install_table_names_the_extras_pyproject_defines() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    named = set(re.findall(r"tallybook\[([a-z,]+)\]", DOC))
+    extras = {e for group in named for e in group.split(",")}
+    assert extras <= set(project["optional-dependencies"])
+    assert {"server", "cli"} <= extras
+    assert [d.split(">")[0] for d in project["dependencies"]] == ["boto3"]
