@@ -17,6 +17,8 @@ class TallybookError(Exception):
     status = 500
     #: CLI exit code
     exit_code = 1
+    #: the stored answer to an earlier request with the same id, given again
+    replay = False
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

@@ -85,3 +85,18 @@ def seed(ledger: Ledger, clock: ManualClock, reports_dir: Path, *, rich: bool = 
     _, admin_secret = ledger.keys.create("shop", "admin", "support desk")
     _, read_secret = ledger.keys.create("shop", "read,write", "backend")
     return Seeded(admin_secret, read_secret, "alice", "order-1001", "hold-1", note.id)
+
+
+def customer(ledger: Ledger, clock: ManualClock, account: str) -> None:
+    """A customer a support agent works on: a split payment, two active holds
+    (``hold-{account}`` $7.00 and ``hold2-{account}`` $4.00), points, and two active
+    notifications (``Promo`` with markup in its payload, ``Welcome``)."""
+    ledger.accounts.open("shop", account)
+    ledger.transactions.credit("shop", account, "cash", 5_000, txn_id=f"top-{account}")
+    ledger.transactions.credit("shop", account, "points", 1_250, txn_id=f"pts-{account}")
+    clock.advance(timedelta(hours=1))
+    split_payment(ledger, clock, account)
+    ledger.wallet.authorize("shop", account, 700, hold_id=f"hold-{account}", description="taxi")
+    ledger.wallet.authorize("shop", account, 400, hold_id=f"hold2-{account}", description="cafe")
+    ledger.notifications.add("shop", account, "Promo", PROMO)
+    ledger.notifications.add("shop", account, "Welcome", {"text": "hello", "lang": "en"})

@@ -272,3 +272,4 @@ def test_an_order_on_several_accounts_lists_them(
     assert 'href="/admin/accounts/alice"' in r.text
     assert 'href="/admin/accounts/bob"' in r.text
     assert "refund-a" in r.text
+    assert "+$0.05" in r.text  # legs in the program's currency

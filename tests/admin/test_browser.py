@@ -20,17 +20,21 @@ from typing import Any
 
 import pytest
 
+from tallybook.admin.money import MINUS
 from tallybook.http.app import create_app
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.store.sqlite import SqliteStore
 
-from .seeding import Seeded, seed
+from .seeding import PROMO, Seeded, customer, seed
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
 LAPTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
+SIZES = {"laptop": LAPTOP, "phone": PHONE}
+#: one customer per test that changes things, so tests do not depend on their order
+CUSTOMERS = ("layout", "desk-laptop", "desk-phone")
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -71,6 +75,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Seed
     with Ledger(SqliteStore(path), clock=clock) as seeding:
         seeding.programs.create("shop")
         seeded = seed(seeding, clock, root / "reports")
+        for account in CUSTOMERS:
+            customer(seeding, clock, account)
+        for account in ("alice", "bob"):  # an order on two accounts: the search lists both
+            seeding.transactions.credit(
+                "shop", account, "cash", 5, txn_id=f"refund-{account}", order_id="o-77"
+            )
     ledger = Ledger(SqliteStore(path))  # the real clock from here on
     port = _free_port()
     config = uvicorn.Config(
@@ -116,9 +126,21 @@ def login(page: Any, base: str, secret: str) -> None:
     page.click("button[type=submit]:has-text('Sign in')")
 
 
-def no_horizontal_overflow(page: Any) -> bool:
-    width = page.evaluate("document.documentElement.scrollWidth")
-    return bool(width <= page.viewport_size["width"] + 1)
+def page_width(page: Any) -> int:
+    return int(page.evaluate("document.documentElement.scrollWidth"))
+
+
+def fits(page: Any) -> None:
+    """Nothing scrolls the page sideways (tables scroll inside their cards)."""
+    width = page.viewport_size["width"]
+    assert page_width(page) <= width, f"{page.url} is {page_width(page)} px wide at {width} px"
+
+
+def no_dialogs(page: Any) -> list[str]:
+    """Record any JavaScript dialog (alert, confirm): the desk must not use them."""
+    seen: list[str] = []
+    page.on("dialog", lambda d: (seen.append(d.message), d.dismiss()))
+    return seen
 
 
 def test_a_wrong_key_is_refused(server: tuple[str, Seeded], browser: Any) -> None:
@@ -132,77 +154,158 @@ def test_a_wrong_key_is_refused(server: tuple[str, Seeded], browser: Any) -> Non
     page.close()
 
 
-def test_support_agent_journey(server: tuple[str, Seeded], browser: Any) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_every_page_fits_the_screen(server: tuple[str, Seeded], browser: Any, size: str) -> None:
+    """Point 3: at 390x844 (and 1280x800) no page scrolls sideways, with active holds
+    and notifications on the account page."""
     base, seeded = server
-    context = browser.new_context(viewport=LAPTOP)
+    context = browser.new_context(viewport=SIZES[size])
     page = context.new_page()
+    page.goto(f"{base}/admin/login")
+    fits(page)
+    shot(page, f"{size}-login")
+    login(page, base, seeded.admin_secret)
+    page.wait_for_url(f"{base}/admin/")
+    acct = f"{base}/admin/accounts/layout"
+    pages = {
+        "home": f"{base}/admin/",
+        "search-two-accounts": f"{base}/admin/search?q=o-77",
+        "search-not-found": f"{base}/admin/search?q=nobody",
+        "account-timeline": acct,
+        "account-cash": f"{acct}?fund=cash",
+        "account-points": f"{acct}?fund=points&order=oldest&limit=10",
+        "confirm-capture": f"{acct}/holds/hold-layout/capture?amount=2.50",
+        "confirm-void": f"{acct}/holds/hold-layout/void",
+        "tier": f"{base}/admin/tiers/member",
+        "error": f"{base}/admin/accounts/nobody",
+    }
+    for name, url in pages.items():
+        page.goto(url)
+        fits(page)
+        shot(page, f"{size}-{name}")
+    page.goto(acct)
+    assert page.locator("[data-hold='hold-layout'] .badge").inner_text() == "active"
+    assert page.locator("#notifications tr[data-notification]").count() == 2
+    context.close()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_support_agent_journey(server: tuple[str, Seeded], browser: Any, size: str) -> None:
+    """Points 1-5 as an agent does them, at desktop and phone sizes."""
+    base, seeded = server
+    account = f"desk-{size}"
+    context = browser.new_context(viewport=SIZES[size])
+    page = context.new_page()
+    dialogs = no_dialogs(page)
     login(page, base, seeded.admin_secret)
     page.wait_for_url(f"{base}/admin/")
     assert page.locator("#tiers table").is_visible()
     assert page.locator("#reports a.file").count() >= 1
-    shot(page, "laptop-home")
+    fits(page)
+    shot(page, f"{size}-journey-home")
 
-    # find an account by order id
-    page.fill("#q", seeded.order)
-    page.select_option("select[name=by]", "order")
+    # find the account
+    page.fill("#q", account)
+    page.select_option("select[name=by]", "account")
     page.click("form.search button[type=submit]")
-    page.wait_for_url(f"{base}/admin/accounts/{seeded.account}")
-    assert page.locator("#account-id").inner_text() == seeded.account
+    page.wait_for_url(f"{base}/admin/accounts/{account}")
+    assert page.locator("#account-id").inner_text() == account
+    fits(page)
 
-    # its chart, for the cash fund
+    # 1. amounts in dollars; points whole
+    cash = page.locator("#balances tr[data-fund='cash'] td")
+    assert re.fullmatch(r"\$[\d,]+\.\d\d", cash.nth(1).inner_text())
+    assert cash.nth(2).inner_text() == "$11.00"  # withheld by the two holds
+    assert page.locator("#balances tr[data-fund='points'] td").nth(1).inner_text() == "1,250"
+    assert page.locator(f"[data-hold='hold-{account}'] .hold-amount").inner_text() == "$7.00"
+
+    # 2. one timeline: the split payment is one event with a line per fund
+    event = page.locator(f"#history tr[data-txn='pay-{account}']")
+    assert event.count() == 1
+    assert sorted(event.locator("li[data-fund]").all_inner_texts()) == [
+        f"bonus {MINUS}$3.00 → $0.00",
+        f"cash {MINUS}$2.00 → $53.00",
+        f"store_credit {MINUS}$5.00 → $0.00",
+    ]
+    shot(page, f"{size}-journey-timeline")
     page.select_option("#history select[name=fund]", "cash")
     page.click("#history button:has-text('Apply')")
     page.wait_for_url("**fund=cash**")
-    chart = page.locator("#chart svg.chart")
-    assert chart.is_visible()
-    assert chart.locator("circle").count() >= 8
-    box = chart.bounding_box()
-    assert box is not None
-    assert box["width"] > 400
-    assert box["height"] > 100
-    shot(page, "laptop-account")
-
-    # void the hold
-    row = page.locator(f"tr[data-hold='{seeded.hold}']")
-    assert row.locator(".badge").inner_text() == "active"
-    row.locator("button:has-text('Void')").click()
-    page.wait_for_url(re.compile(r"fund=cash.*#holds$"))
-    assert "is voided" in page.locator(".flash.ok").inner_text()
-    assert page.locator(f"tr[data-hold='{seeded.hold}'] .badge").inner_text() == "voided"
-    cash = page.locator("#balances tr[data-fund='cash'] td")
-    assert cash.nth(3).inner_text() == "0"  # nothing withheld any more
-
-    # dismiss a notification
-    note = page.locator(f"tr[data-notification='{seeded.notification}']")
-    assert note.count() == 1
-    note.locator("button:has-text('Dismiss')").click()
-    page.wait_for_load_state()
-    assert "dismissed" in page.locator(".flash.ok").inner_text()
-    assert page.locator(f"tr[data-notification='{seeded.notification}']").count() == 0
-    assert page.locator("#sent td:has-text('Promo')").count() >= 1
-    shot(page, "laptop-after-actions")
-
-    # readable on a phone: nothing but the tables scrolls sideways
-    page.set_viewport_size(PHONE)
-    page.reload()
-    assert no_horizontal_overflow(page)
     assert page.locator("#chart svg.chart").is_visible()
-    shot(page, "phone-account")
-    page.goto(f"{base}/admin/")
-    assert no_horizontal_overflow(page)
-    card = page.locator("#reports").bounding_box()
-    assert card is not None
-    for link in page.locator("#reports a.file").all():  # downloads in view, not scrolled off
-        box = link.bounding_box()
-        assert box is not None
-        assert box["x"] + box["width"] <= card["x"] + card["width"]
-    shot(page, "phone-home")
+    assert "$" in page.locator("#chart svg.chart").get_attribute("aria-label")
+    assert page.locator(f"#history tr[data-txn='pay-{account}'] td").nth(3).inner_text() == (
+        MINUS + "$2.00"
+    )
+    fits(page)
+    shot(page, f"{size}-journey-cash")
+
+    # 4. adjust a balance with a reason; the reason shows in the history
+    page.select_option("#adjust-fund", "cash")
+    page.select_option("#adjust-direction", "add")
+    page.fill("#adjust-amount", "12.50")
+    page.fill("#adjust-reason", "goodwill: parcel arrived late")
+    page.click("#adjust button[type=submit]")
+    page.wait_for_url(re.compile(r"fund=cash.*#history$"))
+    assert "cash adjusted by +$12.50" in page.locator(".flash.ok").inner_text()
+    row = page.locator("#history tr:has-text('goodwill')")
+    assert row.count() == 1
+    assert "Reason: goodwill: parcel arrived late" in row.inner_text()
+    assert "+$12.50" in row.inner_text()
+    fits(page)
+    shot(page, f"{size}-journey-adjusted")
+
+    # 5. void asks first (a page, not a dialog); cancel keeps the hold
+    hold = page.locator(f"[data-hold='hold-{account}']")
+    hold.locator("button:has-text('Void')").click()
+    page.wait_for_url(f"**/holds/hold-{account}/void**")
+    assert "All $7.00 is released" in page.locator("#confirm-what").inner_text()
+    fits(page)
+    shot(page, f"{size}-journey-confirm-void")
+    page.click("#cancel")
+    page.wait_for_url(re.compile(r"#holds$"))
+    assert hold.locator(".badge").inner_text() == "active"
+    hold.locator("button:has-text('Void')").click()
+    page.wait_for_url(f"**/holds/hold-{account}/void**")
+    page.click("#confirm-button")
+    page.wait_for_url(re.compile(r"#holds$"))
+    assert "is voided" in page.locator(".flash.ok").inner_text()
+    assert hold.locator(".badge").inner_text() == "voided"
+
+    # capture part of the other hold, after confirming the amount
+    other = page.locator(f"[data-hold='hold2-{account}']")
+    other.locator("input[name=amount]").fill("2.50")
+    other.locator("button:has-text('Capture')").click()
+    page.wait_for_url(f"**/holds/hold2-{account}/capture**")
+    what = page.locator("#confirm-what").inner_text()
+    assert "charged $2.50" in what
+    assert "$1.50 is released" in what
+    shot(page, f"{size}-journey-confirm-capture")
+    page.click("#confirm-button")
+    page.wait_for_url(re.compile(r"#holds$"))
+    assert "$2.50 captured" in page.locator(".flash.ok").inner_text()
+    assert other.locator(".badge").inner_text() == "captured"
+    assert page.locator("#balances tr[data-fund='cash'] td").nth(2).inner_text() == "$0.00"
+    assert dialogs == []
+
+    # payloads as text; a dismissal as a sentence
+    promo = page.locator("#notifications tr:has-text('Promo')")
+    text = promo.locator("dl.payload").inner_text()
+    assert PROMO["text"] in text
+    assert "\\u003c" not in page.content()
+    promo.locator("button:has-text('Dismiss')").click()
+    page.wait_for_url(re.compile(r"#notifications$"))
+    assert "dismissed" in page.locator(".flash.ok").inner_text()
+    sent = page.locator("#sent tr:has-text('Promo')")
+    assert "Dismissed on request" in sent.inner_text()
+    assert "user by user" not in page.content()
+    fits(page)
+    shot(page, f"{size}-journey-after-actions")
 
     # sign out: the session is gone
     page.click("#logout")
     page.wait_for_url(f"{base}/admin/login")
     assert "Signed out." in page.locator(".flash.ok").inner_text()
-    page.goto(f"{base}/admin/accounts/{seeded.account}")
+    page.goto(f"{base}/admin/accounts/{account}")
     assert page.url.endswith("/admin/login")
-    shot(page, "signed-out")
+    shot(page, f"{size}-signed-out")
     context.close()

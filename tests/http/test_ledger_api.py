@@ -54,7 +54,9 @@ def test_unknown_account_is_404_problem(app_client, read_headers) -> None:
     assert r.status_code == 404
 
 
-def test_credit_debit_adjust_and_raw(app_client, idem, write_headers, open_account) -> None:
+def test_credit_debit_adjust_and_raw(
+    app_client, idem, write_headers, admin_headers, open_account
+) -> None:
     open_account("alice")
     posts = [
         {"type": "credit", "account": "alice", "fund": "cash", "amount": 1000, "order_id": "o-1"},
@@ -71,7 +73,8 @@ def test_credit_debit_adjust_and_raw(app_client, idem, write_headers, open_accou
         },
     ]
     for i, body in enumerate(posts):
-        r = app_client.post("/v1/transactions", json=body, headers=idem(key=f"t-{i}"))
+        headers = admin_headers if body["type"] == "raw" else write_headers  # @issuance leg
+        r = app_client.post("/v1/transactions", json=body, headers=idem(headers, f"t-{i}"))
         assert r.status_code == 201, r.text
         assert r.json()["id"] == f"t-{i}"
         assert r.headers["location"] == f"/v1/transactions/t-{i}"
@@ -211,15 +214,23 @@ def test_engine_replay_after_stored_response_expired(
     assert _balance(app_client, write_headers, "alice") == 5
 
 
-def test_errors_are_not_stored_as_replays(app_client, idem, open_account, credit) -> None:
-    open_account("alice")
+def test_input_errors_are_not_stored_but_refusals_are(
+    app_client, idem, open_account, credit
+) -> None:
+    """A request refused before the ledger decided (unknown account) runs again on a
+    retry; an insufficient-funds refusal is the key's answer for ever (issue 17)."""
     body = {"type": "debit", "account": "alice", "fund": "points", "amount": 10}
+    assert (
+        app_client.post("/v1/transactions", json=body, headers=idem(key="d-1")).status_code == 404
+    )
+    open_account("alice")
     assert (
         app_client.post("/v1/transactions", json=body, headers=idem(key="d-1")).status_code == 422
     )
     credit("alice", 10)
     r = app_client.post("/v1/transactions", json=body, headers=idem(key="d-1"))
-    assert r.status_code == 201
+    assert r.status_code == 422
+    assert r.headers["idempotent-replayed"] == "true"
 
 
 def test_transactions_by_id_order_and_account(app_client, idem, read_headers, open_account) -> None:

@@ -103,9 +103,9 @@ def test_redeem_and_insufficient_points(loyal: Ledger) -> None:
     loyal.loyalty.earn("shop", "alice", "o1", 5000)
     with pytest.raises(InsufficientFunds, match="alice has 50 available, reward mug needs 80"):
         loyal.loyalty.redeem("shop", "alice", 80, "mug", txn_id="r1")
-    r = loyal.loyalty.redeem("shop", "alice", 30, "mug", txn_id="r1")
+    r = loyal.loyalty.redeem("shop", "alice", 30, "mug", txn_id="r2")
     assert (r.points, r.balance, r.replay) == (30, 20, False)
-    assert loyal.loyalty.redeem("shop", "alice", 30, "mug", txn_id="r1").replay
+    assert loyal.loyalty.redeem("shop", "alice", 30, "mug", txn_id="r2").replay
     assert loyal.transactions.system_balance("shop", "@redemption") == {"points": 30}
     assert loyal.check.program("shop").ok
 

@@ -99,7 +99,8 @@ def test_bad_amounts(ledger: Ledger) -> None:
         ),
         (
             "debit too much",
-            lambda led: led.transactions.debit(PROGRAM, "alice", "points", 101, txn_id="bad"),
+            # an insufficient-funds refusal is final for its id (issue 17): ids of their own
+            lambda led: led.transactions.debit(PROGRAM, "alice", "points", 101, txn_id="short-1"),
             InsufficientFunds,
             "available 100",
         ),
@@ -134,7 +135,7 @@ def test_bad_amounts(ledger: Ledger) -> None:
         (
             "transfer too much",
             lambda led: led.transactions.transfer(
-                PROGRAM, "alice", "bob", "points", 101, txn_id="bad"
+                PROGRAM, "alice", "bob", "points", 101, txn_id="short-2"
             ),
             InsufficientFunds,
             "alice",
@@ -191,8 +192,8 @@ def test_unknown_or_malformed_names(ledger: Ledger) -> None:
     _run(ledger, cases)
 
 
-def _post(legs: list[Leg]) -> Callable[[Ledger], object]:
-    return lambda led: led.transactions.post(PROGRAM, legs, txn_id="bad")
+def _post(legs: list[Leg], txn_id: str = "bad") -> Callable[[Ledger], object]:
+    return lambda led: led.transactions.post(PROGRAM, legs, txn_id=txn_id)
 
 
 def test_bad_postings(ledger: Ledger) -> None:
@@ -254,7 +255,8 @@ def test_bad_postings(ledger: Ledger) -> None:
                     Leg("bob", "points", 5),
                     Leg("bob", "cash", -1),
                     Leg("alice", "cash", 1),
-                ]
+                ],
+                txn_id="short-3",  # a final refusal takes its id
             ),
             InsufficientFunds,
             "bob",

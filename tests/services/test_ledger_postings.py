@@ -85,8 +85,10 @@ def test_debit_beyond_the_balance_is_refused_and_changes_nothing(ledger: Ledger)
     with pytest.raises(InsufficientFunds, match="available 30, needed 31"):
         ledger.transactions.debit(PROGRAM, "alice", "cash", 31, txn_id="t2")
     assert state(ledger, "alice") == before
-    # the refused id was not consumed: it can be used for a valid request
-    ledger.transactions.debit(PROGRAM, "alice", "cash", 30, txn_id="t2")
+    # the refusal is final for its id (docs/reliability.md): another request needs another id
+    with pytest.raises(IdempotencyConflict):
+        ledger.transactions.debit(PROGRAM, "alice", "cash", 30, txn_id="t2")
+    ledger.transactions.debit(PROGRAM, "alice", "cash", 30, txn_id="t3")
     assert balance(ledger, "alice", "cash") == 0
 
 

@@ -48,10 +48,6 @@ def _num(value: int | None) -> str:
     return "" if value is None else f"{value:,}"
 
 
-def _signed(value: int) -> str:
-    return f"{value:+,}"
-
-
 def _stamp(text: str) -> str:
     """An ISO timestamp (report window bounds) as ``YYYY-MM-DD HH:MM`` UTC."""
     try:
@@ -75,9 +71,7 @@ def _readable(payload: Any) -> list[tuple[str, str]]:
     ]
 
 
-_env.filters.update(
-    when=_when, num=_num, signed=_signed, stamp=_stamp, money=_money, readable=_readable
-)
+_env.filters.update(when=_when, num=_num, stamp=_stamp, money=_money, readable=_readable)
 templates = Jinja2Templates(env=_env)
 
 #: sent with every admin page: no framing, no inline script, nothing cached

@@ -27,6 +27,50 @@ def check_id(value: object, what: str = "id") -> str:
     return value
 
 
+#: suffixes of ids tallybook derives from a hold or grant id: ``{hold}:capture``,
+#: ``{hold}:void``, ``{hold}:expire``, ``{hold}:release``, ``{grant}:expire``
+DERIVED_SUFFIXES = ("capture", "void", "expire", "release")
+#: prefixes of ids tallybook derives for loyalty: ``order:{order}`` (an earn),
+#: ``expire:{account}:{n}`` (points expiry), ``tier:{account}:{version}`` (a tier change)
+DERIVED_PREFIXES = ("order", "expire", "tier")
+RESERVED_RULE = (
+    "ids ending in "
+    + ", ".join(f"':{s}'" for s in DERIVED_SUFFIXES)
+    + " or starting with "
+    + ", ".join(f"'{p}:'" for p in DERIVED_PREFIXES)
+    + " are reserved for the ids tallybook derives (hold capture, void, expiry and "
+    "release, grant expiry, loyalty earns, point expiry and tier changes)"
+)
+
+
+def derived_id(base: str, suffix: str) -> str:
+    """``{base}:{suffix}``, the id of what tallybook does to ``base`` (a hold, a grant)."""
+    if suffix not in DERIVED_SUFFIXES:
+        raise ValueError(suffix)
+    return f"{base}:{suffix}"
+
+
+def is_derived(txn_id: str) -> bool:
+    """Whether ``txn_id`` lies in the namespace of derived ids (no client id does)."""
+    head, sep, _ = txn_id.partition(":")
+    if not sep:
+        return False
+    return head in DERIVED_PREFIXES or txn_id.rpartition(":")[2] in DERIVED_SUFFIXES
+
+
+def check_client_txn_id(value: object, what: str = "transaction id") -> str:
+    """A transaction or hold id chosen by a client: an id outside the derived namespace.
+
+    Taking a derived id would block what tallybook does under it later (a
+    client transfer named ``ord-7:capture`` made the capture of hold ``ord-7``
+    a conflict, and a taken ``{hold}:expire`` kept its funds withheld).
+    """
+    txn_id = check_id(value, what)
+    if is_derived(txn_id):
+        raise ValidationError(f"{what} {txn_id[:40]!r} is reserved: {RESERVED_RULE}")
+    return txn_id
+
+
 def check_fund(value: object) -> str:
     if not isinstance(value, str) or not _FUND.fullmatch(value):
         raise ValidationError(

@@ -6,10 +6,13 @@ Idempotency-Key) with a fingerprint of method, path, query and the body
 A later request with the same key and fingerprint gets the stored status and
 body back with ``Idempotent-Replayed: true`` (and the body's ``replay`` flags
 set, so body and header agree); the same key with another
-fingerprint is a 409 ``idempotency-conflict``. Error responses are not stored:
-retrying after a 4xx or 5xx re-executes, and writes stay at-most-once because
-the services are idempotent themselves (ledger postings use the key as the
-transaction id, whose record never expires).
+fingerprint is a 409 ``idempotency-conflict``. Error responses are not stored
+here: retrying after a 4xx or 5xx re-executes, and writes stay at-most-once
+because the services are idempotent themselves (ledger postings use the key as
+the transaction id, whose record never expires). A refusal that reached the
+ledger (insufficient funds) is final all the same: the posting engine stores it
+under the transaction id and answers every retry with it
+(:mod:`tallybook.services.refusals`).
 
 Replays are only served to a caller holding the scopes of the original caller
 (or ``admin``); anyone else goes through to the route, which checks scopes.

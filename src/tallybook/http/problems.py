@@ -124,6 +124,8 @@ def error_response(exc: TallybookError, request: Request | None = None) -> JSONR
     headers = {"Retry-After": "1"} if exc.status in (429, 503) else None
     if exc.status == 401:
         headers = {"WWW-Authenticate": "Bearer"}
+    if exc.replay:  # a final refusal given again for the same Idempotency-Key
+        headers = {"Idempotent-Replayed": "true"}
     return problem_response(
         exc.status, exc.code, exc.message, request=request, title=_title(exc.code), headers=headers
     )

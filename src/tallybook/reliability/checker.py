@@ -27,6 +27,7 @@ from typing import cast
 from tallybook.domain.ids import is_system_account
 from tallybook.domain.model import Transaction
 from tallybook.ledger import Ledger
+from tallybook.services.refusals import is_refusal
 from tallybook.services.wallet_rows import read_hold
 from tallybook.store import keys
 from tallybook.store.port import SortCondition
@@ -170,9 +171,10 @@ def _check_keys(
         result.counts[label] = len(ids)
         for start in range(0, len(ids), 100):
             chunk = ids[start : start + 100]
-            found = {
+            found = {  # a refusal record (a final insufficient-funds answer) applied nothing
                 str(i["txn_id"])
                 for i in ledger.store.batch_get([keys.transaction(program, t) for t in chunk])
+                if not is_refusal(i)
             }
             for txn_id in chunk:
                 if must_exist and txn_id not in found:

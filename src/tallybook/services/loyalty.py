@@ -25,7 +25,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from tallybook.domain.ids import check_id
+from tallybook.domain.ids import check_client_txn_id, check_id
 from tallybook.domain.loyalty import LoyaltyConfig, parse_config, quote
 from tallybook.domain.model import ISSUANCE, REDEMPTION, Leg, Transaction, TxnType
 from tallybook.domain.money import check_amount
@@ -236,6 +236,7 @@ class LoyaltyService:
         """Spend ``points`` on ``reward_id``, oldest lots first; idempotent by ``txn_id``."""
         check_id(account, "account")
         check_id(reward_id, "reward id")
+        check_client_txn_id(txn_id)
         check_amount(points, "points")
         body = body_of(
             op="redeem",

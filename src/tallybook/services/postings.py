@@ -62,6 +62,13 @@ from tallybook.errors import (
 )
 from tallybook.services.clock import Clock
 from tallybook.services.programs import ProgramService
+from tallybook.services.refusals import (
+    is_final,
+    is_refusal,
+    refusal_error,
+    refusal_item,
+    store_refusal,
+)
 from tallybook.services.retry import Backoff
 from tallybook.store import keys
 from tallybook.store.port import (
@@ -181,8 +188,14 @@ class PostingEngine:
         planner: Planner,
         *,
         lock: Sequence[str] = (),
+        keep_refusal: bool = True,
     ) -> Transaction:
-        """Apply ``planner``'s plan exactly once for ``txn_id``; replays return the original."""
+        """Apply ``planner``'s plan exactly once for ``txn_id``; replays return the original.
+
+        An insufficient-funds refusal is stored under ``txn_id`` and given again
+        to every retry (:mod:`tallybook.services.refusals`), unless ``keep_refusal``
+        is off (a caller that retries the same id itself, as a charged debit does).
+        """
         check_id(txn_id, "transaction id")
         program = self.programs.get(program_id)
         fp = fingerprint(body)
@@ -190,12 +203,14 @@ class PostingEngine:
         for s in stripes:
             self._stripes[s].acquire()
         try:
-            return self._commit(program, txn_id, fp, planner)
+            return self._commit(program, txn_id, fp, planner, keep_refusal)
         finally:
             for s in reversed(stripes):
                 self._stripes[s].release()
 
-    def _commit(self, program: Program, txn_id: str, fp: str, planner: Planner) -> Transaction:
+    def _commit(
+        self, program: Program, txn_id: str, fp: str, planner: Planner, keep_refusal: bool
+    ) -> Transaction:
         for attempt in self.backoff.delays():
             if attempt:
                 self.retries += 1
@@ -203,8 +218,10 @@ class PostingEngine:
             try:
                 plan = planner(snap)
                 actions, record, after = self._build(program, txn_id, fp, plan, snap)
-            except LedgerError:
+            except LedgerError as exc:
                 existing = self.existing(program.id, txn_id)
+                if existing is None and keep_refusal and is_final(exc):
+                    existing = self._refuse(program.id, txn_id, fp, exc, snap.now)
                 if existing is not None:
                     return self._replay(existing, fp)
                 raise
@@ -226,12 +243,23 @@ class PostingEngine:
             f"transaction {txn_id} kept conflicting with concurrent writers; retry it"
         )
 
+    def _refuse(
+        self, program_id: str, txn_id: str, fp: str, exc: LedgerError, now: datetime
+    ) -> Item | None:
+        """Store the refusal; None when stored, else what a concurrent request stored first."""
+        key = keys.transaction(program_id, txn_id)
+        if store_refusal(self.store, key, refusal_item(program_id, txn_id, fp, exc, iso(now))):
+            return None
+        return self.existing(program_id, txn_id)
+
     @staticmethod
     def _replay(item: Item, fp: str) -> Transaction:
         if item.get("fingerprint") != fp:
             raise IdempotencyConflict(
                 f"transaction id {item.get('txn_id')} was used before with a different request"
             )
+        if is_refusal(item):
+            raise refusal_error(item)
         return transaction_from_item(item, replay=True)
 
     def _build(

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from tallybook.domain.ids import check_fund, check_id, is_system_account
+from tallybook.domain.ids import check_client_txn_id, check_fund, check_id, is_system_account
 from tallybook.domain.model import (
     ADJUSTMENT,
     EXTERNAL,
@@ -160,6 +160,7 @@ class TransactionService:
         metadata: Mapping[str, str] | None = None,
     ) -> Transaction:
         """A raw balanced transaction: legs must sum to zero per unit."""
+        check_client_txn_id(txn_id)
         for leg in legs:
             if is_system_account(leg.account) and leg.account not in SYSTEM_ACCOUNTS:
                 raise NotFound(f"unknown system account {leg.account}")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from tallybook.domain.ids import check_fund, check_id
+from tallybook.domain.ids import check_client_txn_id, check_fund, check_id
 from tallybook.domain.model import EXTERNAL, ISSUANCE, Leg, TxnType
 from tallybook.domain.money import check_amount
 from tallybook.domain.wallet import (
@@ -36,7 +36,6 @@ from tallybook.domain.wallet import (
 )
 from tallybook.errors import ValidationError
 from tallybook.services.charges import ChargeProcessor, processor_from_env
-from tallybook.store.records.codec import iso
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.wallet_debit import DebitOps, Shortfall
 from tallybook.services.wallet_holds import HoldOps, HoldResult
@@ -50,6 +49,7 @@ from tallybook.services.wallet_records import (
 )
 from tallybook.services.wallet_rows import account_grants, grant_item, read_grants, read_holds
 from tallybook.store.port import NotExists, Put
+from tallybook.store.records.codec import iso
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
@@ -147,7 +147,7 @@ class WalletService:
         """Award a bonus grant expiring at ``expires_at`` (the grant id is ``txn_id``)."""
         check_id(account, "account")
         check_amount(amount)
-        check_hold_id(check_id(txn_id, "transaction id"))
+        check_hold_id(check_client_txn_id(txn_id))
         if expires_at.tzinfo is None:
             raise ValidationError("expires_at needs a time zone (for example ...Z)")
         body = {
@@ -198,6 +198,7 @@ class WalletService:
     ) -> WalletTransaction:
         """Money into cash or store credit from outside the program (``@external``)."""
         check_id(account, "account")
+        check_client_txn_id(txn_id)
         check_fund(fund)
         check_amount(amount)
         if fund not in CREDIT_FUNDS:

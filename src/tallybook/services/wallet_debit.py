@@ -24,7 +24,7 @@ from collections import defaultdict
 from datetime import timedelta
 from typing import TYPE_CHECKING, Literal, cast
 
-from tallybook.domain.ids import check_id
+from tallybook.domain.ids import check_client_txn_id, check_id
 from tallybook.domain.model import EXTERNAL, REDEMPTION, Leg, TxnType
 from tallybook.domain.money import check_amount
 from tallybook.domain.wallet import BONUS, CASH, Allocation, allocate
@@ -36,7 +36,6 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.services.charges import ChargeDeclined, ChargeTimeout
-from tallybook.store.records.codec import iso
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.wallet_marks import wallet_marks, with_takes
 from tallybook.services.wallet_records import (
@@ -55,6 +54,7 @@ from tallybook.services.wallet_rows import (
 )
 from tallybook.store import keys
 from tallybook.store.port import Action, Compare, Delete, Item, NotExists, Value
+from tallybook.store.records.codec import iso
 
 if TYPE_CHECKING:
     from tallybook.services.wallet import WalletService
@@ -90,7 +90,7 @@ class DebitOps:
     ) -> WalletTransaction:
         check_id(account, "account")
         check_amount(amount)
-        check_id(txn_id, "transaction id")
+        check_client_txn_id(txn_id)
         if on_shortfall not in ("reject", "charge"):
             raise ValidationError("on_shortfall must be 'reject' or 'charge'")
         body = {
@@ -268,7 +268,9 @@ class DebitOps:
                 details=details,
             )
 
-        txn = self.engine.commit(program, txn_id, body, plan, lock=[account])
+        # a charged debit retries its own id after a concurrent spend: its refusals are not final
+        final = body.get("on_shortfall") == "reject"
+        txn = self.engine.commit(program, txn_id, body, plan, lock=[account], keep_refusal=final)
         return wallet_transaction(txn)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, cast
 
-from tallybook.domain.ids import check_fund, check_id
+from tallybook.domain.ids import check_client_txn_id, check_fund, check_id, derived_id
 from tallybook.domain.model import EXTERNAL, Leg, Transaction, TxnType
 from tallybook.domain.money import check_amount
 from tallybook.domain.wallet import (
@@ -38,7 +38,6 @@ from tallybook.errors import (
     NotFound,
     ValidationError,
 )
-from tallybook.store.records.codec import iso
 from tallybook.services.events import LedgerEvent
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.wallet_marks import wallet_marks, with_takes
@@ -65,6 +64,7 @@ from tallybook.services.wallet_settle import (
 from tallybook.store import keys
 from tallybook.store.evaluate import apply_updates
 from tallybook.store.port import Action, Item, NotExists, Put, Update, Value
+from tallybook.store.records.codec import iso
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
@@ -117,7 +117,7 @@ class HoldOps:
         """Withhold ``amount`` across funds in spend order until capture, void or deadline."""
         check_id(account, "account")
         check_amount(amount)
-        check_hold_id(check_id(hold_id, "hold id"))
+        check_hold_id(check_client_txn_id(hold_id, "hold id"))
         body = {
             "op": "wallet.authorize",
             "account": account,
@@ -210,7 +210,7 @@ class HoldOps:
         check_id(account, "account")
         check_fund(fund)
         check_amount(amount)
-        check_hold_id(check_id(txn_id, "transaction id"))
+        check_hold_id(check_client_txn_id(txn_id))
         if fund not in CREDIT_FUNDS:
             raise ValidationError(f"held credits go to {' or '.join(CREDIT_FUNDS)}, not {fund}")
         body = {
@@ -345,7 +345,7 @@ class HoldOps:
             planned[:] = [apply_updates(stored, key, finish.updates)]
             return p
 
-        txn = self.engine.commit(program, f"{hold_id}:{op}", body, plan, lock=[account])
+        txn = self.engine.commit(program, derived_id(hold_id, op), body, plan, lock=[account])
         if txn.replay or not planned:
             return HoldResult(self.get(program, account, hold_id), wallet_transaction(txn))
         return HoldResult(hold_from_item(planned[0]), wallet_transaction(txn))

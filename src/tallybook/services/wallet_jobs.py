@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, cast
 
+from tallybook.domain.ids import derived_id
 from tallybook.domain.model import EXPIRY, Account, Leg, Transaction, TxnType
 from tallybook.domain.wallet import BONUS, Hold, HoldKind, HoldStatus, unexpired_bonus
 from tallybook.errors import ConditionFailed, InvalidState
 from tallybook.services.charges import ChargeProcessor
-from tallybook.store.records.codec import iso, parse_iso
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.wallet_debit import CANCELLING, CHARGE_GRACE, PENDING, charge_key
 from tallybook.services.wallet_marks import bonus_without_grants, marks_of, wallet_marks
@@ -38,6 +38,7 @@ from tallybook.services.wallet_rows import (
 )
 from tallybook.store import keys
 from tallybook.store.port import Compare, Remove, Set, SortCondition, Update, any_of
+from tallybook.store.records.codec import iso, parse_iso
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
@@ -222,7 +223,9 @@ class WalletJobs:
                 },
             )
 
-        return self.ledger.engine.commit(program, f"{grant_id}:expire", body, plan, lock=[account])
+        return self.ledger.engine.commit(
+            program, derived_id(grant_id, "expire"), body, plan, lock=[account]
+        )
 
     # -- invariants ----------------------------------------------------------------
 

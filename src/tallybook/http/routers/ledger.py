@@ -13,10 +13,17 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Header, Path, Query, Response, status
 
+from tallybook.domain.ids import is_system_account
 from tallybook.domain.model import Leg, Transaction
 from tallybook.domain.money import MAX_AMOUNT
-from tallybook.errors import ValidationError
-from tallybook.http.deps import IdempotencyKey, LedgerDep, ReadPrincipal, WritePrincipal
+from tallybook.errors import Forbidden, ValidationError
+from tallybook.http.deps import (
+    IdempotencyKey,
+    LedgerDep,
+    Principal,
+    ReadPrincipal,
+    WritePrincipal,
+)
 from tallybook.http.idempotency import REPLAYED_HEADER
 from tallybook.http.models import (
     ID_PATTERN,
@@ -219,6 +226,7 @@ def post_transaction(
         )
     else:
         assert isinstance(body, RawIn)
+        _system_legs_need_admin(body, principal)
         txn = svc.post(
             p,
             [Leg(leg.account, leg.fund, leg.amount) for leg in body.legs],
@@ -229,6 +237,17 @@ def post_transaction(
             metadata=body.metadata,
         )
     return _posted(txn, response)
+
+
+def _system_legs_need_admin(body: RawIn, principal: Principal) -> None:
+    """Legs on ``@issuance``, ``@redemption``, ... move counters and mint value
+    outside the wallet and loyalty rules: only an ``admin`` key may post them raw."""
+    system = sorted({leg.account for leg in body.legs if is_system_account(leg.account)})
+    if system and "admin" not in principal.scopes:
+        raise Forbidden(
+            f"a raw posting touching system account(s) {', '.join(system)} "
+            "needs the 'admin' scope"
+        )
 
 
 @router.get("/transactions/{txn_id}", summary="A transaction by id")
