@@ -8,8 +8,12 @@
     list of entries. An earn gets the item, then updates it, appending to the
     list, on condition ``lastUpdated`` is unchanged.
 
-Both count requests and capacity units exactly as the product's DynamoDB
-engine does: ``ReturnConsumedCapacity=TOTAL`` on every call.
+Both count requests, and capacity units priced by AWS's rules as the
+product's are (:mod:`tallybook.store.capacity`): reads, puts and transactions
+from the items read and written (DynamoDB Local misreports transactions);
+a single ``UpdateItem`` as DynamoDB Local reports it, which is exact for a
+single-item write (``tests/store/test_meter.py``) and needs no evaluation of
+its update expression here.
 """
 
 from __future__ import annotations
@@ -21,7 +25,19 @@ from typing import Any
 
 import boto3
 
-READS = frozenset(("get_item", "query"))
+from tallybook.store.capacity import (
+    TRANSACTION_FACTOR,
+    item_size,
+    query_units,
+    read_units,
+    write_units,
+)
+from tallybook.store.dynamodb_values import to_item
+from tallybook.store.port import Item
+
+
+def _key(item: Item) -> tuple[str, str]:
+    return str(item["pk"]), str(item["sk"])
 
 
 @dataclass
@@ -47,6 +63,8 @@ class RefClient:
         )
         self.table = f"bench-ref-{uuid.uuid4().hex[:10]}"
         self.counter = Counter()
+        #: item images seen, to price writes on the larger of before and after
+        self.images: dict[tuple[str, str], Item] = {}
         self.client.create_table(
             TableName=self.table,
             KeySchema=[
@@ -65,15 +83,42 @@ class RefClient:
         if operation != "transact_write_items":
             kwargs.setdefault("TableName", self.table)
         response = getattr(self.client, operation)(ReturnConsumedCapacity="TOTAL", **kwargs)
-        consumed = response.get("ConsumedCapacity") or []
-        for entry in consumed if isinstance(consumed, list) else [consumed]:
-            units = float(entry.get("CapacityUnits") or 0.0)
-            if operation in READS:
-                self.counter.read_units += units
-            else:
-                self.counter.write_units += units
         self.counter.requests += 1
+        consistent = bool(kwargs.get("ConsistentRead"))
+        if operation == "get_item":
+            item = to_item(response["Item"]) if "Item" in response else None
+            self._seen(item)
+            self.counter.read_units += read_units(item_size(item), consistent=consistent)
+        elif operation == "query":
+            items = [to_item(raw) for raw in response.get("Items", [])]
+            for item in items:
+                self._seen(item)
+            self.counter.read_units += query_units(items, consistent=consistent)
+        elif operation == "put_item":
+            self.counter.write_units += self._write(to_item(kwargs["Item"]), factor=1)
+        elif operation == "transact_write_items":
+            for action in kwargs["TransactItems"]:
+                if "Put" in action:
+                    after = to_item(action["Put"]["Item"])
+                    self.counter.write_units += self._write(after, factor=TRANSACTION_FACTOR)
+                else:
+                    (body,) = action.values()
+                    before = self.images.get(_key(to_item(body["Key"])))
+                    units = write_units(item_size(before)) * TRANSACTION_FACTOR
+                    self.counter.write_units += units
+        else:
+            consumed = response.get("ConsumedCapacity") or {}
+            self.counter.write_units += float(consumed.get("CapacityUnits") or 0.0)
         return response
+
+    def _seen(self, item: Item | None) -> None:
+        if item is not None:
+            self.images[_key(item)] = item
+
+    def _write(self, after: Item, factor: int) -> float:
+        before = self.images.get(_key(after))
+        self.images[_key(after)] = after
+        return float(write_units(max(item_size(before), item_size(after))) * factor)
 
     def drop(self) -> None:
         self.client.delete_table(TableName=self.table)

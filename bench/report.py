@@ -77,7 +77,8 @@ def _cost(cost: Json) -> list[str]:
 def _writers(w: Json) -> list[str]:
     lines = [
         f"## SQLite: writer processes on one file ({w['accounts']:,} accounts, random "
-        f"transfers, {w['seconds_per_run']:g} s per run)",
+        f"transfers, {w['seconds_per_run']:g} s per run, median of {w.get('rounds', 1)} "
+        "interleaved rounds)",
         "",
         "Postings per second over all processes. raw SQL = the same rows and indexes "
         f"({w['rows_per_transfer']['put']} inserts, {w['rows_per_transfer']['update']} "
@@ -102,10 +103,10 @@ def _writers(w: Json) -> list[str]:
 def _ddb(ddb: Json) -> list[str]:
     lines = ["## DynamoDB Local: requests and capacity units per operation", ""]
     lines += [
-        "Mean per call over the repeats. tallybook: RCU / WCU priced by AWS's rules "
-        "(GSI writes included). (a) active flag and (b) history inside one item run on "
-        "bare boto3 and show what DynamoDB Local reports (exact for single-item calls; "
-        "(a)'s two-item transaction is priced in the section above).",
+        "Mean per call over the repeats; RCU / WCU priced by AWS's rules (GSI writes "
+        "included). (a) active flag and (b) history inside one item run on bare boto3, "
+        "priced from the items they read and write (a single UpdateItem as DynamoDB "
+        "Local reports it, which is exact for single-item writes).",
         "",
     ]
     rows = []

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.common import Json, Sizes
+from bench.common import Json, Sizes, median_round
 from bench.sqlite_api import bare_post, create_entries
 from tallybook.ledger import Ledger
 from tallybook.store.metered import MeteredStore
@@ -217,9 +217,16 @@ def measure(kind: str, args: tuple[Any, ...], writers: int, seconds: float) -> J
 
 
 def run(sizes: Sizes) -> Json:
+    """Every (setting, writers) cell runs the three implementations in turn, ``sizes.rounds``
+    times; each cell keeps its median round (load on a shared machine drifts)."""
     accounts = 20 if sizes.quick else 1000
-    seconds = 0.3 if sizes.quick else 3.0
-    out: Json = {"accounts": accounts, "seconds_per_run": seconds, "settings": {}}
+    seconds = 0.3 if sizes.quick else 2.0
+    out: Json = {
+        "accounts": accounts,
+        "seconds_per_run": seconds,
+        "rounds": sizes.rounds,
+        "settings": {},
+    }
     with tempfile.TemporaryDirectory(prefix="tb-bench-writers-") as tmp:
         base = Path(tmp)
         template = seed_product(base / "product.db", accounts)
@@ -231,9 +238,14 @@ def run(sizes: Sizes) -> Json:
                 "raw_sql": (str(base / "raw.db"), setting, accounts, template),
                 "bare": (str(base / "bare.db"), setting, accounts),
             }
-            out["settings"][setting] = {
-                kind: {str(w): measure(kind, args, w, seconds) for w in WRITERS}
-                for kind, args in impls.items()
-            }
+            cells: dict[str, dict[str, Json]] = {kind: {} for kind in impls}
+            for w in WRITERS:
+                rounds: dict[str, list[Json]] = {kind: [] for kind in impls}
+                for _ in range(sizes.rounds):
+                    for kind, args in impls.items():
+                        rounds[kind].append(measure(kind, args, w, seconds))
+                for kind in impls:
+                    cells[kind][str(w)] = median_round(rounds[kind])
+            out["settings"][setting] = cells
     out["rows_per_transfer"] = {"put": len(template[0]), "update": len(template[1])}
     return out
