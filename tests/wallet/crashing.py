@@ -4,6 +4,10 @@
 under test can swallow it, as with a killed process. ``mode="before"`` crashes
 before the call reaches the store; ``mode="after"`` applies it, then crashes
 before the caller sees the answer (an acknowledgement lost with the process).
+
+In ``"before"`` mode ``at`` counts every call; in ``"after"`` mode only writes:
+a read has no effect, so losing its answer is the same crash as dying just
+before it, which ``"before"`` covers.
 """
 
 from __future__ import annotations
@@ -28,14 +32,15 @@ class CrashingStore(ItemStore):
         self.mode = mode
         self.calls = 0
 
-    def _step(self) -> None:
-        self.calls += 1
+    def _step(self, write: bool = False) -> None:
+        if self.mode == "before" or write:
+            self.calls += 1
         if self.at == self.calls and self.mode == "before":
             raise Crash(f"crash before storage call {self.calls}")
 
-    def _after(self) -> None:
-        if self.at == self.calls and self.mode == "after":
-            raise Crash(f"crash after storage call {self.calls}")
+    def _after(self, write: bool = False) -> None:
+        if write and self.at == self.calls and self.mode == "after":
+            raise Crash(f"crash after storage write {self.calls}")
 
     def get(self, key: Key, *, consistent: bool = True) -> Item | None:
         self._step()
@@ -68,9 +73,9 @@ class CrashingStore(ItemStore):
         return out
 
     def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
-        self._step()
+        self._step(write=True)
         self.inner.transact_write(actions, token=token)
-        self._after()
+        self._after(write=True)
 
     def batch_get(self, keys: Sequence[Key], *, consistent: bool = True) -> list[Item]:
         self._step()
@@ -79,9 +84,9 @@ class CrashingStore(ItemStore):
         return out
 
     def batch_write(self, puts: Sequence[Item] = (), deletes: Sequence[Key] = ()) -> None:
-        self._step()
+        self._step(write=True)
         self.inner.batch_write(puts, deletes)
-        self._after()
+        self._after(write=True)
 
     def describe(self) -> str:
         return f"crashing({self.inner.describe()})"
