@@ -61,6 +61,9 @@ class Program:
     funds: tuple[FundSpec, ...]
     created_at: datetime
     settings: dict[str, Any] = field(default_factory=dict)
+    #: version of the storage layout the program's data is written in
+    #: (see tallybook.store.records.codec.LAYOUT)
+    layout: int = 1
 
     def fund(self, name: str) -> FundSpec | None:
         return next((f for f in self.funds if f.name == name), None)
@@ -87,7 +90,10 @@ class Account:
     created_at: datetime
     version: int
     funds: dict[str, FundState]
+    #: internal state the services keep on the head (wallet marks, loyalty member state)
     attributes: dict[str, Any] = field(default_factory=dict)
+    #: what the client gave when opening the account, kept apart from internal state
+    client_attributes: dict[str, str] = field(default_factory=dict)
     #: (system account, fund) -> what this account's postings moved against it;
     #: a system account's balance is the sum over the program's accounts
     system: dict[tuple[str, str], int] = field(default_factory=dict)

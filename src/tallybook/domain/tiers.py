@@ -38,6 +38,9 @@ class MemberState:
     #: expiry of the newest lot ("never" once a lot never expires); later lots
     #: never expire before it, so lots in earning order are in expiry order
     last_expiry: str | None = None
+    #: microseconds at or before the history entry of the oldest lot with points
+    #: left: lots are read from there on (a lower bound; older lots are used up)
+    live_from: int = 0
 
     def to_value(self) -> dict[str, Any]:
         return {
@@ -48,6 +51,7 @@ class MemberState:
             "lots_earned": self.lots_earned,
             "lots_used": self.lots_used,
             "last_expiry": self.last_expiry,
+            "live_from": self.live_from,
         }
 
     @staticmethod
@@ -64,6 +68,7 @@ class MemberState:
             lots_earned=int(value.get("lots_earned") or 0),
             lots_used=int(value.get("lots_used") or 0),
             last_expiry=value.get("last_expiry"),
+            live_from=int(value.get("live_from") or 0),
         )
 
 

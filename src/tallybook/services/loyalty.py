@@ -6,10 +6,10 @@ Storage (all in the single table, see store/keys.py):
 - a member's state (tier, qualifying totals, lot counters): ``attrs["loyalty"]``
   of the account head, written with every earn/redeem/expiry, so each is one
   read of the head plus one transaction, whatever the account's history;
-- the tier index: ``gsi1pk = TIER#{program}#{tier}`` on the head (members by
-  tier, page by page through the index);
-- lots: ``L#{cumulative end}`` rows in the account partition, written in the
-  earn's transaction and indexed by expiry day on gsi2 for the expiry job;
+- tier membership: one row per member and tier, written when the tier changes
+  (members by tier, page by page; see store/records/loyalty.py);
+- lots: fields of the earn's history entry, indexed by expiry day on gsi2 for
+  the expiry job (no item of their own; store/records/loyalty.py);
 - tier history: ``TL#{time}#{txn}`` rows, written in the transaction that
   changes the tier.
 
@@ -30,7 +30,6 @@ from tallybook.domain.loyalty import LoyaltyConfig, parse_config, quote
 from tallybook.domain.model import ISSUANCE, REDEMPTION, Leg, Transaction, TxnType
 from tallybook.domain.money import check_amount
 from tallybook.domain.tiers import (
-    NEVER,
     MemberState,
     TierDecision,
     lot_expiry,
@@ -45,8 +44,7 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.services.accounts import check_limit
-from tallybook.store.records.codec import iso
-from tallybook.services.loyalty_lots import ExpiringLot, expiry_day, lot_shard, read_lots
+from tallybook.services.loyalty_lots import lots_until
 from tallybook.services.loyalty_tiers import (
     announce,
     apply_tier,
@@ -71,7 +69,9 @@ from tallybook.services.loyalty_values import (
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.transactions import body_of
 from tallybook.store import keys
-from tallybook.store.port import Item, NotExists, Put
+from tallybook.store.port import NotExists
+from tallybook.store.records import loyalty as lot_records
+from tallybook.store.records.codec import LAYOUT, iso
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
@@ -115,8 +115,11 @@ class LoyaltyService:
                 f"earn.currency: {cfg.earn.currency} differs from the program's currency "
                 f"{program.currency}"
             )
+        if program.layout < LAYOUT and "loyalty" in program.settings:
+            config_of(program)  # refuses: its loyalty data is in the older layout
         settings = {**program.settings, "loyalty": cfg.to_settings()}
-        self.ledger.programs.update_settings(program_id, settings)
+        # a program without loyalty data yet starts it in the current layout
+        self.ledger.programs.update_settings(program_id, settings, layout=LAYOUT)
         # no lot can expire before the rules exist: the expiry job starts here
         # rather than at the program's creation (never moves an existing one)
         yesterday = (self.ledger.clock.now() - timedelta(days=1)).date().isoformat()
@@ -176,6 +179,7 @@ class LoyaltyService:
             p = Plan(
                 type=TxnType.EARN,
                 order_id=order_id,
+                index_order=False,  # the transaction id is the order's: found by key
                 owner=account,
                 allow_empty=True,
                 description=description,
@@ -186,13 +190,15 @@ class LoyaltyService:
                 p.legs = [Leg(account, cfg.fund, q.points), Leg(ISSUANCE, cfg.fund, -q.points)]
                 expires = lot_expiry(cfg, state, snap.now)
                 cum = state.lots_earned + q.points
-                p.actions.append(
-                    Put(
-                        self._lot_item(snap, account, cum, q.points, expires, txn_id, order_id),
-                        NotExists("pk"),
-                    )
+                p.entry_fields[(account, cfg.fund)] = lot_records.lot_fields(
+                    snap.program.id, account, cum, q.points, expires
                 )
-                new_state = replace(new_state, lots_earned=cum, last_expiry=expires)
+                live_from = new_state.live_from
+                if state.lots_used >= state.lots_earned:  # no live lot before this one
+                    live_from = acct.fund(cfg.fund).last_us + 1
+                new_state = replace(
+                    new_state, lots_earned=cum, last_expiry=expires, live_from=live_from
+                )
             balance = acct.fund(cfg.fund).balance + q.points
             decision = self.apply_tier(p, snap, cfg, account, new_state, balance, txn_id, "earn")
             p.details.update(
@@ -314,14 +320,14 @@ class LoyaltyService:
     def members(
         self, program: str, tier: str, *, limit: int = 100, cursor: str | None = None
     ) -> MemberPage:
-        """Members of ``tier``, by account id, one page at a time (index, eventually consistent)."""
+        """Members of ``tier``, one page at a time (strongly consistent)."""
         return tier_members(self.ledger, program, tier, limit=limit, cursor=cursor)
 
     # -- lots, expiry, orders -----------------------------------------------
 
     def expiring(
         self, program: str, account: str, *, days: int | None = None, limit: int = 100
-    ) -> list[ExpiringLot]:
+    ) -> list[lot_records.ExpiringLot]:
         """Lots with points left that expire within ``days`` (default: the warning horizon),
         oldest first; lots already past their date but not yet expired by the job included."""
         cfg = self.config(program)
@@ -332,7 +338,7 @@ class LoyaltyService:
         acct = self.ledger.accounts.get(program, account)
         state = MemberState.from_value(acct.attributes.get("loyalty"))
         horizon = self.ledger.clock.now() + timedelta(days=horizon_days)
-        return read_lots(self.store, program, account, state.lots_used, until=horizon, limit=limit)
+        return lots_until(self.store, program, cfg.fund, account, state, horizon, limit=limit)
 
     def order(self, program: str, order_id: str) -> OrderLookup:
         """The earn an order produced, and its account: one get."""
@@ -357,32 +363,6 @@ class LoyaltyService:
         return review_tiers(self, program, progress=progress)
 
     # -- helpers -------------------------------------------------------------
-
-    @staticmethod
-    def _lot_item(
-        snap: Snapshot,
-        account: str,
-        cum: int,
-        points: int,
-        expires: str,
-        txn_id: str,
-        order_id: str,
-    ) -> Item:
-        item: Item = {
-            **keys.lot(snap.program.id, account, cum).as_item(),
-            "account": account,
-            "amount": points,
-            "cum_end": cum,
-            "expires": expires,
-            "txn_id": txn_id,
-            "order_id": order_id,
-            "earned_at": iso(snap.now),
-        }
-        if expires != NEVER:
-            day = expiry_day(expires)
-            item["gsi2pk"] = keys.lot_expiry_index(snap.program.id, day, lot_shard(account))
-            item["gsi2sk"] = f"{account}#{cum:020d}"
-        return item
 
     def _announce(self, txn: Transaction, account: str) -> None:
         announce(self.ledger, txn, account)

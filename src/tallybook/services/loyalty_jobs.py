@@ -4,7 +4,9 @@ The expiry job never scans: lots are indexed on gsi2 by expiry day (4 shards
 a day), and a checkpoint item remembers the last day fully processed, so a run
 reads only the days since the previous run. Each account's expired lots go in
 one transaction whose id is ``expire:{account}:{cumulative end of the last lot}``,
-so re-running, or two jobs at once, expire every point exactly once.
+so re-running, or two jobs at once, expire every point exactly once. Expiring
+deletes nothing: it moves the member's ``lots_used`` counter past the lots and
+their ``live_from`` bound past their entries (store/records/loyalty.py).
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, cast
 
 from tallybook.domain.model import EXPIRY, Leg, TxnType
-from tallybook.domain.tiers import NEVER, MemberState, decide_tier, qualifying_points
+from tallybook.domain.tiers import MemberState, decide_tier, qualifying_points
 from tallybook.errors import NotFound
-from tallybook.store.records.codec import iso
 from tallybook.services.events import LedgerEvent
-from tallybook.services.loyalty_lots import parse_expiry, read_lots
+from tallybook.services.loyalty_lots import lots_until
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.store import keys
-from tallybook.store.port import Delete, Key, SortCondition, Value
+from tallybook.store.port import Value
+from tallybook.store.records.codec import iso
+from tallybook.store.records.loyalty import accounts_due
 
 if TYPE_CHECKING:
     from tallybook.services.loyalty import LoyaltyService
@@ -94,53 +97,43 @@ class ExpiryJob:
         return report
 
     def _accounts_due(self, program: str, day: date) -> list[str]:
-        accounts: list[str] = []
-        for shard in range(keys.LOT_EXPIRY_SHARDS):
-            part = keys.lot_expiry_index(program, day.isoformat(), shard)
-            for item in self.store.query_all(part, index="gsi2"):
-                accounts.append(cast(str, item["account"]))
-        return list(dict.fromkeys(accounts))
+        return accounts_due(self.store, program, day.isoformat())
 
     def _expire_account(
         self, program: str, account: str, now: datetime, report: ExpiryReport
     ) -> None:
+        cfg = self.service.config(program)
         for _ in range(1000):
-            page = self.store.query(
-                keys.account_partition(program, account),
-                SortCondition.begins_with(keys.LOT_PREFIX),
-                limit=LOTS_PER_TXN,
+            try:
+                head = self.ledger.accounts.get(program, account)
+            except NotFound:
+                return
+            state = MemberState.from_value(head.attributes.get("loyalty"))
+            expired = lots_until(
+                self.store, program, cfg.fund, account, state, now, limit=LOTS_PER_TXN
             )
-            expired = []
-            for item in page.items:
-                expires = cast(str, item["expires"])
-                when = parse_expiry(expires)
-                if expires == NEVER or when is None or when > now:
-                    break
-                expired.append(item)
             if not expired:
                 return
-            last = cast(int, expired[-1]["cum_end"])
-            txn_id = _expire_txn(account, last)
-            lot_keys = [keys.lot(program, account, cast(int, i["cum_end"])) for i in expired]
-
-            plan = self._planner(program, account, last, lot_keys, txn_id)
-            body = {"op": "expire", "account": account, "through": last}
+            last = expired[-1]
+            txn_id = _expire_txn(account, last.cum_end)
+            plan = self._planner(program, account, last.cum_end, last.at_us, len(expired), txn_id)
+            body = {"op": "expire", "account": account, "through": last.cum_end}
             try:
                 txn = self.ledger.engine.commit(program, txn_id, body, plan, lock=[account])
             except NotFound:
                 return
             if not txn.replay:
                 report.transactions += 1
-                report.lots += len(lot_keys)
+                report.lots += len(expired)
                 report.points += cast(int, txn.details["points"])
             self.service._announce(txn, account)
             if len(expired) < LOTS_PER_TXN:
                 return
 
     def _planner(
-        self, program: str, account: str, last: int, lot_keys: list[Key], txn_id: str
+        self, program: str, account: str, last: int, last_us: int, lots: int, txn_id: str
     ) -> Callable[[Snapshot], Plan]:
-        """Expire what is left of the lots up to cumulative ``last`` and delete them."""
+        """Expire what is left of the lots up to cumulative ``last``."""
 
         def plan(snap: Snapshot) -> Plan:
             cfg = self.service.config(program)
@@ -150,11 +143,14 @@ class ExpiryJob:
             # points redeemed meanwhile moved lots_used: only the rest expires, and
             # never more than is available (points debited outside loyalty)
             points = max(0, min(last - state.lots_used, fund.available))
-            new_state = replace(state, lots_used=max(state.lots_used, last))
+            new_state = replace(
+                state,
+                lots_used=max(state.lots_used, last),
+                live_from=max(state.live_from, last_us + 1),
+            )
             p = Plan(type=TxnType.EXPIRE, owner=account, allow_empty=True)
             if points:
                 p.legs = [Leg(account, cfg.fund, -points), Leg(EXPIRY, cfg.fund, points)]
-            p.actions.extend(Delete(k) for k in lot_keys)
             balance = fund.balance - points
             decision = self.service.apply_tier(
                 p, snap, cfg, account, new_state, balance, txn_id, "expiry"
@@ -163,7 +159,7 @@ class ExpiryJob:
                 {
                     "account": account,
                     "points": points,
-                    "lots": len(lot_keys),
+                    "lots": lots,
                     "through": last,
                     "tier": decision.tier,
                     "previous_tier": decision.previous,
@@ -179,9 +175,10 @@ class ExpiryJob:
         except NotFound:
             return 0
         state = MemberState.from_value(acct.attributes.get("loyalty"))
+        cfg = self.service.config(program)
         lots = [
             lot
-            for lot in read_lots(self.store, program, account, state.lots_used, until=horizon)
+            for lot in lots_until(self.store, program, cfg.fund, account, state, horizon)
             if lot.points > 0
         ]
         if not lots:

@@ -1,9 +1,10 @@
 """Tiers: the tier decision inside a posting plan, the TierChanged event, and the
-tier reads (a member's status, their tier history, members of a tier by index).
+tier reads (a member's status, their tier history, members of a tier).
 
 A tier change is written in the same transaction as the earn, redeem, expiry or
-review that causes it: the member state in the head, the tier index keys on
-the head (``gsi1pk = TIER#{program}#{tier}``) and a history row ``TL#...``.
+review that causes it: the member state in the head, the membership row of the
+new tier (and the removal of the old one, store/records/loyalty.py) and a
+history row ``TL#...``. A posting that changes no tier writes no membership.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from tallybook.domain.model import Transaction
 from tallybook.domain.tiers import MemberState, TierDecision, decide_tier, qualifying_points
 from tallybook.errors import NotFound
 from tallybook.services.accounts import check_limit
-from tallybook.store.records.codec import iso, parse_iso, to_us
 from tallybook.services.events import LedgerEvent
 from tallybook.services.loyalty_values import (
     MemberPage,
@@ -29,6 +29,8 @@ from tallybook.services.loyalty_values import (
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.store import keys
 from tallybook.store.port import Item, Put, SortCondition, Value
+from tallybook.store.records.codec import iso, parse_iso, to_us
+from tallybook.store.records.loyalty import members_page, membership_moves
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
@@ -50,10 +52,9 @@ def apply_tier(
     new_state = replace(state, tier=decision.tier, qualified_at=decision.qualified_at)
     plan.attrs[account] = {"loyalty": cast(Value, new_state.to_value())}
     if decision.changed:
-        plan.head_sets[account] = {
-            "gsi1pk": keys.tier_index(snap.program.id, decision.tier),
-            "gsi1sk": account,
-        }
+        plan.actions += membership_moves(
+            snap.program.id, account, decision.previous, decision.tier, iso(snap.now)
+        )
         row: Item = {
             **keys.tier_log(snap.program.id, account, to_us(snap.now), txn_id).as_item(),
             "account": account,
@@ -143,12 +144,10 @@ def tier_history(
 def tier_members(
     ledger: Ledger, program: str, tier: str, *, limit: int = 100, cursor: str | None = None
 ) -> MemberPage:
-    """Members of ``tier``, by account id, one page at a time (index, eventually consistent)."""
+    """Members of ``tier``, one page at a time (membership rows, strongly consistent)."""
     cfg = config_of(ledger.programs.get(program))
     if all(t.name != tier for t in cfg.tiers):
         raise NotFound(f"program {program} has no tier {tier!r}")
     check_limit(limit)
-    page = ledger.store.query(
-        keys.tier_index(program, tier), index="gsi1", limit=limit, cursor=cursor
-    )
-    return MemberPage([cast(str, i["account"]) for i in page.items], page.cursor)
+    accounts, after = members_page(ledger.store, program, tier, limit=limit, cursor=cursor)
+    return MemberPage(accounts, after)

@@ -15,6 +15,7 @@ from tallybook.domain.ids import check_id
 from tallybook.domain.loyalty import LoyaltyConfig, parse_config
 from tallybook.domain.model import Program, Transaction
 from tallybook.errors import ConfigError, ValidationError
+from tallybook.store.records.codec import LAYOUT
 
 ORDER_PREFIX = "order:"
 MAX_ORDER_ID = 128 - len(ORDER_PREFIX)
@@ -142,5 +143,12 @@ def config_of(program: Program) -> LoyaltyConfig:
         raise ConfigError(
             f"program {program.id} has no loyalty configuration; load one with "
             "'tallybook loyalty config load FILE.toml'"
+        )
+    if program.layout < LAYOUT:
+        raise ConfigError(
+            f"program {program.id} keeps its loyalty data in storage layout {program.layout} "
+            f"(tallybook 0.1); this version reads layout {LAYOUT} and does not convert it: "
+            "keep serving this program with tallybook 0.1 (see docs/table-design.md, "
+            "'Layout versions')"
         )
     return parse_config(raw, source=f"program {program.id} loyalty settings")

@@ -108,6 +108,12 @@ class Plan:
     metadata: dict[str, str] = field(default_factory=dict)
     owner: str | None = None
     allow_empty: bool = False
+    #: index the record by order id (off where the id already derives from the
+    #: order, as a loyalty earn's does: the order is found by key, no index write)
+    index_order: bool = True
+    #: (account, fund) -> extra attributes of that leg's history entry (a
+    #: loyalty lot rides on its earn's entry instead of being an item of its own)
+    entry_fields: dict[tuple[str, str], dict[str, Value]] = field(default_factory=dict)
 
 
 class Snapshot:
@@ -317,7 +323,11 @@ class PostingEngine:
         )
         actions: list[Action] = [
             records.transaction_put(
-                record, fingerprint=fp, owner=owner, index_owner=not owner_has_entry
+                record,
+                fingerprint=fp,
+                owner=owner,
+                index_owner=not owner_has_entry,
+                index_order=plan.index_order,
             )
         ]
         for account in touched:
@@ -350,7 +360,10 @@ class PostingEngine:
                     p.unit,
                     leg.amount,
                     new_states[leg.account][leg.fund],
-                    _reward_index(program.id, plan.legs, leg, txn_id, now_iso),
+                    {
+                        **_reward_index(program.id, plan.legs, leg, txn_id, now_iso),
+                        **plan.entry_fields.get((leg.account, leg.fund), {}),
+                    },
                 )
             )
 

@@ -12,9 +12,9 @@ from tallybook.domain.ids import check_fund, check_id, check_unit
 from tallybook.domain.model import FundSpec, Program, default_funds
 from tallybook.errors import AlreadyExists, ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
-from tallybook.store.records.codec import program_from_item, program_to_item
 from tallybook.store import keys
 from tallybook.store.port import Compare, ItemStore, NotExists, Put
+from tallybook.store.records.codec import LAYOUT, program_from_item, program_to_item
 
 #: how long a process trusts its cached copy of a program's configuration
 CACHE_SECONDS = 2.0
@@ -58,6 +58,7 @@ class ProgramService:
             currency=currency,
             funds=fund_specs,
             created_at=self.clock.now(),
+            layout=LAYOUT,
             settings=settings or {},
         )
         item = {**keys.program(program_id).as_item(), **program_to_item(program)}
@@ -86,10 +87,12 @@ class ProgramService:
     def list(self) -> list[str]:
         return [cast(str, item["id"]) for item in self.store.query_all(keys.PROGRAMS_PARTITION)]
 
-    def update_settings(self, program_id: str, settings: dict[str, Any]) -> Program:
+    def update_settings(
+        self, program_id: str, settings: dict[str, Any], *, layout: int | None = None
+    ) -> Program:
         """Replace the program's settings (loyalty rules, notification rules, ...)."""
         current = self.get(program_id, fresh=True)
-        updated = replace(current, settings=settings)
+        updated = replace(current, settings=settings, layout=layout or current.layout)
         item = {**keys.program(program_id).as_item(), **program_to_item(updated)}
         self.store.put(item, Compare("created_at", "=", item["created_at"]))
         self._remember(updated)

@@ -24,6 +24,7 @@ from tallybook.domain.model import (
 from tallybook.domain.money import check_amount, check_signed_amount
 from tallybook.errors import NotFound, ValidationError
 from tallybook.services.accounts import check_limit
+from tallybook.services.loyalty_values import ORDER_PREFIX
 from tallybook.services.postings import Plan, PostingEngine, Snapshot
 from tallybook.services.refusals import is_refusal, refusal_error
 from tallybook.store import keys
@@ -234,11 +235,21 @@ class TransactionService:
         return transaction_from_item(item)
 
     def for_order(self, program: str, order_id: str) -> list[Transaction]:
-        """Transactions recorded with ``order_id``, oldest first (index, eventually consistent)."""
+        """Transactions recorded with ``order_id``, oldest first.
+
+        Found through the order index (eventually consistent), plus the order's
+        loyalty earn, whose id derives from the order (``order:{order_id}``)
+        and which is read by key instead of being indexed."""
         check_id(program, "program id")
         check_id(order_id, "order id")
-        items = self.store.query_all(keys.order_index(program, order_id), index="gsi1")
-        return [transaction_from_item(i) for i in items]
+        items = list(self.store.query_all(keys.order_index(program, order_id), index="gsi1"))
+        earn_id = ORDER_PREFIX + order_id
+        if len(earn_id) <= 128 and all(i.get("txn_id") != earn_id for i in items):
+            earn = records.read_transaction(self.store, program, earn_id)
+            if earn is not None:
+                items.append(earn)
+        txns = [transaction_from_item(i) for i in items]
+        return sorted(txns, key=lambda t: (t.created_at, t.id))
 
     def for_owner(
         self, program: str, account: str, *, limit: int = 50, cursor: str | None = None

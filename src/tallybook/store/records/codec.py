@@ -71,8 +71,15 @@ def _int(item: Item | dict[str, Any], name: str, default: int = 0) -> int:
     return v if isinstance(v, int) else default
 
 
+#: The storage layout this version writes. 1: lots as items of their own and
+#: the tier index on account heads (tallybook 0.1); 2: lots on their earns'
+#: entries and tier membership rows (docs/table-design.md, "Layout versions").
+LAYOUT = 2
+
+
 def program_to_item(p: Program) -> dict[str, Value]:
     return {
+        "layout": p.layout,
         "id": p.id,
         "name": p.name,
         "currency": p.currency,
@@ -107,6 +114,7 @@ def program_from_item(item: Item) -> Program:
         funds=funds,
         created_at=parse_iso(_str(item, "created_at")),
         settings=cast(dict[str, Any], item.get("settings") or {}),
+        layout=_int(item, "layout", 1),
     )
 
 
@@ -128,6 +136,7 @@ def account_from_item(item: Item) -> Account:
         version=_int(item, "version"),
         funds={name: fund_state_from_value(v) for name, v in funds.items()},
         attributes=cast(dict[str, Any], item.get("attrs") or {}),
+        client_attributes=cast(dict[str, str], item.get("client_attrs") or {}),
         system=_system_counters(item),
     )
 

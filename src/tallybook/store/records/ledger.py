@@ -125,7 +125,12 @@ def fingerprint_of(item: Item) -> Value:
 
 
 def transaction_put(
-    record: Transaction, *, fingerprint: str, owner: str | None, index_owner: bool
+    record: Transaction,
+    *,
+    fingerprint: str,
+    owner: str | None,
+    index_owner: bool,
+    index_order: bool = True,
 ) -> Put:
     """The idempotency record: put only if the id was never used."""
     now_iso = iso(record.created_at)
@@ -145,6 +150,7 @@ def transaction_put(
         item["description"] = record.description
     if record.order_id is not None:
         item["order_id"] = record.order_id
+    if record.order_id is not None and index_order:
         item["gsi1pk"] = keys.order_index(record.program, record.order_id)
         item["gsi1sk"] = f"{now_iso}#{record.id}"
     if owner is not None:

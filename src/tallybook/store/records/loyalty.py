@@ -1,0 +1,157 @@
+"""How loyalty's aggregates are stored: lots and tier membership.
+
+**Lots ride on their earn's history entry.** An earn's entry in the loyalty
+fund carries ``cum_end`` (the cumulative end of the lot), ``lot_amount`` and
+``expires``, and sits on ``gsi2`` under ``LOTEXP#{p}#{day}#{shard}`` for the
+expiry job. No item of its own, and nothing is deleted when a lot expires:
+the member state's ``lots_used`` counter says how much of each lot is gone
+(see :mod:`tallybook.domain.tiers`). A member's live lots are read from the
+loyalty fund's history starting at ``live_from`` (a lower bound kept in the
+member state), so the read covers the live lots and the entries between them,
+not the whole history.
+
+**Tier membership** is one row per member in ``TIER#{p}#{tier}#{shard}``
+(16 shards per tier), written only when the tier changes: the head carries no
+index key, so the many postings that do not change a tier write no index.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import cast
+
+from tallybook.domain.tiers import NEVER, lot_remaining
+from tallybook.store import keys
+from tallybook.store.port import Delete, Item, ItemStore, Key, Put, SortCondition, Value
+from tallybook.store.queries import decode_cursor, encode_cursor
+
+#: shards of each day of the lot-expiry index (the expiry job reads them all)
+LOT_EXPIRY_SHARDS = keys.LOT_EXPIRY_SHARDS
+TIER_SHARDS = keys.SHARDS
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiringLot:
+    """What is left of one earn's points, and when it expires (``None``: never)."""
+
+    expires: datetime | None
+    points: int
+    amount: int
+    earned_at: str
+    order_id: str | None
+    txn_id: str
+    cum_end: int
+    #: microseconds of the earn's history entry
+    at_us: int
+
+
+def expiry_day(expires: str) -> str:
+    """The UTC day (``YYYY-MM-DD``) of an ISO expiry time."""
+    return expires[:10]
+
+
+def lot_shard(account: str) -> int:
+    return zlib.crc32(account.encode()) % LOT_EXPIRY_SHARDS
+
+
+def parse_expiry(expires: str) -> datetime | None:
+    if expires == NEVER:
+        return None
+    return datetime.fromisoformat(expires).astimezone(UTC)
+
+
+def lot_fields(program_id: str, account: str, cum_end: int, amount: int, expires: str) -> Item:
+    """Attributes that make an earn's history entry a lot."""
+    fields: Item = {"cum_end": cum_end, "lot_amount": amount, "expires": expires}
+    if expires != NEVER:
+        day = expiry_day(expires)
+        fields["gsi2pk"] = keys.lot_expiry_index(program_id, day, lot_shard(account))
+        fields["gsi2sk"] = f"{account}#{cum_end:020d}"
+    return fields
+
+
+def lot_of(item: Item, used: int) -> ExpiringLot:
+    amount = cast(int, item["lot_amount"])
+    cum_end = cast(int, item["cum_end"])
+    return ExpiringLot(
+        expires=parse_expiry(cast(str, item["expires"])),
+        points=lot_remaining(amount, cum_end, used),
+        amount=amount,
+        earned_at=cast(str, item["created_at"]),
+        order_id=cast(str | None, item.get("order_id")),
+        txn_id=cast(str, item["txn_id"]),
+        cum_end=cum_end,
+        at_us=int(cast(str, item["sk"]).split("#")[-2]),
+    )
+
+
+def iter_live_lots(
+    store: ItemStore, program: str, account: str, fund: str, live_from: int, used: int
+) -> Iterator[ExpiringLot]:
+    """Lots with points left, oldest (and so earliest expiring) first."""
+    prefix = keys.entry_prefix(fund)
+    sort = SortCondition.between(keys.entry_time_bound(fund, live_from), prefix + "~")
+    partition = keys.account_partition(program, account)
+    for item in store.query_all(partition, sort, page_size=100):
+        if "cum_end" in item and cast(int, item["cum_end"]) > used:
+            yield lot_of(item, used)
+
+
+def accounts_due(store: ItemStore, program: str, day: str) -> list[str]:
+    """Accounts with a lot expiring on ``day`` (one query per shard of the day)."""
+    accounts: list[str] = []
+    for shard in range(LOT_EXPIRY_SHARDS):
+        part = keys.lot_expiry_index(program, day, shard)
+        accounts += [cast(str, i["account"]) for i in store.query_all(part, index="gsi2")]
+    return list(dict.fromkeys(accounts))
+
+
+# --- tier membership ---------------------------------------------------------
+
+
+def _tier_partition(program: str, tier: str, shard: int) -> str:
+    return f"{keys.tier_index(program, tier)}#{shard:02d}"
+
+
+def _membership_key(program: str, tier: str, account: str) -> Key:
+    shard = zlib.crc32(account.encode()) % TIER_SHARDS
+    return Key(_tier_partition(program, tier, shard), account)
+
+
+def membership_moves(
+    program: str, account: str, previous: str | None, tier: str, at: str
+) -> list[Put | Delete]:
+    """The writes that move ``account`` from tier ``previous`` to ``tier``."""
+    row: Item = {**_membership_key(program, tier, account).as_item(), "account": account}
+    row["since"] = at
+    moves: list[Put | Delete] = [Put(row)]
+    if previous is not None and previous != tier:
+        moves.append(Delete(_membership_key(program, previous, account)))
+    return moves
+
+
+def members_page(
+    store: ItemStore, program: str, tier: str, *, limit: int, cursor: str | None
+) -> tuple[list[str], str | None]:
+    """Member ids of a tier, shard by shard in account order, and the next cursor."""
+    shard, inner = 0, None
+    if cursor is not None:
+        position = decode_cursor(cursor)
+        shard, inner = int(position["shard"]), position.get("inner") or None
+    out: list[str] = []
+    while shard < TIER_SHARDS and len(out) < limit:
+        page = store.query(
+            _tier_partition(program, tier, shard), limit=limit - len(out), cursor=inner
+        )
+        out += [cast(str, i["account"]) for i in page.items]
+        if page.cursor is None:
+            shard, inner = shard + 1, None
+        else:
+            inner = page.cursor
+    if shard >= TIER_SHARDS:
+        return out, None
+    position_out: dict[str, Value] = {"shard": str(shard), "inner": inner or ""}
+    return out, encode_cursor(position_out)
