@@ -139,7 +139,12 @@ def fits(page: Any) -> None:
 def no_dialogs(page: Any) -> list[str]:
     """Record any JavaScript dialog (alert, confirm): the desk must not use them."""
     seen: list[str] = []
-    page.on("dialog", lambda d: (seen.append(d.message), d.dismiss()))
+
+    def record(dialog: Any) -> None:
+        seen.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", record)
     return seen
 
 

@@ -258,3 +258,12 @@ def test_payloads_read_as_text_and_dismissals_as_sentences(
     assert "user by user" not in html
     assert "Dismissed on request (through the API, the CLI or this page)." in html
     assert "Replaced by a newer Promo notification" in html
+
+
+@SQLITE_ONLY
+def test_a_tampered_timeline_cursor_is_a_clear_error(admin: AdminClient, seeded: Seeded) -> None:
+    admin.login(seeded.admin_secret)
+    for cursor in ("not-a-cursor", "eyJnb2xkIjpudWxsfQ"):  # the second names a fund 'gold'
+        r = admin.client.get("/admin/accounts/alice", params={"cursor": cursor})
+        assert "the timeline cursor is not valid" in r.text  # said in the history section
+        assert 'id="holds"' in r.text  # the rest of the page still shows
