@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from tallybook.errors import NotFound, Unauthorized, ValidationError
+from tallybook.http.keycache import DEFAULT_KEY_CACHE_SECONDS
 from tallybook.store import keys
 
 sqlite_only = pytest.mark.parametrize("engine", ["sqlite"])
@@ -109,13 +112,18 @@ def test_stored_response_is_not_replayed_to_a_read_key(
     assert r.status_code == 403
 
 
-def test_revocation_takes_effect_at_once(app_client, ledger, mint_key) -> None:
+def test_revocation_takes_effect_within_the_key_cache_time(
+    app_client, ledger, clock, mint_key
+) -> None:
     secret = mint_key("read")
     headers = {"Authorization": f"Bearer {secret}"}
     assert app_client.get("/v1/program", headers=headers).status_code == 200
     key_id = secret.split("_")[1]
     revoked = ledger.keys.revoke(key_id)
     assert not revoked.active
+    # this process authenticated the key a moment ago: it is remembered that long
+    assert app_client.get("/v1/program", headers=headers).status_code == 200
+    clock.advance(timedelta(seconds=DEFAULT_KEY_CACHE_SECONDS))
     assert app_client.get("/v1/program", headers=headers).status_code == 401
     assert ledger.keys.revoke(key_id).revoked_at == revoked.revoked_at
 

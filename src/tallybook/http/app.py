@@ -24,9 +24,10 @@ from fastapi import APIRouter, FastAPI
 from tallybook import __version__
 from tallybook.http import problems
 from tallybook.http.idempotency import IdempotencyMiddleware
+from tallybook.http.keycache import DEFAULT_KEY_CACHE_SECONDS, KeyCache
 from tallybook.http.metrics import Metrics
-from tallybook.http.middleware import DEFAULT_MAX_BODY, BodyMiddleware, RequestContextMiddleware
-from tallybook.http.models import ID_PATTERN
+from tallybook.http.middleware import DEFAULT_MAX_BODY, RequestMiddleware
+from tallybook.http.openapi import install_docs, install_openapi, operation_id
 from tallybook.http.problems import STANDARD_PROBLEMS
 from tallybook.http.routers import ledger as ledger_routes
 from tallybook.http.routers import system
@@ -67,19 +68,30 @@ def _module_router(module: ModuleType) -> APIRouter | None:
     return router if isinstance(router, APIRouter) else None
 
 
-def create_app(ledger: Ledger, *, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
-    """The HTTP API over ``ledger``; ``max_body`` bounds request bodies (bytes)."""
+def create_app(
+    ledger: Ledger,
+    *,
+    max_body: int = DEFAULT_MAX_BODY,
+    key_cache_seconds: float = DEFAULT_KEY_CACHE_SECONDS,
+) -> FastAPI:
+    """The HTTP API over ``ledger``.
+
+    ``max_body`` bounds request bodies (bytes); an authenticated API key is
+    remembered for ``key_cache_seconds`` (0: every request reads the key).
+    """
     app = FastAPI(
         title="tallybook",
         version=__version__,
         description=DESCRIPTION,
         openapi_url="/openapi.json",
-        docs_url="/docs",
+        docs_url=None,  # served by install_docs, with local assets
         redoc_url=None,
+        generate_unique_id_function=operation_id,
     )
     metrics = Metrics()
     app.state.ledger = ledger
     app.state.metrics = metrics
+    app.state.keys = KeyCache(ledger, key_cache_seconds)
     problems.install(app)
 
     app.include_router(system.router)
@@ -91,48 +103,12 @@ def create_app(ledger: Ledger, *, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
             app.include_router(router, responses=STANDARD_PROBLEMS)
     _include_admin(app)
 
-    # added innermost first: the request passes context -> body -> idempotency -> app
+    # added innermost first: the request passes request -> idempotency -> app
     app.add_middleware(IdempotencyMiddleware, ledger=ledger, metrics=metrics)
-    app.add_middleware(BodyMiddleware, max_body=max_body)
-    app.add_middleware(RequestContextMiddleware, metrics=metrics)
-    _document_idempotency(app)
+    app.add_middleware(RequestMiddleware, metrics=metrics, max_body=max_body)
+    install_docs(app)
+    install_openapi(app)
     return app
-
-
-#: the header every POST under /v1 honours (see :mod:`tallybook.http.idempotency`)
-IDEMPOTENCY_PARAMETER: dict[str, Any] = {
-    "name": "Idempotency-Key",
-    "in": "header",
-    "required": False,
-    "description": "Unique per logical request (1-128 of A-Z a-z 0-9 . _ : -): a replay "
-    "returns the original status and body, another body with the same key is a 409",
-    "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": ID_PATTERN},
-}
-
-
-def _document_idempotency(app: FastAPI) -> None:
-    """State the ``Idempotency-Key`` header on every POST under ``/v1`` in the OpenAPI.
-
-    The idempotency middleware honours it on every such POST, including routes
-    that do not declare the header themselves.
-    """
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = FastAPI.openapi(app)
-            for path, operations in schema.get("paths", {}).items():
-                post = operations.get("post")
-                if not path.startswith("/v1/") or post is None:
-                    continue
-                params = post.setdefault("parameters", [])
-                if not any(
-                    p.get("in") == "header" and str(p.get("name", "")).lower() == "idempotency-key"
-                    for p in params
-                ):
-                    params.append(dict(IDEMPOTENCY_PARAMETER))
-        return app.openapi_schema or {}
-
-    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _include_admin(app: FastAPI) -> None:

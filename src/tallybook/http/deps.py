@@ -8,30 +8,45 @@ Conventions every router follows:
 - a POST that writes takes the ``Idempotency-Key`` header (:data:`IdempotencyKey`);
 - errors are raised as :mod:`tallybook.errors` classes and rendered as RFC 9457
   problem+json by the app; never build error responses by hand.
+
+The dependencies are ``async`` and shallow on purpose: FastAPI runs a sync
+dependency in its thread pool (a thread hop per dependency per request) and
+solves nested ``Depends`` one by one, which together cost more than a posting.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
+import anyio.to_thread
 from fastapi import Depends, Header, Request
 
-from tallybook.errors import Forbidden, Unauthorized, ValidationError
+from tallybook.domain.ids import check_id
+from tallybook.errors import Forbidden, Unauthorized
+from tallybook.http.keycache import KeyCache, Principal
+from tallybook.http.models import ID_PATTERN
+from tallybook.http.openapi import SCOPE_ATTRIBUTE
 from tallybook.ledger import Ledger
+from tallybook.store.sqlite import SqliteStore
+
+__all__ = [
+    "AdminPrincipal",
+    "IdempotencyKey",
+    "LedgerDep",
+    "Principal",
+    "ReadPrincipal",
+    "WritePrincipal",
+    "authenticate",
+    "require",
+    "run_blocking",
+]
 
 SCOPES = ("read", "write", "admin")
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    key_id: str
-    program: str
-    scopes: frozenset[str]
+T = TypeVar("T")
 
 
 async def get_ledger(request: Request) -> Ledger:
-    # async: FastAPI runs a sync dependency in the thread pool, a hop per request
     ledger: Ledger = request.app.state.ledger
     return ledger
 
@@ -39,51 +54,63 @@ async def get_ledger(request: Request) -> Ledger:
 LedgerDep = Annotated[Ledger, Depends(get_ledger)]
 
 
-def _authenticate(request: Request, ledger: Ledger) -> Principal:
-    cached = getattr(request.state, "principal", None)
-    if isinstance(cached, Principal):  # authenticated earlier in this request (idempotency)
+async def run_blocking(ledger: Ledger, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``: inline when the store answers from this machine without
+    waiting on a network (SQLite), in a worker thread otherwise (DynamoDB), so
+    that a slow store never stalls the event loop and a fast one pays no hop."""
+    if isinstance(ledger.store, SqliteStore):
+        return fn(*args)
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
+async def authenticate(request: Request) -> Principal:
+    """The caller of ``request`` from its bearer key (cached for a few seconds)."""
+    state = request.state
+    cached = getattr(state, "principal", None)
+    if isinstance(cached, Principal):  # authenticated earlier in this request
         return cached
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
         raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-    key = ledger.keys.authenticate(token.strip())
-    principal = Principal(key.id, key.program, frozenset(key.scopes))
-    request.state.principal = principal
+    keys: KeyCache = request.app.state.keys
+    principal = keys.cached(token)
+    if principal is None:
+        principal = await run_blocking(keys.ledger, keys.authenticate, token)
+    state.principal = principal
     return principal
 
 
-def require(scope: str):  # type: ignore[no-untyped-def]
-    """Dependency factory: the caller must hold ``scope`` (admin implies all)."""
+def require(scope: str) -> Any:
+    """Dependency: the caller must hold ``scope`` (admin implies all)."""
     if scope not in SCOPES:
         raise ValueError(scope)
+    missing = f"this API key lacks the '{scope}' scope"
 
-    def dependency(request: Request, ledger: LedgerDep) -> Principal:
-        principal = _authenticate(request, ledger)
+    async def dependency(request: Request) -> Principal:
+        principal = await authenticate(request)
         if scope not in principal.scopes and "admin" not in principal.scopes:
-            raise Forbidden(f"this API key lacks the '{scope}' scope")
+            raise Forbidden(missing)
         return principal
 
+    setattr(dependency, SCOPE_ATTRIBUTE, scope)  # documented in the OpenAPI
     return Depends(dependency)
 
 
 async def idempotency_key(
     idempotency_key: Annotated[
-        str | None,
+        str,
         Header(
             alias="Idempotency-Key",
             min_length=1,
             max_length=128,
-            pattern=r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$",
-            description="Unique per logical request (1-128 of A-Z a-z 0-9 . _ : -); "
-            "a replay returns the original response, another body with the same key is a 409",
+            pattern=ID_PATTERN,
+            description="Unique per logical request (1-128 of A-Z a-z 0-9 . _ : -): a replay "
+            "returns the original response, another body with the same key is a 409",
         ),
-    ] = None,
+    ],
 ) -> str:
-    from tallybook.domain.ids import check_id
-
-    if idempotency_key is None:
-        raise ValidationError("the Idempotency-Key header is required on this request")
     return check_id(idempotency_key, "Idempotency-Key")
 
 

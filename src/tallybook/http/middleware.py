@@ -1,8 +1,18 @@
-"""ASGI middleware: request ids, JSON access logs, metrics, body limits.
+"""One pure-ASGI middleware for everything around a request, and the JSON logs.
 
-Order, outermost first: :class:`RequestContextMiddleware` (request id, timing,
-access log, metrics, last-resort 500 problem) -> :class:`BodyMiddleware` (size
-limit 413, content type 415, reads the body once) -> idempotency -> the app.
+:class:`RequestMiddleware` (outermost of ours) gives the request its id and
+trace context, reads and limits the body (413 beyond ``max_body``, 415 for a
+non-JSON body under ``/v1``), records the request in the metrics, writes the
+access log line, and turns an exception that escaped the app into a problem.
+It is one layer on purpose: every ASGI layer wraps ``send`` and ``receive``
+once more, and on a posting that overhead is of the order of the posting.
+
+Request id: ``X-Request-Id`` when given and well-formed, else the W3C trace
+id of a valid ``traceparent``, else a fresh one; echoed in ``X-Request-Id``,
+in every problem body and in every log line of the request. A valid
+``traceparent`` is honoured: its trace id and parent span id go into the log
+lines, and the response carries a ``traceparent`` with the same trace id and
+this request's own span id.
 
 Log lines never carry key material: the access log records the key id (an
 identifier, useless without the secret), never the Authorization header or
@@ -15,11 +25,13 @@ import contextvars
 import json
 import logging
 import re
+import secrets
 import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from pythonjsonlogger.json import JsonFormatter as _LibraryJsonFormatter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tallybook.errors import TallybookError
@@ -30,42 +42,49 @@ from tallybook.http.problems import PROBLEM_MEDIA_TYPE, problem_body
 DEFAULT_MAX_BODY = 1024 * 1024
 REQUEST_ID_HEADER = "X-Request-Id"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
-_BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_BODY_METHODS = frozenset(("POST", "PUT", "PATCH", "DELETE"))
+_REQUEST_ID_KEY = REQUEST_ID_HEADER.lower().encode()
 
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "tallybook_request_id", default=None
 )
+#: (trace id, parent span id, this request's span id) of a request with a traceparent
+trace_var: contextvars.ContextVar[tuple[str, str, str] | None] = contextvars.ContextVar(
+    "tallybook_trace", default=None
+)
 access_log = logging.getLogger("tallybook.http.access")
 error_log = logging.getLogger("tallybook.http")
 
-#: attributes of a LogRecord that are not user-supplied ``extra`` fields
-_STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
-    "message",
-    "asctime",
-    "taskName",
-    "color_message",  # uvicorn's ANSI-coloured duplicate of the message
-}
 
+class JsonFormatter(_LibraryJsonFormatter):
+    """One JSON object per line (python-json-logger): time, level, logger,
+    message, the request id and trace of the request being served, and the
+    record's ``extra`` fields."""
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, request id, extras."""
+    def __init__(self) -> None:
+        super().__init__(
+            "%(message)s %(levelname)s %(name)s",
+            rename_fields={"levelname": "level", "name": "logger"},
+            reserved_attrs=[*_RESERVED, "color_message", "taskName"],
+            json_default=str,
+        )
 
-    def format(self, record: logging.LogRecord) -> str:
-        data: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
+    def add_fields(
+        self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]
+    ) -> None:
+        log_data["time"] = datetime.fromtimestamp(record.created, UTC).isoformat()
+        super().add_fields(log_data, record, message_dict)
+        log_data["level"] = str(log_data.get("level", "")).lower()
         request_id = getattr(record, "request_id", None) or request_id_var.get()
         if request_id is not None:
-            data["request_id"] = request_id
-        for name, value in vars(record).items():
-            if name not in _STANDARD_ATTRS and not name.startswith("_"):
-                data[name] = value
-        if record.exc_info:
-            data["exception"] = self.formatException(record.exc_info)
-        return json.dumps(data, default=str)
+            log_data["request_id"] = request_id
+        trace = trace_var.get()
+        if trace is not None and "trace_id" not in log_data:
+            log_data["trace_id"], log_data["parent_span_id"], log_data["span_id"] = trace
+
+
+_RESERVED = tuple(vars(logging.LogRecord("", 0, "", 0, "", (), None)))
 
 
 def configure_json_logging(level: int = logging.INFO) -> None:
@@ -91,10 +110,14 @@ async def send_problem(
 ) -> None:
     state = scope.setdefault("state", {})
     state["problem_code"] = code
-    request_id = state.get("request_id")
     body = json.dumps(
         problem_body(
-            status, code, detail, title=title, request_id=request_id, instance=scope.get("path")
+            status,
+            code,
+            detail,
+            title=title,
+            request_id=state.get("request_id"),
+            instance=scope.get("path"),
         )
     ).encode()
     await send(
@@ -110,32 +133,59 @@ async def send_problem(
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-class RequestContextMiddleware:
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+def _trace(scope: Scope) -> tuple[str, str, str] | None:
+    """(trace id, parent span id, new span id) from a valid W3C ``traceparent``."""
+    value = _header(scope, b"traceparent")
+    match = _TRACEPARENT.fullmatch(value.strip().lower()) if value else None
+    if match is None or match.group(1) == "ff":
+        return None
+    trace_id, parent = match.group(2), match.group(3)
+    if trace_id == "0" * 32 or parent == "0" * 16:
+        return None
+    return trace_id, parent, secrets.token_hex(8)
+
+
+class RequestMiddleware:
+    """Request id, trace, body limit and content type, metrics, access log, last-resort 500."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, max_body: int = DEFAULT_MAX_BODY) -> None:
         self.app = app
         self.metrics = metrics
+        self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = _header(scope, b"x-request-id")
-        request_id = given if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
-        scope.setdefault("state", {})["request_id"] = request_id
-        token = request_id_var.set(request_id)
         started = time.perf_counter()
+        trace = _trace(scope)
+        given = _header(scope, b"x-request-id")
+        if given and _REQUEST_ID.fullmatch(given):
+            request_id = given
+        else:
+            request_id = trace[0] if trace else uuid.uuid4().hex
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        extra = [(_REQUEST_ID_KEY, request_id.encode())]
+        if trace is not None:
+            extra.append((b"traceparent", f"00-{trace[0]}-{trace[2]}-01".encode()))
+        token = request_id_var.set(request_id)
+        trace_token = trace_var.set(trace)
         status = 0
 
         async def wrapped(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
-                status = int(message["status"])
-                headers = list(message.get("headers", []))
-                headers.append((REQUEST_ID_HEADER.lower().encode(), request_id.encode()))
-                message = {**message, "headers": headers}
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), *extra]
             await send(message)
 
         try:
+            if scope["method"] in _BODY_METHODS:
+                body = await self._read_body(scope, receive, wrapped)
+                if body is None:
+                    return
+                receive = replay_receive(body, receive)
             await self.app(scope, receive, wrapped)
         except TallybookError as exc:
             # raised outside the routes (the idempotency middleware's own store
@@ -155,69 +205,31 @@ class RequestContextMiddleware:
                     "Internal error",
                 )
         finally:
-            elapsed = time.perf_counter() - started
-            self._record(scope, status or 500, elapsed)
+            self._record(scope, status or 500, time.perf_counter() - started)
             request_id_var.reset(token)
+            trace_var.reset(trace_token)
 
-    def _record(self, scope: Scope, status: int, elapsed: float) -> None:
-        route = scope.get("route")
-        template = getattr(route, "path", None) or "unmatched"
-        self.metrics.observe_request(scope["method"], template, status, elapsed)
-        state = scope.get("state", {})
-        problem_code = state.get("problem_code")
-        if problem_code is not None:
-            self.metrics.observe_problem(status, problem_code)
-        principal = state.get("principal")
-        access_log.info(
-            "request",
-            extra={
-                "request_id": scope.get("state", {}).get("request_id"),
-                "method": scope["method"],
-                "path": scope["path"],
-                "route": template,
-                "status": status,
-                "duration_ms": round(elapsed * 1000, 3),
-                "program": getattr(principal, "program", None),
-                "key_id": getattr(principal, "key_id", None),
-            },
-        )
-
-
-class BodyMiddleware:
-    """Reads a request body once, up to ``max_body`` bytes (413 beyond); JSON only on /v1.
-
-    ``text/plain`` is accepted under ``/v1`` too, because SNS delivers its JSON
-    envelopes with that content type; routes parsing a pydantic body still
-    need JSON and answer 422 otherwise.
-    """
-
-    def __init__(self, app: ASGIApp, max_body: int = DEFAULT_MAX_BODY) -> None:
-        self.app = app
-        self.max_body = max_body
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
-            await self.app(scope, receive, send)
-            return
+    async def _read_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
+        """The whole body, or ``None`` when a problem was answered (or the client left)."""
         length = _header(scope, b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
             await self._too_large(scope, send)
-            return
+            return None
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                return
+                return None
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
                 await self._too_large(scope, send)
-                return
+                return None
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        body = b"".join(chunks)
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if body and scope["path"].startswith("/v1/") and not _json_like(scope):
             await send_problem(
                 scope,
@@ -227,9 +239,9 @@ class BodyMiddleware:
                 "send the request body as JSON (Content-Type: application/json)",
                 "Unsupported media type",
             )
-            return
-        scope.setdefault("state", {})["body"] = body
-        await self.app(scope, replay_receive(body, receive), send)
+            return None
+        scope["state"]["body"] = body
+        return body
 
     async def _too_large(self, scope: Scope, send: Send) -> None:
         await send_problem(
@@ -241,7 +253,35 @@ class BodyMiddleware:
             "Payload too large",
         )
 
+    def _record(self, scope: Scope, status: int, elapsed: float) -> None:
+        route = scope.get("route")
+        template = getattr(route, "path", None) or "unmatched"
+        self.metrics.observe_request(scope["method"], template, status, elapsed)
+        state = scope["state"]
+        problem_code = state.get("problem_code")
+        if problem_code is not None:
+            self.metrics.observe_problem(status, problem_code)
+        if not access_log.isEnabledFor(logging.INFO):
+            return
+        principal = state.get("principal")
+        trace = trace_var.get()
+        access_log.info(
+            "request",
+            extra={
+                "request_id": state.get("request_id"),
+                "trace_id": trace[0] if trace else None,
+                "method": scope["method"],
+                "path": scope["path"],
+                "route": template,
+                "status": status,
+                "duration_ms": round(elapsed * 1000, 3),
+                "program": getattr(principal, "program", None),
+                "key_id": getattr(principal, "key_id", None),
+            },
+        )
+
 
 def _json_like(scope: Scope) -> bool:
+    """JSON, or ``text/plain`` (SNS delivers its JSON envelopes with that type)."""
     content_type = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
     return content_type in ("application/json", "text/plain") or content_type.endswith("+json")

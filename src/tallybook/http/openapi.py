@@ -1,0 +1,214 @@
+"""The OpenAPI document and the docs pages, made for generated clients.
+
+- ``operationId`` is ``<tag>_<function name>`` (:func:`operation_id`): stable
+  across releases as long as the route keeps its name, unique because a
+  tag's routes live in one module, and a readable method name in a client.
+- Component names are the model class names. Where two modules define a
+  model of the same name (``CreditIn`` of the ledger and of the wallet), the
+  name is prefixed with the module's area (``WalletCreditIn``) instead of
+  pydantic's ``tallybook__http__routers__wallet_models__CreditIn``.
+- Every route guarded by :func:`tallybook.http.deps.require` states the
+  ``ApiKey`` bearer scheme (so ``/docs`` has an Authorize button) and the
+  scope it needs. This is documentation only: the dependency itself reads
+  the header, at no extra cost per request.
+- ``Idempotency-Key`` is ``required`` on the routes that refuse a request
+  without it (they take :data:`tallybook.http.deps.IdempotencyKey`) and
+  optional on the other POSTs, where the idempotency middleware honours it.
+- ``/docs`` (Swagger UI) and ``/redoc`` load their scripts and styles from
+  the app itself (``/docs-assets``, the files of the ``fastapi-offline``
+  package), so they work without a network.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
+
+from tallybook.http.models import ID_PATTERN
+
+SECURITY_SCHEME = "ApiKey"
+DOCS_ASSETS = "/docs-assets"
+#: marks a dependency made by :func:`tallybook.http.deps.require` with its scope
+SCOPE_ATTRIBUTE = "__tallybook_scope__"
+
+IDEMPOTENCY_PARAMETER: dict[str, Any] = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "Unique per logical request (1-128 of A-Z a-z 0-9 . _ : -): a replay "
+    "returns the original status and body, another body with the same key is a 409",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": ID_PATTERN},
+}
+
+_MANGLED = re.compile(r"^(?:[A-Za-z0-9_]+__)+(?P<module>[A-Za-z0-9_]+)__(?P<name>[A-Za-z0-9_]+)$")
+
+
+#: operationId -> the scope its route requires (recorded by :func:`operation_id`)
+_SCOPES: dict[str, str] = {}
+
+
+def operation_id(route: APIRoute) -> str:
+    """``<first tag>_<function name>``, e.g. ``ledger_post_transaction``.
+
+    FastAPI calls this once per route while building it, which is where the
+    scope the route requires is noted for the document's ``security``.
+    """
+    tag = str(route.tags[0]) if route.tags else "api"
+    name = f"{tag}_{route.name}"
+    scope = _route_scope(route)
+    if scope is not None:
+        _SCOPES[name] = scope
+    return name
+
+
+def _assets_dir() -> Path | None:
+    try:
+        import fastapi_offline
+    except ImportError:  # pragma: no cover - a server install always has it
+        return None
+    return Path(fastapi_offline.__file__).parent / "static"
+
+
+def install_docs(app: FastAPI) -> None:
+    """``/docs`` and ``/redoc`` served with assets from this app (no CDN)."""
+    assets = _assets_dir()
+    if assets is None or app.openapi_url is None:
+        return
+    app.mount(DOCS_ASSETS, StaticFiles(directory=assets), name="docs-assets")
+    openapi_url = app.openapi_url
+    title = app.title
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=openapi_url,
+            title=f"{title} - API docs",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+            swagger_ui_parameters={"persistAuthorization": True, "displayRequestDuration": True},
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc() -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url=openapi_url,
+            title=f"{title} - API reference",
+            redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Replace ``app.openapi`` with the post-processed document (built once)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = FastAPI.openapi(app)
+            _document_security(schema)
+            _document_idempotency(schema)
+            app.openapi_schema = _clean_schema_names(schema)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _route_scope(route: APIRoute) -> str | None:
+    """The scope of the ``require(...)`` dependency among the route's parameters."""
+    try:
+        hints = typing.get_type_hints(route.endpoint, include_extras=True)
+    except (NameError, TypeError):
+        hints = {}
+    markers: list[Any] = [m for h in hints.values() for m in getattr(h, "__metadata__", ())]
+    markers += [p.default for p in inspect.signature(route.endpoint).parameters.values()]
+    markers += list(getattr(route, "dependencies", None) or ())
+    for marker in markers:
+        scope = getattr(getattr(marker, "dependency", None), SCOPE_ATTRIBUTE, None)
+        if isinstance(scope, str):
+            return scope
+    return None
+
+
+def _document_security(schema: dict[str, Any]) -> None:
+    components = schema.setdefault("components", {})
+    components.setdefault("securitySchemes", {})[SECURITY_SCHEME] = {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "tb_<key id>_<secret>",
+        "description": "An API key of one program "
+        "(`tallybook keys create --program P --scopes read,write`). "
+        "Scopes: `read` (GET), `write` (POST and changes), `admin` (everything).",
+    }
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            scope = _SCOPES.get(str(operation.get("operationId")))
+            if scope is None:
+                continue
+            operation["security"] = [{SECURITY_SCHEME: []}]
+            note = f"Needs an API key with the `{scope}` scope (or `admin`)."
+            existing = operation.get("description")
+            operation["description"] = f"{existing}\n\n{note}" if existing else note
+
+
+def _document_idempotency(schema: dict[str, Any]) -> None:
+    """State the optional ``Idempotency-Key`` on every POST under ``/v1`` that
+    does not declare it, since the idempotency middleware honours it there."""
+    for path, operations in schema.get("paths", {}).items():
+        post = operations.get("post")
+        if not path.startswith("/v1/") or post is None:
+            continue
+        params = post.setdefault("parameters", [])
+        if not any(
+            p.get("in") == "header" and str(p.get("name", "")).lower() == "idempotency-key"
+            for p in params
+        ):
+            params.append(dict(IDEMPOTENCY_PARAMETER))
+
+
+def _clean_name(mangled: str) -> str:
+    match = _MANGLED.match(mangled)
+    if match is None:
+        return mangled
+    area = match.group("module").removesuffix("_models")
+    area = "ledger" if area == "models" else area
+    return "".join(part.capitalize() for part in area.split("_")) + match.group("name")
+
+
+def _clean_schema_names(schema: dict[str, Any]) -> dict[str, Any]:
+    """Rename pydantic's module-qualified component names (see the module doc)."""
+    components = schema.get("components", {}).get("schemas", {})
+    taken = set(components)
+    renames: dict[str, str] = {}
+    for name in sorted(components):
+        clean = _clean_name(name)
+        if clean != name and clean not in taken:
+            renames[name] = clean
+            taken.add(clean)
+    if not renames:
+        return schema
+    schema["components"]["schemas"] = {renames.get(k, k): v for k, v in components.items()}
+    prefix = "#/components/schemas/"
+    refs = {prefix + old: prefix + new for old, new in renames.items()}
+    result: dict[str, Any] = _rewrite_refs(schema, refs)
+    return result
+
+
+def _rewrite_refs(node: Any, refs: dict[str, str]) -> Any:
+    if isinstance(node, dict):
+        # "$ref" values and discriminator mappings name components the same way
+        return {k: _rewrite_refs(v, refs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_rewrite_refs(v, refs) for v in node]
+    if isinstance(node, str):
+        return refs.get(node, node)
+    return node

@@ -1,0 +1,85 @@
+"""The OpenAPI document is usable by generated clients; /docs and /redoc need no CDN."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Any
+
+import pytest
+
+sqlite_only = pytest.mark.parametrize("engine", ["sqlite"])
+
+
+def _operations(spec: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(path, m, op) for path, ops in spec["paths"].items() for m, op in ops.items()]
+
+
+@sqlite_only
+def test_operation_ids_are_stable_unique_and_readable(app_client) -> None:
+    spec = app_client.get("/openapi.json").json()
+    ids = [op["operationId"] for _, _, op in _operations(spec)]
+    assert Counter(ids).most_common(1)[0][1] == 1
+    assert all(re.fullmatch(r"[a-z]+_[a-z0-9_]+", i) for i in ids), ids
+    by_path = {(path, m): op["operationId"] for path, m, op in _operations(spec)}
+    assert by_path[("/v1/transactions", "post")] == "ledger_post_transaction"
+    assert by_path[("/v1/accounts/{account}/balances", "get")] == "ledger_get_balances"
+    assert by_path[("/healthz", "get")] == "system_healthz"
+
+
+@sqlite_only
+def test_schema_names_are_clean_and_every_ref_resolves(app_client) -> None:
+    spec = app_client.get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    assert all(re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", name) for name in schemas), list(schemas)
+    assert {"LedgerCreditIn", "LedgerDebitIn", "WalletCreditIn", "WalletDebitIn"} <= set(schemas)
+    text = json.dumps(spec)
+    for ref in set(re.findall(r'"#/components/schemas/([^"]+)"', text)):
+        assert ref in schemas, ref
+
+
+@sqlite_only
+def test_bearer_scheme_on_every_keyed_route(app_client) -> None:
+    spec = app_client.get("/openapi.json").json()
+    scheme = spec["components"]["securitySchemes"]["ApiKey"]
+    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
+    for path, method, op in _operations(spec):
+        if path.startswith("/v1/") and path != "/v1/events/sns":  # SNS: HTTP Basic password
+            assert op.get("security") == [{"ApiKey": []}], (method, path)
+            assert "scope" in op["description"], (method, path)
+
+
+@sqlite_only
+def test_idempotency_key_is_required_where_the_server_requires_it(
+    app_client, write_headers, open_account
+) -> None:
+    spec = app_client.get("/openapi.json").json()
+
+    def header(path: str) -> dict[str, Any]:
+        params = spec["paths"][path]["post"]["parameters"]
+        return next(p for p in params if p["name"] == "Idempotency-Key")
+
+    assert header("/v1/transactions")["required"] is True
+    assert header("/v1/transfers")["required"] is True
+    assert header("/v1/accounts")["required"] is False  # opening is idempotent by itself
+    open_account("alice")
+    body = {"type": "credit", "account": "alice", "fund": "points", "amount": 5}
+    r = app_client.post("/v1/transactions", json=body, headers=write_headers)
+    assert r.status_code == 422
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert r.json()["errors"][0]["loc"] == ["header", "Idempotency-Key"]
+
+
+@sqlite_only
+def test_docs_and_redoc_load_their_assets_from_the_app(app_client) -> None:
+    for page in ("/docs", "/redoc"):
+        html = app_client.get(page).text
+        sources = re.findall(r'(?:src|href)="([^"]+)"', html)
+        assert sources, page
+        assert all(s.startswith("/docs-assets/") for s in sources), sources
+        for source in sources:
+            asset = app_client.get(source)
+            assert asset.status_code == 200, source
+            assert len(asset.content) > 1000, source
+    assert "https://" not in app_client.get("/docs").text
