@@ -125,3 +125,25 @@ def test_a_client_cannot_take_a_derived_id(
     r = app_client.post("/v1/holds/ord-7/capture", headers=idem())
     assert r.status_code == 200, r.text
     assert r.json()["transaction"]["id"] == "ord-7:capture"
+
+
+def test_client_attributes_are_kept_apart_from_internal_state(
+    app_client: TestClient, idem: Callable[..., Headers], write_headers: Headers
+) -> None:
+    """Defect 6: client ``wallet``/``loyalty`` keys landed in the internal state map,
+    and the wallet's internal marks showed in ``GET /v1/accounts/{a}``."""
+    attributes = {"wallet": "blue", "loyalty": "none", "segment": "vip"}
+    r = app_client.post(
+        "/v1/accounts", json={"account": "alice", "attributes": attributes}, headers=idem()
+    )
+    assert r.status_code == 201, r.text
+    for path, body in (
+        ("/v1/accounts/alice/wallet/credits", {"fund": "cash", "amount": 100}),
+        ("/v1/accounts/alice/wallet/holds", {"amount": 40}),
+        ("/v1/accounts/alice/wallet/debits", {"amount": 10}),
+    ):
+        assert app_client.post(path, json=body, headers=idem()).status_code == 201
+    account = app_client.get("/v1/accounts/alice", headers=write_headers).json()
+    assert account["attributes"] == attributes
+    wallet = app_client.get("/v1/accounts/alice/wallet", headers=write_headers).json()
+    assert wallet["total_available"] == 50

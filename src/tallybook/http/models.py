@@ -127,7 +127,7 @@ class AccountOut(BaseModel):
             program=a.program,
             created_at=a.created_at,
             balances=[BalanceOut.of(b) for b in balances],
-            attributes=dict(a.attributes),
+            attributes=dict(a.client_attributes),
         )
 
 

@@ -16,10 +16,10 @@ from tallybook.domain.ids import check_fund, check_id
 from tallybook.domain.model import Account, Balance, Entry, Program
 from tallybook.errors import ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
-from tallybook.store.records.codec import account_from_item, entry_from_item, iso, to_us
 from tallybook.services.programs import ProgramService
 from tallybook.store import keys
 from tallybook.store.port import ItemStore, NotExists, Put, SortCondition, Value
+from tallybook.store.records.codec import account_from_item, entry_from_item, iso, to_us
 
 MAX_PAGE = 1000
 
@@ -45,7 +45,12 @@ class AccountService:
     def open(
         self, program_id: str, account_id: str, *, attributes: dict[str, Any] | None = None
     ) -> tuple[Account, bool]:
-        """Open an account with zero balances; returns (account, created)."""
+        """Open an account with zero balances; returns (account, created).
+
+        ``attributes`` are the client's own (``Account.client_attributes``), stored
+        apart from the state the services keep on the head (``Account.attributes``),
+        so a client key such as ``wallet`` or ``loyalty`` neither reaches nor shows it.
+        """
         program = self.programs.get(program_id)
         check_id(account_id, "account id")
         now = self.clock.now()
@@ -58,8 +63,10 @@ class AccountService:
             "funds": {
                 f.name: {"balance": 0, "held": 0, "seq": 0, "last_us": 0} for f in program.funds
             },
-            "attrs": cast(Value, attributes or {}),
+            "attrs": {},
         }
+        if attributes:  # the client's, apart from the services' state in ``attrs``
+            head["client_attrs"] = cast(Value, dict(attributes))
         directory = {
             **keys.directory(program_id, account_id).as_item(),
             "program": program_id,
