@@ -1,4 +1,5 @@
-"""``pip install tallybook`` (no extras) gives a working library without FastAPI.
+"""``pip install tallybook`` (no extras) gives a working library without FastAPI, and
+``tallybook[server]`` an HTTP app without the CLI.
 
 The wheel is built from a copy of the source and installed with ``pip install
 --no-deps`` into a fresh virtualenv; its one dependency, boto3, and boto3's own
@@ -7,11 +8,14 @@ file, nothing else), so the test needs no network for them (building the wheel
 fetches the build backend, setuptools, as any pip build does). In that virtualenv
 the library works on SQLite (and DynamoDB Local when configured), the scheduled
 Lambda handler runs, and the ``tallybook`` command says which extra to install.
+A second virtualenv gets the ``server`` extra's closure the same way and answers
+an API Gateway request through the Lambda handler.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 import shutil
@@ -22,27 +26,27 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 import tallybook
+
+from .test_http_api_event import http_api_event
 
 ROOT = Path(__file__).resolve().parents[2]
 DYNAMODB = os.environ.get("TALLYBOOK_TEST_DYNAMODB", "")
 SERVER_AND_CLI = ("fastapi", "uvicorn", "pydantic", "mangum", "jinja2", "typer", "rich")
 
 
-def _closure(name: str, seen: set[str] | None = None) -> set[str]:
-    """``name`` and every distribution it requires (extras left out)."""
-    seen = set() if seen is None else seen
-    key = name.lower().replace("_", "-")
-    if key in seen:
+def _closure(req: Requirement, seen: set[str], extra: str = "") -> set[str]:
+    """The distribution ``req`` names and every one it requires on this interpreter
+    (markers evaluated, extras of dependencies left out); ``seen`` collects them."""
+    key = canonicalize_name(req.name)
+    if (req.marker and not req.marker.evaluate({"extra": extra})) or key in seen:
         return seen
     seen.add(key)
-    for req in importlib.metadata.requires(name) or []:
-        if "extra ==" in req:
-            continue
-        match = re.match(r"[A-Za-z0-9._-]+", req)
-        assert match is not None
-        _closure(match.group(0), seen)
+    for sub in importlib.metadata.requires(req.name) or []:
+        _closure(Requirement(sub), seen)
     return seen
 
 
@@ -58,28 +62,46 @@ def _lend(dists: set[str], into: Path) -> None:
                 (into / top).symlink_to(base / top)
 
 
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+
+
 @pytest.fixture(scope="module")
-def base_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("base-install")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tallybook's wheel, built from a copy of the source (the tree is left alone)."""
+    tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "source"
     source.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__"))
-    wheels = tmp / "wheels"
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run(
-        [*pip, "wheel", "--no-deps", "--wheel-dir", str(wheels), str(source)],
+        [*PIP, "wheel", "--no-deps", "--wheel-dir", str(tmp / "wheels"), str(source)],
         check=True,
         capture_output=True,
         timeout=600,
     )
-    [wheel] = wheels.glob("tallybook-*.whl")
+    [built] = (tmp / "wheels").glob("tallybook-*.whl")
+    return built
+
+
+def _requires(wheel: Path, extra: str | None) -> list[Requirement]:
+    """The wheel's requirements for ``extra`` (None: the base dependencies)."""
+    with zipfile.ZipFile(wheel) as zf:
+        meta = zf.read(f"tallybook-{tallybook.__version__}.dist-info/METADATA").decode()
+    requires = [Requirement(r) for r in re.findall(r"^Requires-Dist: (.+)$", meta, re.M)]
+    if extra is None:
+        return [r for r in requires if "extra" not in str(r.marker or "")]
+    return [r for r in requires if f'extra == "{extra}"' in str(r.marker or "")]
+
+
+def _fresh_venv(tmp: Path, wheel: Path, extras: tuple[str, ...]) -> Path:
+    """A new virtualenv with the wheel (--no-deps) and the closure of its base
+    dependencies and ``extras`` lent from this environment."""
     env_dir = tmp / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
     subprocess.run(
-        [*pip, "--python", str(python), "install", "--no-deps", str(wheel)],
+        [*PIP, "--python", str(python), "install", "--no-deps", str(wheel)],
         check=True,
         capture_output=True,
         timeout=300,
@@ -90,10 +112,25 @@ def base_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         text=True,
     ).stdout.strip()
-    lent = tmp / "lent"
-    _lend(_closure("boto3"), lent)
-    (Path(purelib) / "lent_base_deps.pth").write_text(f"{lent}\n")
+    dists: set[str] = set()
+    for req in _requires(wheel, None):
+        _closure(req, dists)
+    for extra in extras:
+        for req in _requires(wheel, extra):
+            _closure(req, dists, extra)
+    _lend(dists, tmp / "lent")
+    (Path(purelib) / "lent_deps.pth").write_text(f"{tmp / 'lent'}\n")
     return env_dir
+
+
+@pytest.fixture(scope="module")
+def base_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
+    return _fresh_venv(tmp_path_factory.mktemp("base-install"), wheel, ())
+
+
+@pytest.fixture(scope="module")
+def server_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
+    return _fresh_venv(tmp_path_factory.mktemp("server-install"), wheel, ("server",))
 
 
 def _run(env_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -106,16 +143,13 @@ def _run(env_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[st
     )
 
 
-def test_the_wheel_requires_boto3_only_and_puts_the_rest_in_extras(base_venv: Path) -> None:
-    [wheel] = base_venv.parent.joinpath("wheels").glob("tallybook-*.whl")
+def test_the_wheel_requires_boto3_only_and_puts_the_rest_in_extras(wheel: Path) -> None:
+    assert [str(r) for r in _requires(wheel, None)] == ["boto3>=1.34"]
+    server = {r.name for r in _requires(wheel, "server")}
+    assert {"fastapi", "uvicorn", "mangum", "jinja2"} <= server
+    assert {r.name for r in _requires(wheel, "cli")} == {"typer", "rich"}
     with zipfile.ZipFile(wheel) as zf:
         meta = zf.read(f"tallybook-{tallybook.__version__}.dist-info/METADATA").decode()
-    requires = re.findall(r"^Requires-Dist: (.+)$", meta, re.M)
-    assert [r for r in requires if "extra ==" not in r] == ["boto3>=1.34"]
-    server = {r.split(">")[0] for r in requires if 'extra == "server"' in r}
-    cli = {r.split(">")[0] for r in requires if 'extra == "cli"' in r}
-    assert {"fastapi", "uvicorn", "mangum", "jinja2"} <= server
-    assert cli == {"typer", "rich"}
     assert f"Version: {tallybook.__version__}" in meta
     assert "License-Expression: Apache-2.0" in meta
 
@@ -173,3 +207,26 @@ def test_the_command_names_the_extra_to_install(base_venv: Path, tmp_path: Path)
         "error: this needs tallybook's cli extra (typer, rich not installed): "
         "pip install 'tallybook[cli]'"
     )
+
+
+SERVER_RUN = """
+import importlib.util, json, os
+for name in ("typer", "rich", "httpx", "pytest"):
+    assert importlib.util.find_spec(name) is None, name
+os.environ["TALLYBOOK_STORE"] = "sqlite:///server.db"
+from tallybook import Ledger
+from tallybook.lambda_handler import handler
+Ledger.open().programs.create("shop")
+event = json.loads({event!r})
+response = handler(event, None)
+assert response["statusCode"] == 200, response
+print(json.loads(response["body"])["status"])
+"""
+
+
+def test_the_server_extra_serves_http_without_the_cli(server_venv: Path, tmp_path: Path) -> None:
+    event = json.dumps(http_api_event("GET", "/healthz", {}))
+    code = SERVER_RUN.format(event=event)
+    result = _run(server_venv, str(server_venv / "bin" / "python"), "-c", code, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
