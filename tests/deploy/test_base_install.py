@@ -230,3 +230,20 @@ def test_the_server_extra_serves_http_without_the_cli(server_venv: Path, tmp_pat
     result = _run(server_venv, str(server_venv / "bin" / "python"), "-c", code, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+@pytest.fixture(scope="module")
+def cli_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
+    return _fresh_venv(tmp_path_factory.mktemp("cli-install"), wheel, ("cli",))
+
+
+def test_the_cli_extra_works_and_serve_names_the_server_extra(
+    cli_venv: Path, tmp_path: Path
+) -> None:
+    command = str(cli_venv / "bin" / "tallybook")
+    created = _run(cli_venv, command, "program", "create", "shop", cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    served = _run(cli_venv, command, "serve", "--port", "0", cwd=tmp_path)
+    assert served.returncode == 1
+    assert "pip install 'tallybook[server]'" in served.stderr
+    assert "Traceback" not in served.stderr
