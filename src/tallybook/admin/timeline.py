@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -53,15 +54,16 @@ class TimelinePage:
 
 
 def _encode(positions: dict[str, str | None]) -> str:
+    """Compressed: the funds' cursors repeat the account's partition key."""
     raw = json.dumps(positions, separators=(",", ":"), sort_keys=True).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
 
 
 def _decode(cursor: str, funds: Sequence[str]) -> dict[str, str | None]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        value = json.loads(raw)
-    except (binascii.Error, ValueError):
+        value = json.loads(zlib.decompress(raw))
+    except (binascii.Error, ValueError, zlib.error):
         raise ValidationError(
             "the timeline cursor is not valid; start from the first page"
         ) from None

@@ -73,7 +73,7 @@ def account_page(
     until: Annotated[str, Query(max_length=10)] = "",
     order: Literal["newest", "oldest"] = "newest",
     limit: Annotated[int, Query(ge=1, le=100)] = 25,
-    cursor: Annotated[str | None, Query(max_length=2000)] = None,
+    cursor: Annotated[str | None, Query(max_length=4000)] = None,
     ncursor: Annotated[str | None, Query(max_length=2000)] = None,
 ) -> Response:
     ledger = ledger_of(request)
