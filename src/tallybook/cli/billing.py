@@ -27,7 +27,7 @@ def configure(
     program: ProgramOption,
     bucket_minutes: Annotated[
         int | None,
-        typer.Option(help="Time bucket of records in minutes (fixed once billing starts)."),
+        typer.Option(help="Time bucket of records in minutes (fixed by the first record)."),
     ] = None,
     grace_minutes: Annotated[
         int | None, typer.Option(help="Wait after a window ends before reporting it.")
@@ -36,13 +36,16 @@ def configure(
         datetime | None,
         typer.Option(
             formats=["%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d"],
-            help="Start of the first report window, UTC (only before billing starts).",
+            help="Start of the first report window, UTC (fixed by the first record).",
         ),
     ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show or change the program's billing settings and report checkpoints.
+
+    With no option it only shows them (nothing is stored). Bucket size and start
+    may change until the first billing record or report run fixes them.
 
     Example: tallybook billing configure -p shop --bucket-minutes 15 --grace-minutes 10
     """

@@ -61,7 +61,14 @@ from tallybook.services.billing_rows import (
     record_actions,
     record_from_item,
 )
-from tallybook.services.billing_state import BillingState, create_state, read_state
+from tallybook.services.billing_state import (
+    BillingState,
+    create_state,
+    default_state,
+    fix,
+    read_state,
+    reset_unfixed,
+)
 from tallybook.store import keys
 from tallybook.store.port import Action, Set, Value
 
@@ -122,21 +129,35 @@ class BillingService:
         grace_minutes: int | None = None,
         start: datetime | None = None,
     ) -> BillingState:
-        """Set the bucket size (only before billing state exists), the grace window
-        and where reporting starts (the first window; also only at first)."""
+        """Set the bucket size and where reporting starts (the first window) until the
+        first billing record or report run fixes them; the grace window at any time.
+        With no option it only reads: nothing is stored, nothing is fixed."""
         self.ledger.programs.get(program)
         bucket = None if bucket_minutes is None else check_bucket_seconds(bucket_minutes * 60)
         grace = check_grace_seconds(grace_minutes * 60) if grace_minutes is not None else None
+        first = epoch(check_time(start, "start")) if start else None
         current = self._read_state(program)
-        if current is None:
+        if bucket is None and grace is None and first is None:
+            return current if current is not None else self.state(program)
+        if current is None or not current.fixed:
+            settled = current.config if current is not None else BillingConfig()
             config = BillingConfig(
-                bucket or BillingConfig().bucket_seconds,
-                grace if grace is not None else BillingConfig().grace_seconds,
+                bucket or settled.bucket_seconds,
+                grace if grace is not None else settled.grace_seconds,
             )
-            first = epoch(check_time(start, "start")) if start else None
             if first is not None and first % config.bucket_seconds:
                 raise ValidationError("start must fall on a bucket boundary")
-            current = self._create_state(program, config, first)
+            if first is None and current is not None and current.start % config.bucket_seconds == 0:
+                first = current.start
+            now = self.clock.now()
+            if current is None:
+                current = create_state(self.store, program, config, first, now, fixed=False)
+            elif reset_unfixed(self.store, program, default_state(config, first, now)):
+                current = self.state(program)
+            else:
+                current = self.fixed_state(program)  # fixed meanwhile: the checks below apply
+            if not current.fixed:
+                return current
         if bucket and bucket != current.config.bucket_seconds:
             raise InvalidState(
                 "the bucket size is fixed once billing has started "
@@ -150,26 +171,43 @@ class BillingService:
         return current
 
     def state(self, program: str) -> BillingState:
-        """The billing state row (created with defaults on first use)."""
+        """The billing state row, or the defaults it would get (a read stores nothing)."""
         self.ledger.programs.get(program)
         found = self._read_state(program)
-        return found if found is not None else self._create_state(program, BillingConfig(), None)
+        return (
+            found if found is not None else default_state(BillingConfig(), None, self.clock.now())
+        )
 
-    def _read_state(self, program: str) -> BillingState | None:
-        found = read_state(self.store, program)
-        if found is not None:
-            self._buckets[program] = found.config.bucket_seconds
-        return found
-
-    def _create_state(self, program: str, config: BillingConfig, start: int | None) -> BillingState:
-        found = create_state(self.store, program, config, start, self.clock.now())
+    def fixed_state(self, program: str) -> BillingState:
+        """The state with bucket size and start fixed, as the first record or report
+        run leaves it: created with the defaults, or the configured row fixed."""
+        self.ledger.programs.get(program)
+        found = self._read_state(program)
+        if found is None:
+            found = create_state(self.store, program, BillingConfig(), None, self.clock.now())
+        elif not found.fixed:
+            fix(self.store, program)
+            found = self._read_state(program)
+        assert found is not None
         self._buckets[program] = found.config.bucket_seconds
         return found
 
+    def _read_state(self, program: str) -> BillingState | None:
+        found = read_state(self.store, program)
+        if found is not None and found.fixed:
+            self._buckets[program] = found.config.bucket_seconds
+        return found
+
     def bucket_seconds(self, program: str) -> int:
-        """Fixed per program once set, so it is cached for the process's life."""
+        """The bucket size: cached for the process's life once fixed (it never changes)."""
+        if program in self._buckets:
+            return self._buckets[program]
+        return self.state(program).config.bucket_seconds
+
+    def _fixed_bucket(self, program: str) -> int:
+        """The bucket size for filing a record: fixes the settings if not yet fixed."""
         if program not in self._buckets:
-            self.state(program)
+            self.fixed_state(program)
         return self._buckets[program]
 
     # -- ingestion ----------------------------------------------------------------
@@ -199,7 +237,7 @@ class BillingService:
         return self.ingest_draft(program, draft)
 
     def ingest_draft(self, program: str, draft: RecordDraft) -> BillingRecord:
-        size = self.bucket_seconds(program)
+        size = self._fixed_bucket(program)
         now = self.clock.now()
         self._check_not_future(draft, now)
         target = bucket_start(epoch(draft.time), size)
@@ -229,7 +267,7 @@ class BillingService:
         failed to parse, given as the error) is reported in ``errors`` with its
         number and does not stop the rest."""
         summary = IngestSummary()
-        size = self.bucket_seconds(program)
+        size = self._fixed_bucket(program)
         batch: list[tuple[int, RecordDraft]] = []
 
         def flush() -> None:

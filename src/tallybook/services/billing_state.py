@@ -3,7 +3,12 @@
 It holds the settings (bucket size, grace window), where reporting starts and,
 per report kind, the checkpoint (end of the last reported window) and the
 closed mark (end of the window being reported: records no longer enter
-buckets before it). Created on first use; the bucket size is fixed from then on.
+buckets before it).
+
+Reading stores nothing. ``billing configure`` stores the row *unfixed*
+(attribute ``unfixed``): bucket size and start may still change. The first
+billing record or report run fixes the row (or creates it fixed, with the
+defaults); from then on bucket size and start never change.
 """
 
 from __future__ import annotations
@@ -17,7 +22,10 @@ from tallybook.domain.billing import BillingConfig, bucket_start, epoch
 from tallybook.domain.reports import ALL_KINDS
 from tallybook.errors import ConditionFailed
 from tallybook.store import keys
-from tallybook.store.port import Item, ItemStore, NotExists
+from tallybook.store.port import Exists, Item, ItemStore, NotExists, Remove, Set, Value
+
+#: marks a row whose bucket size and start may still change (no record, no report yet)
+UNFIXED = "unfixed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +36,8 @@ class BillingState:
     start: int
     checkpoints: dict[str, int]
     closed: dict[str, int]
+    #: settled by the first record or report run: bucket size and start are final
+    fixed: bool = True
 
 
 def read_state(store: ItemStore, program: str) -> BillingState | None:
@@ -40,26 +50,61 @@ def read_state(store: ItemStore, program: str) -> BillingState | None:
         start=cast(int, item["start"]),
         checkpoints={k: cast(int, item[f"ckpt_{k}"]) for k in ALL_KINDS},
         closed={k: cast(int, item[f"closed_{k}"]) for k in ALL_KINDS},
+        fixed=UNFIXED not in item,
     )
 
 
+def default_state(config: BillingConfig, start: int | None, now: datetime) -> BillingState:
+    """What the row would hold if created now (a read shows it, and stores nothing)."""
+    first = start if start is not None else bucket_start(epoch(now), config.bucket_seconds)
+    marks: dict[str, int] = {str(k): first for k in ALL_KINDS}
+    return BillingState(config, first, dict(marks), dict(marks), fixed=False)
+
+
 def create_state(
-    store: ItemStore, program: str, config: BillingConfig, start: int | None, now: datetime
+    store: ItemStore,
+    program: str,
+    config: BillingConfig,
+    start: int | None,
+    now: datetime,
+    *,
+    fixed: bool = True,
 ) -> BillingState:
     """Create the row unless another writer did first; returns the row as stored."""
-    first = start if start is not None else bucket_start(epoch(now), config.bucket_seconds)
-    item: Item = {
-        **keys.billing_state(program).as_item(),
-        "program": program,
-        "bucket_seconds": config.bucket_seconds,
-        "grace_seconds": config.grace_seconds,
-        "start": first,
-    }
-    for kind in ALL_KINDS:
-        item[f"ckpt_{kind}"] = first
-        item[f"closed_{kind}"] = first
+    item: Item = {**keys.billing_state(program).as_item(), "program": program}
+    item.update(_settings(default_state(config, start, now)))
+    if not fixed:
+        item[UNFIXED] = True
     with contextlib.suppress(ConditionFailed):
         store.put(item, NotExists("pk"))
     found = read_state(store, program)
     assert found is not None
     return found
+
+
+def reset_unfixed(store: ItemStore, program: str, state: BillingState) -> bool:
+    """Replace an unfixed row's settings; False once the row has been fixed."""
+    updates = [Set(k, v) for k, v in _settings(state).items()]
+    try:
+        store.update(keys.billing_state(program), updates, Exists(UNFIXED))
+    except ConditionFailed:
+        return False
+    return True
+
+
+def fix(store: ItemStore, program: str) -> None:
+    """Settle an unfixed row's bucket size and start (a no-op once fixed)."""
+    with contextlib.suppress(ConditionFailed):
+        store.update(keys.billing_state(program), [Remove(UNFIXED)], Exists(UNFIXED))
+
+
+def _settings(state: BillingState) -> dict[str, Value]:
+    out: dict[str, Value] = {
+        "bucket_seconds": state.config.bucket_seconds,
+        "grace_seconds": state.config.grace_seconds,
+        "start": state.start,
+    }
+    for kind in ALL_KINDS:
+        out[f"ckpt_{kind}"] = state.checkpoints[kind]
+        out[f"closed_{kind}"] = state.closed[kind]
+    return out

@@ -106,7 +106,7 @@ class ReportService:
         """Report every due window since each kind's checkpoint; returns what was written."""
         seconds = parse_interval(interval)
         chosen = [check_kind(k) for k in kinds]
-        state = self.billing.state(program)
+        state = self.billing.fixed_state(program)  # a report run fixes the settings
         if ReportKind.BILLING in chosen:
             check_interval(seconds, state.config.bucket_seconds)
         elif seconds % 60:
