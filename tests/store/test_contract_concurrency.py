@@ -12,14 +12,14 @@ from tallybook.errors import ConditionFailed, TransactionConflict
 from tallybook.store.port import (
     Add,
     Compare,
+    Exists,
     ItemStore,
     NotExists,
     Set,
     SortCondition,
     Update,
 )
-
-from .helpers import PK, item, key
+from tallybook.store.testing.helpers import PK, item, key
 
 THREADS = 8
 
@@ -132,9 +132,28 @@ def test_metrics_count_requests_and_reset(store: ItemStore) -> None:
     with contextlib.suppress(ConditionFailed):
         store.put(item("m", n=0), NotExists("pk"))
     assert store.metrics.requests > before  # a refused write is still a request
+    assert sum(s.failed for s in store.metrics.snapshot().values()) == 1
     assert store.metrics.snapshot()
     store.metrics.reset()
     assert store.metrics.requests == 0
     assert store.metrics.snapshot() == {}
     store.get(key("m"))
     assert store.metrics.requests >= 1
+
+
+def test_single_writes_are_counted_as_what_was_sent(engine: str, store: ItemStore) -> None:
+    """DynamoDB sends one action without a token as PutItem, UpdateItem or
+    DeleteItem and counts it so; SQLite runs every write as one transaction."""
+    store.metrics.reset()
+    store.put(item("w", n=1))
+    store.update(key("w"), [Add("n", 1)])
+    store.delete(key("w"))
+    with contextlib.suppress(ConditionFailed):
+        store.delete(key("w"), Exists("pk"))
+    ops = store.metrics.snapshot()
+    if engine == "dynamodb":
+        assert (ops["put"].requests, ops["update"].requests, ops["delete"].requests) == (1, 1, 2)
+        assert ops["delete"].failed == 1
+        assert "transact_write" not in ops
+    else:
+        assert (ops["transact_write"].requests, ops["transact_write"].failed) == (4, 1)

@@ -330,14 +330,15 @@ class DynamoStore(DynamoConnection):
             call = self.client.update_item
         else:
             call = self.client.delete_item
+        operation = kind.lower()  # counted as what was sent: put, update or delete
         # without a token a request of unknown outcome is not sent again
         self._send(
-            "transact_write",
+            operation,
             call,
             {**body, "ReturnConsumedCapacity": "TOTAL"},
             idempotent=False,
         )
-        self._charge("transact_write", self.meter.write([action], transactional=False))
+        self._charge(operation, self.meter.write([action], transactional=False))
 
     def _diagnose(self, actions: Sequence[Action], reasons: Sequence[str | None], now: int) -> bool:
         """Explain a cancellation that may come from an update's own guards.
@@ -389,6 +390,6 @@ class DynamoStore(DynamoConnection):
         }
         params.update(expr.params())
         with contextlib.suppress(ConditionFailed):  # replaced or removed meanwhile
-            self._send("transact_write", self.client.delete_item, params)
+            self._send("delete", self.client.delete_item, params)
             price = self.meter.write([Delete(key)], transactional=False)
             self._charge("transact_write", price)

@@ -22,7 +22,13 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from tallybook.errors import ConfigError, StoreUnavailable, Throttled, TransactionConflict
+from tallybook.errors import (
+    ConfigError,
+    StoreUnavailable,
+    TallybookError,
+    Throttled,
+    TransactionConflict,
+)
 from tallybook.store.dynamodb_errors import (
     MAX_ATTEMPTS,
     NOT_SENT,
@@ -127,6 +133,8 @@ class DynamoConnection(ItemStore):
                 stats.conflicts += 1
             elif kind == "throttle":
                 stats.throttles += 1
+            elif kind == "failed":
+                stats.failed += 1
 
     # -- requests -----------------------------------------------------------
 
@@ -144,8 +152,23 @@ class DynamoConnection(ItemStore):
         """Send one request, retrying what may be retried; errors become port errors.
 
         ``idempotent`` says whether a request whose outcome is unknown (timeout,
-        dropped connection, 5xx) may be sent again.
+        dropped connection, 5xx) may be sent again. Every attempt counts as a
+        request; a call that ends in an error (a failed condition included)
+        also counts as ``failed``.
         """
+        try:
+            return self._attempts(operation, call, params, idempotent)
+        except TallybookError:
+            self._count(operation, kind="failed")
+            raise
+
+    def _attempts(
+        self,
+        operation: str,
+        call: Callable[..., Any],
+        params: Mapping[str, Any],
+        idempotent: bool,
+    ) -> dict[str, Any]:
         last: RetryableError | None = None
         for attempt in range(MAX_ATTEMPTS):
             if attempt:

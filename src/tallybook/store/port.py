@@ -277,6 +277,8 @@ class OperationStats:
     retries: int = 0
     conflicts: int = 0
     throttles: int = 0
+    #: calls that ended in an error (a failed condition, a refusal, unavailable)
+    failed: int = 0
     priced_read_units: float = 0.0
     priced_write_units: float = 0.0
     priced_index_write_units: float = 0.0

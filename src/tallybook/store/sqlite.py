@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tallybook.errors import StoreUnavailable, StoreValidationError, Throttled
+from tallybook.errors import StoreUnavailable, StoreValidationError, TallybookError, Throttled
 from tallybook.store.checks import (
     check_actions,
     check_batch_write,
@@ -273,8 +273,12 @@ class SqliteStore(ItemStore):
         check_actions(actions)
         self.metrics.record("transact_write")
         conn = self._conn()
-        with self._writer:
-            _write_transaction(conn, lambda: self._apply(conn, actions))
+        try:
+            with self._writer:
+                _write_transaction(conn, lambda: self._apply(conn, actions))
+        except TallybookError:
+            self.metrics.stat("transact_write").failed += 1
+            raise
 
     def _apply(self, conn: sqlite3.Connection, actions: Sequence[Action]) -> None:
         keys = [action_key(action) for action in actions]
