@@ -273,14 +273,21 @@ class SqliteStore(ItemStore):
         check_actions(actions)
         self.metrics.record("transact_write")
         conn = self._conn()
+        # encoded before taking the writer lock: other processes wait less
+        encoded = [_row(a.item) if isinstance(a, Put) else None for a in actions]
         try:
             with self._writer:
-                _write_transaction(conn, lambda: self._apply(conn, actions))
+                _write_transaction(conn, lambda: self._apply(conn, actions, encoded))
         except TallybookError:
             self.metrics.stat("transact_write").failed += 1
             raise
 
-    def _apply(self, conn: sqlite3.Connection, actions: Sequence[Action]) -> None:
+    def _apply(
+        self,
+        conn: sqlite3.Connection,
+        actions: Sequence[Action],
+        encoded: Sequence[tuple[Any, ...] | None],
+    ) -> None:
         keys = [action_key(action) for action in actions]
         bodies = self._read_bodies(conn, keys)
         current: list[Item | None] = []
@@ -304,9 +311,9 @@ class SqliteStore(ItemStore):
             raise cancelled(reasons)
         rows: list[tuple[Any, ...]] = []
         deletes: list[tuple[str, str]] = []
-        for action, item, bound in zip(actions, current, bounds, strict=True):
+        for action, item, bound, row in zip(actions, current, bounds, encoded, strict=True):
             if isinstance(action, Put):
-                rows.append(_row(action.item))
+                rows.append(row if row is not None else _row(action.item))
             elif isinstance(action, Update):
                 new = apply_updates(item, action.key, action.updates)
                 check_updated(new, action.updates, bound)
