@@ -184,3 +184,32 @@ def test_sns_takes_the_key_as_basic_password(
     assert app_client.post("/v1/events/sns", content=sns("b-2"), headers=garbled).status_code == 401
     reader = app_client.post("/v1/events/sns", content=sns("b-2"), headers=basic(mint_key("read")))
     assert reader.status_code == 403
+
+
+def test_delivery_status_is_the_same_in_every_answer(
+    app_client: TestClient,
+    write_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., Any],
+) -> None:
+    """Issue 17 defect 8: the add said ``delivered``, the list and the first dismissal
+    said ``delivery: null``, the single read said ``delivered``."""
+    open_account("alice")
+    r = app_client.post(URL, json={"type": "LowBalance"}, headers=idem(write_headers))
+    assert r.status_code == 201, r.text
+    added = r.json()
+    assert added["delivery"] == "delivered"
+    assert added["delivered_at"] is not None
+    facts = {"delivery": added["delivery"], "delivered_at": added["delivered_at"]}
+
+    def seen(n: dict[str, Any]) -> dict[str, Any]:
+        return {"delivery": n["delivery"], "delivered_at": n["delivered_at"]}
+
+    listed = app_client.get(URL, headers=write_headers).json()["notifications"]
+    assert [seen(n) for n in listed] == [facts]
+    one = app_client.get(f"{URL}/{added['id']}", headers=write_headers).json()
+    assert seen(one) == facts
+    dismissed = app_client.delete(f"{URL}/{added['id']}", headers=write_headers).json()
+    assert seen(dismissed) == facts
+    history = app_client.get(f"{URL}/history", headers=write_headers).json()["notifications"]
+    assert [seen(n) for n in history] == [facts]

@@ -12,6 +12,7 @@ the history row.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 from dataclasses import replace
@@ -36,10 +37,20 @@ from tallybook.errors import (
     TransactionConflict,
 )
 from tallybook.services import notification_items as items
-from tallybook.store.records.codec import from_us, iso, to_us
 from tallybook.services.notification_dismiss import active_key, mark
 from tallybook.store import keys
-from tallybook.store.port import Action, Compare, Delete, Exists, Item, NotExists, Put, Set
+from tallybook.store.port import (
+    Action,
+    Compare,
+    Delete,
+    Exists,
+    Item,
+    NotExists,
+    Put,
+    Set,
+    Update,
+)
+from tallybook.store.records.codec import from_us, iso, to_us
 
 if TYPE_CHECKING:
     from tallybook.services.notifications import NotificationService
@@ -181,10 +192,21 @@ def deliver(service: NotificationService, n: Notification, created_us: int) -> N
     sets: list[Set] = [Set("delivery", outcome), Set("delivered_at", iso(at))]
     if error:
         sets.append(Set("delivery_error", error))
+    history = items.history_key(n, created_us)
+    active = keys.notification_active(n.program, n.account, n.type)
     try:
-        service.store.update(items.history_key(n, created_us), sets, Exists("pk"))
+        # the active row and the history row carry the same outcome, written together,
+        # so every answer (list, get, dismiss, admin page) tells the same thing
+        service.store.transact_write(
+            [
+                Update(history, tuple(sets), Exists("pk")),
+                Update(active, tuple(sets), Compare("id", "=", n.id)),
+            ]
+        )
     except ConditionFailed:
-        pass  # its history row is already past retention
+        # superseded or dismissed meanwhile (or past retention): the history row alone
+        with contextlib.suppress(ConditionFailed):
+            service.store.update(history, sets, Exists("pk"))
     except TallybookError as exc:
         log.warning("could not record the delivery of %s: %s", n.id, exc)
     return replace(n, delivery=outcome, delivered_at=at, delivery_error=error)
