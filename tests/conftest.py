@@ -3,6 +3,8 @@
 ``store`` is parametrised over both engines: SQLite (a temp file) always, and
 DynamoDB when ``TALLYBOOK_TEST_DYNAMODB`` names an endpoint (``.ci/run`` starts
 DynamoDB Local and sets it). Each DynamoDB test gets a fresh table.
+:func:`make_store` also makes the in-memory engine (``"memory"``) for the
+tests that override ``engine`` to run on it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ def make_store(engine: str, tmp_path: Path) -> ItemStore:
         from tallybook.store.sqlite import SqliteStore
 
         return SqliteStore(tmp_path / "tallybook.db")
+    if engine == "memory":
+        from tallybook.store.memory import MemoryStore
+
+        return MemoryStore()
     if not DYNAMODB_ENDPOINT:
         pytest.skip("DynamoDB Local not configured (set TALLYBOOK_TEST_DYNAMODB)")
     return _dynamodb_store()

@@ -6,8 +6,7 @@ import pytest
 
 from tallybook.store.lagging import LaggingStore
 from tallybook.store.port import Delete, ItemStore, Put, Set, Update
-
-from .helpers import PK, item, key, sks
+from tallybook.store.testing.helpers import PK, item, key, sks
 
 
 def _indexed(sk: str, part: str = "G", order: str = "1", **attrs: object) -> dict[str, object]:

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from tallybook.errors import ConfigError
-from tallybook.store.url import DEFAULT_STORE_URL, StoreUrl, parse_store_url, resolve_store_url
+from tallybook.store.memory import MemoryStore
+from tallybook.store.port import Key
+from tallybook.store.url import (
+    DEFAULT_STORE_URL,
+    StoreUrl,
+    open_store,
+    parse_store_url,
+    resolve_store_url,
+)
 
 
 @pytest.mark.parametrize(
@@ -24,6 +32,8 @@ from tallybook.store.url import DEFAULT_STORE_URL, StoreUrl, parse_store_url, re
                 "dynamodb", table="ledger", region="us-east-1", endpoint="http://127.0.0.1:8000"
             ),
         ),
+        ("memory://", StoreUrl("memory")),
+        ("memory://scratch", StoreUrl("memory", table="scratch")),
     ],
 )
 def test_accepted_forms(url: str, parsed: StoreUrl) -> None:
@@ -41,6 +51,8 @@ def test_accepted_forms(url: str, parsed: StoreUrl) -> None:
         "dynamodb:///path",
         "dynamodb://ledger?regoin=eu-west-1",
         "http://[::1",
+        "memory://x/path",
+        "memory://x?persist=1",
     ],
 )
 def test_a_bad_url_names_the_accepted_forms(url: str) -> None:
@@ -48,6 +60,7 @@ def test_a_bad_url_names_the_accepted_forms(url: str) -> None:
         parse_store_url(url)
     assert "sqlite:///PATH.db" in caught.value.message
     assert "dynamodb://TABLE?region=" in caught.value.message
+    assert "memory://NAME (tests and experiments only" in caught.value.message
     assert caught.value.exit_code == 2
 
 
@@ -57,3 +70,15 @@ def test_default_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TALLYBOOK_STORE", "dynamodb://t?region=eu-west-1")
     assert resolve_store_url(None) == "dynamodb://t?region=eu-west-1"
     assert resolve_store_url("sqlite:///x.db") == "sqlite:///x.db"
+
+
+def test_a_memory_url_opens_the_same_store_within_the_process() -> None:
+    first = open_store("memory://url-test")
+    assert isinstance(first, MemoryStore)
+    first.put({"pk": "p", "sk": "s", "n": 1})
+    again = open_store("memory://url-test")
+    assert again is first
+    assert again.get(Key("p", "s")) == {"pk": "p", "sk": "s", "n": 1}
+    assert open_store("memory://other").get(Key("p", "s")) is None
+    assert first.describe() == "memory://url-test"
+    assert "lost when it exits" in first.durability()

@@ -1,4 +1,9 @@
-"""Store URLs: ``sqlite:///path.db`` or ``dynamodb://TABLE?region=..&endpoint=..``."""
+"""Store URLs: ``sqlite:///path.db`` or ``dynamodb://TABLE?region=..&endpoint=..``.
+
+``memory://NAME`` opens the in-memory engine (:mod:`tallybook.store.memory`),
+for tests and experiments only: its data is lost when the process exits. The
+same NAME opens the same store again within one process.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +19,8 @@ STORE_ENV = "TALLYBOOK_STORE"
 ACCEPTED_FORMS = (
     "sqlite:///PATH.db (relative) or sqlite:////abs/PATH.db "
     "(option: ?synchronous=full|normal), "
-    "or dynamodb://TABLE?region=REGION&endpoint=http://127.0.0.1:8000"
+    "or dynamodb://TABLE?region=REGION&endpoint=http://127.0.0.1:8000, "
+    "or memory://NAME (tests and experiments only: the data is lost on exit)"
 )
 
 
@@ -63,6 +69,10 @@ def parse_store_url(url: str) -> StoreUrl:
         region = query.get("region", [None])[0]
         endpoint = query.get("endpoint", [None])[0]
         return StoreUrl("dynamodb", table=table, region=region, endpoint=endpoint)
+    if parts.scheme == "memory":
+        if parts.path not in ("", "/") or parts.query:
+            raise ConfigError(f"bad store URL {url!r}; accepted: {ACCEPTED_FORMS}")
+        return StoreUrl("memory", table=parts.netloc)
     raise ConfigError(f"bad store URL {url!r}; accepted: {ACCEPTED_FORMS}")
 
 
@@ -82,6 +92,10 @@ def open_store(url: str | None = None) -> ItemStore:
         from tallybook.store.sqlite import DEFAULT_SYNCHRONOUS, SqliteStore
 
         return SqliteStore(parsed.path, synchronous=parsed.synchronous or DEFAULT_SYNCHRONOUS)
+    if parsed.engine == "memory":
+        from tallybook.store.memory import open_memory_store
+
+        return open_memory_store(parsed.table)
     from tallybook.store.dynamodb import DynamoStore
 
     return DynamoStore(parsed.table, region=parsed.region, endpoint=parsed.endpoint)

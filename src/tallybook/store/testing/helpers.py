@@ -1,8 +1,9 @@
-"""Small helpers shared by the storage-port contract suite."""
+"""Small helpers shared by the storage-port contract suite (and tests of wrappers)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import pytest
 
@@ -19,6 +20,11 @@ def key(sk: str, pk: str = PK) -> Key:
 
 def item(sk: str, pk: str = PK, **attrs: Value) -> Item:
     return {"pk": pk, "sk": sk, **attrs}
+
+
+def refused(value: object) -> Value:
+    """A value the port refuses (a float, say), typed as one so the call type-checks."""
+    return cast("Value", value)
 
 
 def past_ttl() -> int:
@@ -61,12 +67,12 @@ def pages(
 
 
 def condition_failed(
-    action: Callable[[], object], *, index: int, reasons: list[str | None]
+    action: Callable[[], object], *, index: int, reasons: Sequence[str | None]
 ) -> ConditionFailed:
     """Run ``action``, which must raise ConditionFailed with exactly these details."""
     with pytest.raises(ConditionFailed) as info:
         action()
     exc = info.value
     assert exc.index == index
-    assert exc.reasons == reasons
+    assert exc.reasons == list(reasons)
     return exc

@@ -1,0 +1,283 @@
+"""In-memory engine: the port's semantics in Python dicts, for tests and experiments.
+
+Nothing is written anywhere: the data lives in this process and is gone when
+it exits (or when the last reference to the store goes). It mirrors the SQLite
+engine exactly, sharing its building blocks: the same checks before anything
+is written (:mod:`.checks`), conditions and updates decided by
+:mod:`.evaluate`, cursors from :mod:`.queries`, sparse indexes ``gsi1`` and
+``gsi2`` (an item is in an index only with both of its key attributes), TTL
+filtering on every read and condition, the same batch chunks (100 keys, 25
+writes) and the same request metrics. One lock serialises every call, so
+threads see each transaction whole.
+
+Items are kept as compact JSON, as SQLite keeps them: a caller can never
+mutate a stored item through a dict it passed in or got back, and an update's
+size check bounds the stored item from its JSON text, as SQLite's does.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tallybook.errors import StoreValidationError, TallybookError
+from tallybook.store.checks import (
+    check_actions,
+    check_batch_write,
+    check_key,
+    check_updated,
+    json_size_bound,
+)
+from tallybook.store.evaluate import apply_updates, cancelled, evaluate, now_epoch
+from tallybook.store.port import (
+    INDEXES,
+    TTL_ATTR,
+    Action,
+    Delete,
+    Item,
+    ItemStore,
+    Key,
+    Page,
+    Put,
+    SortCondition,
+    StoreMetrics,
+    Update,
+    action_key,
+)
+from tallybook.store.queries import cursor_start, key_attrs, next_cursor
+
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_decode = json.JSONDecoder().decode
+
+#: what a sort position is: (sort value, pk, sk); on the table the sort value is sk
+_Position = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    body: str
+    ttl: int | None
+    #: per index name, (partition, sort value) when the item is in that index
+    indexed: tuple[tuple[str, str, str], ...]
+
+    def live(self, now: int) -> bool:
+        return self.ttl is None or self.ttl > now
+
+    def item(self) -> Item:
+        decoded: Item = _decode(self.body)
+        return decoded
+
+
+def _row(item: Item) -> _Row:
+    ttl = item.get(TTL_ATTR)
+    indexed: list[tuple[str, str, str]] = []
+    for name, (hash_attr, range_attr) in INDEXES.items():
+        part, sort = item.get(hash_attr), item.get(range_attr)
+        if isinstance(part, str) and isinstance(sort, str):
+            indexed.append((name, part, sort))
+    return _Row(
+        _encode(item),
+        ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else None,
+        tuple(indexed),
+    )
+
+
+class _Table:
+    """Rows by key, with every partition of the table and of each index kept
+    sorted by (sort value, pk, sk): Python orders strings by code point, which
+    is the UTF-8 byte order DynamoDB and SQLite use."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], _Row] = {}
+        self.partitions: dict[tuple[str | None, str], list[_Position]] = {}
+
+    def put(self, pk: str, sk: str, row: _Row) -> None:
+        self.delete(pk, sk)
+        self.rows[(pk, sk)] = row
+        bisect.insort(self.partitions.setdefault((None, pk), []), (sk, pk, sk))
+        for name, part, sort in row.indexed:
+            bisect.insort(self.partitions.setdefault((name, part), []), (sort, pk, sk))
+
+    def delete(self, pk: str, sk: str) -> None:
+        row = self.rows.pop((pk, sk), None)
+        if row is None:
+            return
+        self._unlist((None, pk), (sk, pk, sk))
+        for name, part, sort in row.indexed:
+            self._unlist((name, part), (sort, pk, sk))
+
+    def _unlist(self, partition: tuple[str | None, str], position: _Position) -> None:
+        positions = self.partitions[partition]
+        del positions[bisect.bisect_left(positions, position)]
+        if not positions:
+            del self.partitions[partition]
+
+
+class MemoryStore(ItemStore):
+    """The in-memory engine; ``name`` only labels it (``memory://NAME``)."""
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+        self.metrics = StoreMetrics()
+        self._table = _Table()
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        return f"memory://{self.name}"
+
+    def durability(self) -> str:
+        return "none: the data lives in this process's memory and is lost when it exits"
+
+    # -- reads --------------------------------------------------------------
+
+    def get(self, key: Key, *, consistent: bool = True) -> Item | None:
+        check_key(key)
+        with self._lock:
+            self.metrics.record("get")
+            row = self._table.rows.get((key.pk, key.sk))
+            return row.item() if row is not None and row.live(now_epoch()) else None
+
+    def batch_get(self, keys: Sequence[Key], *, consistent: bool = True) -> list[Item]:
+        out: list[Item] = []
+        for start in range(0, len(keys), 100):
+            chunk = keys[start : start + 100]
+            for k in chunk:
+                check_key(k)
+            with self._lock:
+                self.metrics.record("batch_get")
+                now = now_epoch()
+                rows = [self._table.rows.get((k.pk, k.sk)) for k in dict.fromkeys(chunk)]
+                out.extend(r.item() for r in rows if r is not None and r.live(now))
+        return out
+
+    def query(
+        self,
+        partition: str,
+        sort: SortCondition | None = None,
+        *,
+        index: str | None = None,
+        forward: bool = True,
+        limit: int | None = None,
+        cursor: str | None = None,
+        consistent: bool = True,
+    ) -> Page:
+        pk_attr, sk_attr = key_attrs(index)
+        if not partition:
+            raise StoreValidationError("a query needs a partition value")
+        if limit is not None and limit < 1:
+            raise StoreValidationError("limit must be at least 1")
+        after: _Position | None = None
+        if cursor is not None:
+            last = cursor_start(cursor, partition, pk_attr, sk_attr)
+            after = (last[sk_attr], last["pk"], last["sk"])
+        with self._lock:
+            self.metrics.record("query")
+            positions = self._table.partitions.get((index, partition), [])
+            items = self._page(positions, sort, forward, limit, after)
+        if limit is not None and len(items) > limit:
+            items = items[:limit]
+            return Page(items, next_cursor(items[-1], pk_attr, sk_attr))
+        return Page(items)
+
+    def _page(
+        self,
+        positions: list[_Position],
+        sort: SortCondition | None,
+        forward: bool,
+        limit: int | None,
+        after: _Position | None,
+    ) -> list[Item]:
+        """Up to ``limit + 1`` live items past ``after`` in the query's order."""
+        if after is None:
+            ordered = positions if forward else reversed(positions)
+        elif forward:
+            ordered = positions[bisect.bisect_right(positions, after) :]
+        else:
+            ordered = reversed(positions[: bisect.bisect_left(positions, after)])
+        now = now_epoch()
+        out: list[Item] = []
+        for sort_value, pk, sk in ordered:
+            if sort is not None and not sort.matches(sort_value):
+                continue
+            row = self._table.rows[(pk, sk)]
+            if row.live(now):
+                out.append(row.item())
+                if limit is not None and len(out) > limit:
+                    break
+        return out
+
+    # -- writes -------------------------------------------------------------
+
+    def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
+        check_actions(actions)
+        with self._lock:
+            self.metrics.record("transact_write")
+            try:
+                self._apply(actions)
+            except TallybookError:
+                self.metrics.stat("transact_write").failed += 1
+                raise
+
+    def _apply(self, actions: Sequence[Action]) -> None:
+        """Check every condition against the live items, then write all or nothing."""
+        now = now_epoch()
+        keys = [action_key(action) for action in actions]
+        current: list[_Row | None] = []
+        reasons: list[str | None] = []
+        for action, key in zip(actions, keys, strict=True):
+            row = self._table.rows.get((key.pk, key.sk))
+            row = row if row is not None and row.live(now) else None
+            current.append(row)
+            ok = action.condition is None or evaluate(
+                action.condition, None if row is None else row.item()
+            )
+            reasons.append(None if ok else "ConditionalCheckFailed")
+        if any(reasons):
+            raise cancelled(reasons)
+        writes: list[tuple[Key, Item | None]] = []
+        for action, key, row in zip(actions, keys, current, strict=True):
+            if isinstance(action, Put):
+                writes.append((key, action.item))
+            elif isinstance(action, Update):
+                new = apply_updates(None if row is None else row.item(), key, action.updates)
+                check_updated(
+                    new, action.updates, None if row is None else json_size_bound(row.body)
+                )
+                writes.append((key, new))
+            elif isinstance(action, Delete):
+                writes.append((key, None))
+        for key, item in writes:
+            self._write(key, item)
+
+    def _write(self, key: Key, item: Item | None) -> None:
+        if item is None:
+            self._table.delete(key.pk, key.sk)
+        else:
+            self._table.put(key.pk, key.sk, _row(item))
+
+    def batch_write(self, puts: Sequence[Item] = (), deletes: Sequence[Key] = ()) -> None:
+        check_batch_write(puts, deletes)
+        ops: list[tuple[Key, Item | None]] = [(Key(str(i["pk"]), str(i["sk"])), i) for i in puts]
+        ops += [(k, None) for k in deletes]
+        for start in range(0, len(ops), 25):
+            with self._lock:
+                self.metrics.record("batch_write")
+                for key, item in ops[start : start + 25]:
+                    self._write(key, item)
+
+
+_NAMED: dict[str, MemoryStore] = {}
+_NAMED_LOCK = threading.Lock()
+
+
+def open_memory_store(name: str) -> MemoryStore:
+    """The process's in-memory store called ``name`` (``memory://NAME``), made
+    on first use: every opening of one URL in a process sees the same data."""
+    with _NAMED_LOCK:
+        store = _NAMED.get(name)
+        if store is None:
+            store = _NAMED[name] = MemoryStore(name)
+        return store
