@@ -23,6 +23,7 @@ The project runs it on SQLite, DynamoDB (Local) and the in-memory engine in
 
 from __future__ import annotations
 
+from tallybook.store.testing.concurrency import ConcurrencyContract
 from tallybook.store.testing.items import ItemsContract
 from tallybook.store.testing.limits import LimitsContract
 from tallybook.store.testing.query import QueryContract
@@ -31,12 +32,18 @@ from tallybook.store.testing.writes import WritesContract
 
 
 class ItemStoreContract(
-    ItemsContract, QueryContract, WritesContract, TransactionsContract, LimitsContract
+    ItemsContract,
+    QueryContract,
+    WritesContract,
+    TransactionsContract,
+    LimitsContract,
+    ConcurrencyContract,
 ):
     """Every case of the storage-port contract."""
 
 
 __all__ = [
+    "ConcurrencyContract",
     "ItemStoreContract",
     "ItemsContract",
     "LimitsContract",
