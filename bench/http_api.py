@@ -2,7 +2,10 @@
 
 Both servers run in their own process with the same uvicorn settings and log
 level, on a free ``127.0.0.1`` port, driven by :mod:`bench.loadgen` with the
-same threads, request count, body and headers.
+same threads, request count, body and headers. The store is SQLite at
+``synchronous=normal``, as in the Python API section, so that the figure is
+the HTTP path's and not the disk's fsync; ``python_api`` is the same postings
+through the Python API in this process (no HTTP), the ceiling of the product.
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from bench.common import ROOT, Json, Sizes, free_port, ratio
+from bench.common import ROOT, Json, Sizes, free_port, rate_stats, ratio
 from bench.loadgen import (
     RequestFor,
     drive,
@@ -27,14 +31,31 @@ PROGRAM = "bench"
 ACCOUNTS = 16
 
 
-def _prepare_store(url: str) -> str:
-    """Program, accounts and a read/write API key; returns the key's secret."""
+def _prepare_store(url: str) -> tuple[str, str]:
+    """Program, accounts, a read/write API key and an admin key (for /metrics);
+    returns the two secrets."""
     with Ledger.open(url) as ledger:
         ledger.programs.create(PROGRAM)
         for a in range(ACCOUNTS):
             ledger.accounts.open(PROGRAM, f"h{a}")
         _, secret = ledger.keys.create(PROGRAM, "read,write", "bench")
-    return secret
+        _, admin = ledger.keys.create(PROGRAM, "admin", "bench-metrics")
+    return secret, admin
+
+
+def _python_api(url: str, total: int) -> Json:
+    """The same credits through the Python API, one after another, in this process."""
+    with Ledger.open(url) as ledger:
+        post = ledger.transactions.credit
+        for i in range(min(200, total)):
+            post(PROGRAM, f"h{i % ACCOUNTS}", "points", 1, txn_id=f"api-warm-{i}")
+        latencies: list[float] = []
+        start = time.perf_counter()
+        for i in range(total):
+            t0 = time.perf_counter()
+            post(PROGRAM, f"h{i % ACCOUNTS}", "points", 1, txn_id=f"api-{i}")
+            latencies.append(time.perf_counter() - t0)
+        return rate_stats(latencies, time.perf_counter() - start)
 
 
 def _requests(secret: str, prefix: str) -> RequestFor:
@@ -63,16 +84,16 @@ def _tallybook_cmd() -> list[str]:
 
 
 def _measure(
-    cmd: list[str], port: int, log: Path, request_for: RequestFor, sizes: Sizes, product: bool
+    cmd: list[str], port: int, log: Path, request_for: RequestFor, sizes: Sizes, admin: str | None
 ) -> Json:
     proc = start_server(cmd, port, log, ROOT)
     try:
         warm = min(200, sizes.http_requests)
         drive(port, lambda i: request_for(i + 10**8), warm, sizes.http_threads, sizes.time_cap)
-        before = store_requests(port) if product else 0.0
+        before = store_requests(port, admin) if admin else 0.0
         stats = drive(port, request_for, sizes.http_requests, sizes.http_threads, sizes.time_cap)
-        if product:
-            calls = store_requests(port) - before
+        if admin:
+            calls = store_requests(port, admin) - before
             stats["storage_requests_per_request"] = round(calls / stats["count"], 2)
         return stats
     finally:
@@ -82,21 +103,25 @@ def _measure(
 def run(sizes: Sizes) -> Json:
     with tempfile.TemporaryDirectory(prefix="tb-bench-http-") as tmp:
         work = Path(tmp)
-        url = f"sqlite:///{work / 'http.db'}"
-        secret = _prepare_store(url)
+        url = f"sqlite:///{work / 'http.db'}?synchronous=normal"
+        secret, admin = _prepare_store(url)
         request_for = _requests(secret, "h")
 
         port = free_port()
         bare_cmd = [sys.executable, "-m", "bench.bare_app", "--port", str(port)]
-        base = _measure(bare_cmd, port, work / "bare.log", request_for, sizes, False)
+        base = _measure(bare_cmd, port, work / "bare.log", request_for, sizes, None)
 
         port = free_port()
         serve = ["serve", "--host", "127.0.0.1", "--port", str(port), "--store", url]
         prod_cmd = [*_tallybook_cmd(), *serve, "--log-level", "warning"]
-        prod = _measure(prod_cmd, port, work / "serve.log", request_for, sizes, True)
+        prod = _measure(prod_cmd, port, work / "serve.log", request_for, sizes, admin)
+        api = _python_api(url, sizes.http_requests)
     return {
         "product": prod,
         "baseline_d": base,
+        "python_api": api,
+        "store": "sqlite, synchronous=normal",
         "ratio": ratio(prod["per_second"], base["per_second"]),
         "p50_ratio": ratio(base["p50_ms"], prod["p50_ms"]),
+        "python_api_ratio": ratio(api["per_second"], base["per_second"]),
     }

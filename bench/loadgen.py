@@ -103,9 +103,13 @@ def drive(port: int, request_for: RequestFor, total: int, threads: int, cap: flo
     return stats
 
 
-def store_requests(port: int) -> float:
-    """Storage requests the server has made, from its Prometheus ``/metrics``."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+def store_requests(port: int, admin_key: str) -> float:
+    """Storage requests the server has made, from its Prometheus ``/metrics``
+    (which takes an API key with the ``admin`` scope)."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {admin_key}"}
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
         text = response.read().decode()
     return sum(
         float(line.rsplit(" ", 1)[1])

@@ -12,12 +12,12 @@ def _sample(text: str, name: str, operation: str) -> float:
 
 
 def test_priced_capacity_families(
-    app_client: Any, engine: str, idem: Any, open_account: Any
+    app_client: Any, engine: str, idem: Any, open_account: Any, admin_headers: Any
 ) -> None:
     open_account("alice")
     body = {"type": "credit", "account": "alice", "fund": "points", "amount": 5}
     assert app_client.post("/v1/transactions", json=body, headers=idem()).status_code == 201
-    text = app_client.get("/metrics").text
+    text = app_client.get("/metrics", headers=admin_headers).text
     for family in ("read_capacity_units", "write_capacity_units", "index_write_capacity_units",
                    "estimated_writes"):  # fmt: skip
         assert f"# TYPE tallybook_store_priced_{family}_total counter" in text

@@ -152,7 +152,7 @@ def test_json_access_logs_carry_request_id_and_no_key_material(
         assert forged.split("_", 2)[2] not in line
 
 
-def test_healthz_and_metrics(app_client, read_headers, idem, open_account) -> None:
+def test_healthz_and_metrics(app_client, read_headers, admin_headers, idem, open_account) -> None:
     r = app_client.get("/healthz")
     assert r.status_code == 200
     assert r.json() == {"status": "ok", "version": tallybook.__version__}
@@ -162,18 +162,18 @@ def test_healthz_and_metrics(app_client, read_headers, idem, open_account) -> No
     app_client.post("/v1/transactions", json=body, headers=idem(key="m1"))
     app_client.post("/v1/transactions", json={**body, "amount": 2}, headers=idem(key="m1"))
     app_client.get("/v1/accounts/alice/balances", headers=read_headers)
-    m = app_client.get("/metrics")
+    m = app_client.get("/metrics", headers=admin_headers)
     assert m.status_code == 200
     assert m.headers["content-type"].startswith("text/plain")
     text = m.text
     assert (
         'tallybook_http_requests_total{method="GET",route="/v1/accounts/{account}/balances",'
-        'status="200"} 1' in text
+        'status="200"} 1.0' in text
     )
-    assert 'route="/v1/transactions",status="409"} 1' in text
+    assert 'route="/v1/transactions",status="409"} 1.0' in text
     assert "tallybook_http_request_duration_seconds_bucket" in text
-    assert "tallybook_http_idempotent_replays_total 1" in text
-    assert 'tallybook_http_problems_total{status="409",code="idempotency-conflict"} 1' in text
+    assert "tallybook_http_idempotent_replays_total 1.0" in text
+    assert 'tallybook_http_problems_total{code="idempotency-conflict",status="409"} 1.0' in text
     assert 'tallybook_store_requests_total{operation="transact_write"}' in text
     for family in (
         "tallybook_store_read_capacity_units_total",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import os
 from types import ModuleType
 from typing import Any
 
@@ -25,7 +26,7 @@ from tallybook import __version__
 from tallybook.http import problems
 from tallybook.http.idempotency import IdempotencyMiddleware
 from tallybook.http.keycache import DEFAULT_KEY_CACHE_SECONDS, KeyCache
-from tallybook.http.metrics import Metrics
+from tallybook.http.metrics import Metrics, MetricsAccess
 from tallybook.http.middleware import DEFAULT_MAX_BODY, RequestMiddleware
 from tallybook.http.openapi import install_docs, install_openapi, operation_id
 from tallybook.http.problems import STANDARD_PROBLEMS
@@ -73,11 +74,14 @@ def create_app(
     *,
     max_body: int = DEFAULT_MAX_BODY,
     key_cache_seconds: float = DEFAULT_KEY_CACHE_SECONDS,
+    metrics_access: MetricsAccess | str = MetricsAccess.KEY,
 ) -> FastAPI:
     """The HTTP API over ``ledger``.
 
     ``max_body`` bounds request bodies (bytes); an authenticated API key is
-    remembered for ``key_cache_seconds`` (0: every request reads the key).
+    remembered for ``key_cache_seconds`` (0: every request reads the key);
+    ``metrics_access`` says who may read ``/metrics`` here (``key``: an
+    ``admin`` key; ``open``; ``off``).
     """
     app = FastAPI(
         title="tallybook",
@@ -88,9 +92,10 @@ def create_app(
         redoc_url=None,
         generate_unique_id_function=operation_id,
     )
-    metrics = Metrics()
+    metrics = Metrics(ledger)
     app.state.ledger = ledger
     app.state.metrics = metrics
+    app.state.metrics_access = MetricsAccess(metrics_access)
     app.state.keys = KeyCache(ledger, key_cache_seconds)
     problems.install(app)
 
@@ -127,10 +132,20 @@ _app: FastAPI | None = None
 
 
 def get_app() -> FastAPI:
-    """The process-wide app over ``$TALLYBOOK_STORE``, built on first use."""
+    """The process-wide app over ``$TALLYBOOK_STORE``, built on first use.
+
+    ``$TALLYBOOK_METRICS`` (``key``, ``open`` or ``off``) says who may read
+    ``/metrics``; ``$TALLYBOOK_KEY_CACHE_SECONDS`` how long a key is remembered.
+    """
     global _app
     if _app is None:
-        _app = create_app(Ledger.open())
+        _app = create_app(
+            Ledger.open(),
+            metrics_access=os.environ.get("TALLYBOOK_METRICS", MetricsAccess.KEY),
+            key_cache_seconds=float(
+                os.environ.get("TALLYBOOK_KEY_CACHE_SECONDS", DEFAULT_KEY_CACHE_SECONDS)
+            ),
+        )
     return _app
 
 

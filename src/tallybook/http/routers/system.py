@@ -1,13 +1,25 @@
-"""Operational endpoints: ``/healthz`` (store reachable) and ``/metrics`` (Prometheus)."""
+"""Operational endpoints: liveness, readiness and Prometheus metrics.
+
+- ``/healthz`` is liveness: the process answers (and says its version). It
+  touches no store, so an orchestrator does not restart a healthy process
+  because the database is briefly unreachable.
+- ``/readyz`` is readiness: one strongly consistent key read of the store;
+  503 (problem+json) while the store cannot be reached.
+- ``/metrics`` is the Prometheus exposition, served according to
+  ``app.state.metrics_access`` (:class:`~tallybook.http.metrics.MetricsAccess`).
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
-from fastapi.responses import PlainTextResponse
+from typing import Literal
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel
 
 from tallybook import __version__
-from tallybook.http.deps import LedgerDep
-from tallybook.http.metrics import Metrics
+from tallybook.errors import Forbidden, NotFound
+from tallybook.http.deps import LedgerDep, authenticate, run_blocking
+from tallybook.http.metrics import CONTENT_TYPE, Metrics, MetricsAccess
 from tallybook.http.models import Health
 from tallybook.http.problems import problem_responses
 from tallybook.store.port import Key
@@ -15,24 +27,43 @@ from tallybook.store.port import Key
 router = APIRouter(tags=["system"])
 
 _PROBE = Key("HEALTH", "HEALTH")
-PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class Readiness(BaseModel):
+    status: Literal["ready"]
+
+
+@router.get("/healthz", summary="Liveness: the process answers (no store call)")
+async def healthz() -> Health:
+    return Health(status="ok", version=__version__)
 
 
 @router.get(
-    "/healthz",
-    summary="Liveness and store reachability (one key read)",
+    "/readyz",
+    summary="Readiness: the store answers (one key read)",
     responses=problem_responses(503),
 )
-def healthz(ledger: LedgerDep) -> Health:
-    ledger.store.get(_PROBE)
-    return Health(status="ok", version=__version__)
+async def readyz(ledger: LedgerDep) -> Readiness:
+    await run_blocking(ledger, ledger.store.get, _PROBE)
+    return Readiness(status="ready")
 
 
 @router.get(
     "/metrics",
     summary="Prometheus metrics: requests, latency, storage operations, capacity units",
-    response_class=PlainTextResponse,
+    description="Served as configured: with an `admin` API key (the default), to anyone "
+    "(`open`), or not here (`off`, e.g. `tallybook serve --metrics-bind HOST:PORT`).",
+    response_class=Response,
+    responses={
+        200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}},
+        **problem_responses(401, 403, 404),
+    },
 )
-def metrics(request: Request, ledger: LedgerDep) -> PlainTextResponse:
+async def metrics(request: Request) -> Response:
+    access: MetricsAccess = request.app.state.metrics_access
+    if access is MetricsAccess.OFF:
+        raise NotFound("metrics are not served on this address")
+    if access is MetricsAccess.KEY and "admin" not in (await authenticate(request)).scopes:
+        raise Forbidden("reading /metrics needs an API key with the 'admin' scope")
     registry: Metrics = request.app.state.metrics
-    return PlainTextResponse(registry.render(ledger), media_type=PROMETHEUS_CONTENT_TYPE)
+    return Response(registry.render(), media_type=CONTENT_TYPE)
