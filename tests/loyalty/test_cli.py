@@ -60,8 +60,10 @@ def test_config_earn_redeem_and_lookups(run, tmp_path: Path) -> None:  # type: i
     assert [c["tier"] for c in status["history"]] == ["silver"]
     members = json.loads(run("loyalty", "members", "silver", "--json"))
     assert members["accounts"] == ["alice"]
-    lots = json.loads(run("loyalty", "expiring", "alice", "--days", "800", "--json"))
-    assert [lot["points"] for lot in lots] == [1400]
+    assert members["members"] == [{"account": "alice", "points": 1400, "qualifying_points": 1500}]
+    expiring = json.loads(run("loyalty", "expiring", "alice", "--days", "800", "--json"))
+    assert [lot["points"] for lot in expiring["lots"]] == [1400]
+    assert (expiring["points"], expiring["cursor"]) == (1400, None)
 
     report = json.loads(run("expire", "--json"))
     assert report["points"] == 0

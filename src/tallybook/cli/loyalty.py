@@ -174,8 +174,11 @@ def members(
     if as_json:
         print_json(page)
         return
-    for account in page.accounts:
-        console.print(account)
+    table(
+        f"tier {tier_name}",
+        ["account", "points", "qualifying points"],
+        [[m.account, m.points, m.qualifying_points] for m in page.members],
+    )
     if page.cursor:
         err_console.print(f"more: --cursor {page.cursor}")
 
@@ -187,26 +190,31 @@ def expiring(
     days: Annotated[
         int | None, typer.Option(help="Horizon in days [default: the warning horizon].")
     ] = None,
+    limit: Annotated[int, typer.Option(help="Lots per page (1-1000).")] = 100,
+    cursor: Annotated[str | None, typer.Option(help="Cursor from the previous page.")] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List a member's points that expire within DAYS, oldest first.
+    """List a member's points that expire within DAYS, oldest first, a page of lots at
+    a time; the total counts every lot.
 
     Example: tallybook loyalty expiring alice --days 30 --program shop
     """
     with open_ledger(store) as ledger:
-        lots = ledger.loyalty.expiring(program, account, days=days)
+        page = ledger.loyalty.expiring_page(program, account, days=days, limit=limit, cursor=cursor)
     if as_json:
-        print_json(lots)
+        print_json(page)
         return
     table(
-        f"{account}: points expiring",
+        f"{account}: {page.points} points expiring",
         ["expires", "points", "order"],
         [
             [lot.expires.isoformat() if lot.expires else "never", lot.points, lot.order_id]
-            for lot in lots
+            for lot in page.lots
         ],
     )
+    if page.cursor:
+        err_console.print(f"more: --cursor {page.cursor}")
 
 
 @app.command("order")

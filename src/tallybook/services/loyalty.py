@@ -44,7 +44,7 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.services.accounts import check_limit
-from tallybook.services.loyalty_lots import lots_until
+from tallybook.services.loyalty_pages import ExpiringPage, expiring_page
 from tallybook.services.loyalty_tiers import (
     announce,
     apply_tier,
@@ -328,8 +328,21 @@ class LoyaltyService:
     def expiring(
         self, program: str, account: str, *, days: int | None = None, limit: int = 100
     ) -> list[lot_records.ExpiringLot]:
+        """The first ``limit`` lots of :meth:`expiring_page`."""
+        return self.expiring_page(program, account, days=days, limit=limit).lots
+
+    def expiring_page(
+        self,
+        program: str,
+        account: str,
+        *,
+        days: int | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ExpiringPage:
         """Lots with points left that expire within ``days`` (default: the warning horizon),
-        oldest first; lots already past their date but not yet expired by the job included."""
+        oldest first, a page at a time; lots already past their date but not yet expired
+        by the job included. ``points`` is the total over every such lot."""
         cfg = self.config(program)
         horizon_days = cfg.expiry.warn_days if days is None else days
         if isinstance(horizon_days, bool) or not 0 <= horizon_days <= 3660:
@@ -338,7 +351,9 @@ class LoyaltyService:
         acct = self.ledger.accounts.get(program, account)
         state = MemberState.from_value(acct.attributes.get("loyalty"))
         horizon = self.ledger.clock.now() + timedelta(days=horizon_days)
-        return lots_until(self.store, program, cfg.fund, account, state, horizon, limit=limit)
+        return expiring_page(
+            self.store, program, cfg.fund, account, state, horizon, limit=limit, cursor=cursor
+        )
 
     def order(self, program: str, order_id: str) -> OrderLookup:
         """The earn an order produced, and its account: one get."""

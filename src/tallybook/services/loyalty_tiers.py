@@ -19,6 +19,7 @@ from tallybook.domain.tiers import MemberState, TierDecision, decide_tier, quali
 from tallybook.errors import NotFound
 from tallybook.services.accounts import check_limit
 from tallybook.services.events import LedgerEvent
+from tallybook.services.loyalty_pages import standings
 from tallybook.services.loyalty_values import (
     MemberPage,
     MemberStatus,
@@ -150,4 +151,5 @@ def tier_members(
         raise NotFound(f"program {program} has no tier {tier!r}")
     check_limit(limit)
     accounts, after = members_page(ledger.store, program, tier, limit=limit, cursor=cursor)
-    return MemberPage(accounts, after)
+    now = ledger.clock.now()
+    return MemberPage(accounts, after, standings(ledger.store, program, cfg, accounts, now))

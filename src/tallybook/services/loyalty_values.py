@@ -7,7 +7,7 @@ earning an order twice replays the first result and an order lookup is one get.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 
@@ -124,9 +124,20 @@ class TierChangePage:
 
 
 @dataclass(frozen=True, slots=True)
+class MemberStanding:
+    """A member of a tier and the points that put them there."""
+
+    account: str
+    points: int
+    qualifying_points: int
+
+
+@dataclass(frozen=True, slots=True)
 class MemberPage:
     accounts: list[str]
     cursor: str | None
+    #: each member of ``accounts`` with their points and qualifying points
+    members: list[MemberStanding] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,9 +132,16 @@ class TierHistoryOut(_Out):
     cursor: str | None = None
 
 
+class MemberOut(_Out):
+    account: str
+    points: int = Field(description="balance of the loyalty fund")
+    qualifying_points: int = Field(description="what the tier rules count")
+
+
 class MembersOut(_Out):
     tier: str
-    accounts: list[str]
+    members: list[MemberOut]
+    accounts: list[str] = Field(description="the members' ids (the same order as `members`)")
     cursor: str | None = None
 
 
@@ -147,8 +154,9 @@ class ExpiringLotOut(_Out):
 
 class ExpiringOut(_Out):
     account: str
-    points: int
-    lots: list[ExpiringLotOut]
+    points: int = Field(description="points expiring within the horizon, over every lot")
+    lots: list[ExpiringLotOut] = Field(description="one page of lots, oldest first")
+    cursor: str | None = None
 
 
 class OrderOut(_Out):
@@ -297,11 +305,15 @@ def get_expiring(
     ledger: LedgerDep,
     days: Annotated[int | None, Query(ge=0, le=3660, description="default: warn_days")] = None,
     limit: Limit = 100,
+    cursor: Cursor = None,
 ) -> ExpiringOut:
-    lots = ledger.loyalty.expiring(principal.program, account, days=days, limit=limit)
+    page = ledger.loyalty.expiring_page(
+        principal.program, account, days=days, limit=limit, cursor=cursor
+    )
     return ExpiringOut(
         account=account,
-        points=sum(lot.points for lot in lots),
+        points=page.points,
+        cursor=page.cursor,
         lots=[
             ExpiringLotOut(
                 expires=lot.expires,
@@ -309,7 +321,7 @@ def get_expiring(
                 order_id=lot.order_id,
                 earned_at=lot.earned_at,
             )
-            for lot in lots
+            for lot in page.lots
         ],
     )
 
@@ -323,7 +335,15 @@ def get_members(
     cursor: Cursor = None,
 ) -> MembersOut:
     page = ledger.loyalty.members(principal.program, tier, limit=limit, cursor=cursor)
-    return MembersOut(tier=tier, accounts=page.accounts, cursor=page.cursor)
+    return MembersOut(
+        tier=tier,
+        members=[
+            MemberOut(account=m.account, points=m.points, qualifying_points=m.qualifying_points)
+            for m in page.members
+        ],
+        accounts=page.accounts,
+        cursor=page.cursor,
+    )
 
 
 @router.get("/orders/{order_id}", summary="The earn an order produced, and its account")

@@ -1,0 +1,82 @@
+"""Paged loyalty reads: points expiring soon, and the members of a tier with their points.
+
+The expiring total covers every live lot within the horizon, not only the page
+of lots returned (a member with 120 one-point lots expiring has 120 points
+expiring, whatever the page size); lots come oldest first, paged by the
+cumulative end of the last lot shown.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from tallybook.domain.loyalty import LoyaltyConfig
+from tallybook.domain.model import Account
+from tallybook.domain.tiers import MemberState, qualifying_points
+from tallybook.services.loyalty_lots import lots_until
+from tallybook.services.loyalty_values import MemberStanding
+from tallybook.store import keys
+from tallybook.store.port import ItemStore, Value
+from tallybook.store.queries import decode_cursor, encode_cursor
+from tallybook.store.records.codec import account_from_item
+from tallybook.store.records.loyalty import ExpiringLot
+
+#: heads read per batch request
+_BATCH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiringPage:
+    #: points expiring within the horizon over every lot, not only this page's
+    points: int
+    lots: list[ExpiringLot]
+    cursor: str | None
+
+
+def expiring_page(
+    store: ItemStore,
+    program: str,
+    fund: str,
+    account: str,
+    state: MemberState,
+    horizon: datetime,
+    *,
+    limit: int,
+    cursor: str | None,
+) -> ExpiringPage:
+    """One page of lots expiring by ``horizon``, oldest first, with the total of all."""
+    after = int(decode_cursor(cursor).get("after", "0")) if cursor else 0
+    every = lots_until(store, program, fund, account, state, horizon, limit=sys.maxsize)
+    rest = [lot for lot in every if lot.cum_end > after]
+    page = rest[:limit]
+    more = len(rest) > limit
+    position: dict[str, Value] = {"after": str(page[-1].cum_end)} if page else {}
+    return ExpiringPage(
+        points=sum(lot.points for lot in every),
+        lots=page,
+        cursor=encode_cursor(position) if more else None,
+    )
+
+
+def standings(
+    store: ItemStore, program: str, cfg: LoyaltyConfig, accounts: Sequence[str], now: datetime
+) -> list[MemberStanding]:
+    """Points and qualifying points of ``accounts`` (their heads, one batch per 100)."""
+    found: dict[str, Account] = {}
+    for start in range(0, len(accounts), _BATCH):
+        chunk = accounts[start : start + _BATCH]
+        for item in store.batch_get([keys.account_head(program, a) for a in chunk]):
+            acct = account_from_item(item)
+            found[acct.id] = acct
+    out = []
+    for account in accounts:
+        if account not in found:
+            continue  # gone between the membership read and this one
+        acct = found[account]
+        balance = acct.fund(cfg.fund).balance
+        state = MemberState.from_value(acct.attributes.get("loyalty"))
+        out.append(MemberStanding(account, balance, qualifying_points(cfg, state, now, balance)))
+    return out

@@ -1,0 +1,69 @@
+"""Issue 17 defects 9 and 10 over HTTP, both engines: paged expiring points with a
+total over every lot, and members of a tier with their points."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from tallybook.ledger import Ledger
+
+Headers = dict[str, str]
+RULES: dict[str, Any] = {
+    "tiers": [{"name": "base", "threshold": 0}, {"name": "silver", "threshold": 50}],
+    "expiry": {"days": 30},
+}
+
+
+def test_expiring_total_covers_every_lot_and_lots_are_paged(
+    app_client: TestClient, ledger: Ledger, read_headers: Headers
+) -> None:
+    """Defect 9: 120 one-point lots answered ``points: 100`` (the page) and no cursor."""
+    ledger.loyalty.configure("shop", RULES)
+    ledger.accounts.open("shop", "alice")
+    for i in range(120):
+        ledger.loyalty.earn("shop", "alice", f"o-{i}", 100)  # one point each
+    url = "/v1/accounts/alice/expiring?days=31"
+    first = app_client.get(url, headers=read_headers).json()
+    assert first["points"] == 120
+    assert len(first["lots"]) == 100
+    assert first["cursor"] is not None
+    second = app_client.get(url, params={"cursor": first["cursor"]}, headers=read_headers).json()
+    assert (second["points"], len(second["lots"]), second["cursor"]) == (120, 20, None)
+    orders = [lot["order_id"] for lot in first["lots"] + second["lots"]]
+    assert orders == [f"o-{i}" for i in range(120)]
+    small = app_client.get(url, params={"limit": 7}, headers=read_headers).json()
+    assert (small["points"], len(small["lots"])) == (120, 7)
+
+
+def test_members_by_tier_list_points_and_qualifying_points(
+    app_client: TestClient,
+    ledger: Ledger,
+    read_headers: Headers,
+    open_account: Callable[..., Any],
+) -> None:
+    """Defect 10: ``GET /v1/tiers/silver/members`` answered ids only."""
+    ledger.loyalty.configure("shop", RULES)
+    for i, amount in enumerate((6000, 7000, 8000)):
+        ledger.accounts.open("shop", f"m{i}")
+        ledger.loyalty.earn("shop", f"m{i}", f"o-{i}", amount)
+    ledger.loyalty.redeem("shop", "m1", 10, "mug", txn_id="r-1")
+    seen: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        r = app_client.get("/v1/tiers/silver/members", params=params, headers=read_headers)
+        assert r.status_code == 200, r.text
+        page = r.json()
+        assert page["accounts"] == [m["account"] for m in page["members"]]
+        seen += page["members"]
+        cursor = page["cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen, key=lambda m: m["account"]) == [
+        {"account": "m0", "points": 60, "qualifying_points": 60},
+        {"account": "m1", "points": 60, "qualifying_points": 70},  # earned, not redeemed
+        {"account": "m2", "points": 80, "qualifying_points": 80},
+    ]
