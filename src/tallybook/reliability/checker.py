@@ -5,11 +5,14 @@
 2. per account and fund, the amount withheld equals the sum of active holds
    and available is not below zero without overdraft (``ledger.wallet.check``,
    which also matches bonus to grants);
-4. all or nothing: every customer leg of every transaction record (found
-   through the owner index, never a scan) has its history entry with the same
-   transaction, amount and balance, and every entry is named by exactly one
-   leg; an authorisation's hold row exists with the amounts its record holds,
-   and a capture or void left its hold captured or voided;
+4. all or nothing: every customer leg of every transaction record has its
+   history entry with the same transaction, amount and balance, and every
+   entry is named by exactly one leg; an authorisation's hold row exists with
+   the amounts its record holds, and a capture or void left its hold captured
+   or voided. Records are found from the table alone, never through an index
+   (eventually consistent on DynamoDB) nor a scan: the records named by the
+   account's history entries, and those of each hold row (the authorisation
+   and its capture, void, expiry or release), read by key;
 6. at most one active notification per (account, type): the history rows
    still marked active are at most one per type and are the active item;
 
@@ -28,9 +31,11 @@ from tallybook.domain.ids import is_system_account
 from tallybook.domain.model import Transaction
 from tallybook.ledger import Ledger
 from tallybook.services.refusals import is_refusal
-from tallybook.services.wallet_rows import read_hold
+from tallybook.services.wallet_rows import read_hold, read_holds
 from tallybook.store import keys
 from tallybook.store.port import SortCondition
+from tallybook.store.records.codec import transaction_from_item
+from tallybook.store.records.ledger import read_transactions
 
 _SETTLED = {"capture": "captured", "void": "voided", "expire": "expired", "release": "released"}
 
@@ -56,7 +61,7 @@ def check_program(
     for account in accounts:
         for problem in ledger.wallet.check(program, account):
             result.violations.append(f"invariant 2: {problem}")
-        for txn in _records(ledger, program, account):
+        for txn in _records(ledger, program, account, entries):
             result.counts["records"] += 1
             _check_record(ledger, program, txn, entries, named, result)
         _check_notifications(ledger, program, account, result)
@@ -82,14 +87,23 @@ def _entries(
     return out
 
 
-def _records(ledger: Ledger, program: str, account: str) -> Iterable[Transaction]:
-    cursor: str | None = None
-    while True:
-        page = ledger.transactions.for_owner(program, account, limit=1000, cursor=cursor)
-        yield from page.transactions
-        if page.cursor is None:
-            return
-        cursor = page.cursor
+def _records(
+    ledger: Ledger,
+    program: str,
+    account: str,
+    entries: dict[tuple[str, str, int], tuple[str, int, int]],
+) -> Iterable[Transaction]:
+    """The account's transaction records, read by key (see invariant 4 above).
+
+    A record that leaves no entry of the account and names no hold row (a
+    hold's rows expire 90 days after it settled) is not found here; the
+    owner index lists it (:meth:`TransactionService.for_owner`)."""
+    ids = {txn for (owner, _, _), (txn, _, _) in entries.items() if owner == account}
+    for hold in read_holds(ledger.store, program, account):
+        ids |= {hold.id, *(f"{hold.id}:{suffix}" for suffix in _SETTLED)}
+    for item in read_transactions(ledger.store, program, sorted(ids)):
+        if not is_refusal(item):
+            yield transaction_from_item(item)
 
 
 def _check_record(
