@@ -17,6 +17,8 @@ FROM python:${PYTHON_VERSION}-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
+# DL3013 (pin versions): --no-index installs exactly the wheels the build stage made
+# hadolint ignore=DL3013
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     python -m pip install --no-cache-dir --no-index --find-links /wheels "tallybook[server,cli]" \
     && groupadd --system --gid 10001 tallybook \
