@@ -66,7 +66,8 @@ def template(
 
     The template declares an AWS::DynamoDB::Table with the same key, indexes
     (gsi1, gsi2), on-demand billing and TTL as `tallybook table create`, plus
-    point-in-time recovery and a Retain deletion policy.
+    point-in-time recovery and a Retain deletion policy. deploy/template.yaml (an
+    AWS SAM stack with the HTTP API and the scheduled jobs) declares the same table.
 
     Example: tallybook table template --table ledger > table.json &&
     aws cloudformation deploy --template-file table.json --stack-name ledger
