@@ -52,6 +52,10 @@ class ReviewReport:
     downgraded: int = 0
 
 
+class _NothingExpires(Exception):
+    """The lots due hold no points any more: the expiry job writes nothing."""
+
+
 class ExpiryJob:
     def __init__(self, service: LoyaltyService) -> None:
         self.service = service
@@ -120,7 +124,7 @@ class ExpiryJob:
             body = {"op": "expire", "account": account, "through": last.cum_end}
             try:
                 txn = self.ledger.engine.commit(program, txn_id, body, plan, lock=[account])
-            except NotFound:
+            except (NotFound, _NothingExpires):
                 return
             if not txn.replay:
                 report.transactions += 1
@@ -143,14 +147,17 @@ class ExpiryJob:
             # points redeemed meanwhile moved lots_used: only the rest expires, and
             # never more than is available (points debited outside loyalty)
             points = max(0, min(last - state.lots_used, fund.available))
+            if not points:
+                # redeemed meanwhile, or debited outside loyalty: write nothing rather
+                # than an empty transaction in the member's history
+                raise _NothingExpires
             new_state = replace(
                 state,
                 lots_used=max(state.lots_used, last),
                 live_from=max(state.live_from, last_us + 1),
             )
-            p = Plan(type=TxnType.EXPIRE, owner=account, allow_empty=True)
-            if points:
-                p.legs = [Leg(account, cfg.fund, -points), Leg(EXPIRY, cfg.fund, points)]
+            p = Plan(type=TxnType.EXPIRE, owner=account)
+            p.legs = [Leg(account, cfg.fund, -points), Leg(EXPIRY, cfg.fund, points)]
             balance = fund.balance - points
             decision = self.service.apply_tier(
                 p, snap, cfg, account, new_state, balance, txn_id, "expiry"
