@@ -74,8 +74,6 @@ def test_billing_records_and_reports_over_http(
     assert app_client.get("/v1/billing/records/r1", headers=read_headers).json()["amount"] == 1005
 
     clock.set(t0 + timedelta(minutes=21))
-    monkeypatch.delenv("TALLYBOOK_REPORTS_OUT", raising=False)
-    assert app_client.post("/v1/reports/run", headers=admin_headers).status_code == 400
     monkeypatch.setenv("TALLYBOOK_REPORTS_OUT", str(tmp_path))
     assert app_client.post("/v1/reports/run", headers=write_headers).status_code == 403
     r = app_client.post(
@@ -99,3 +97,26 @@ def test_billing_records_and_reports_over_http(
     assert app_client.get(
         f"/v1/reports/{future}/billing.json", headers=read_headers
     ).status_code in (409, 422)
+
+
+def test_reports_go_to_the_default_folder_without_the_setting(
+    app_client: TestClient,
+    ledger: Ledger,
+    clock: ManualClock,
+    admin_headers: Headers,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 17: POST /v1/reports/run answered 400 unless $TALLYBOOK_REPORTS_OUT was set;
+    it now writes to ./reports (relative to the server's working directory)."""
+    t0 = clock.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    clock.set(t0 + timedelta(minutes=2))
+    ledger.billing.configure("shop", grace_minutes=5, start=t0)
+    ledger.billing.ingest_many("shop", [(1, _body("r1", (t0 + timedelta(minutes=1)).isoformat()))])
+    clock.set(t0 + timedelta(minutes=21))
+    monkeypatch.delenv("TALLYBOOK_REPORTS_OUT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    r = app_client.post("/v1/reports/run", json={"kinds": ["billing"]}, headers=admin_headers)
+    assert r.status_code == 200, r.text
+    window = r.json()["reports"][0]["window"]
+    assert (tmp_path / "reports" / "shop" / "billing" / window / "billing_totals.csv").is_file()

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
 
 Headers = dict[str, str]
 
@@ -137,3 +141,31 @@ def test_replayed_hold_says_replay_like_its_header(
     assert first.json()["transaction"]["replay"] is False
     assert again.headers["idempotent-replayed"] == "true"
     assert again.json()["transaction"]["replay"] is True
+
+
+def test_grant_takes_expires_in_days(
+    app_client: TestClient,
+    funded: None,
+    idem: Callable[..., Headers],
+    write_headers: Headers,
+    ledger: Ledger,
+    clock: ManualClock,
+) -> None:
+    """Issue 17 gap: grants over HTTP took only an absolute ``expires_at``."""
+    headers = idem(key="promo-1")
+    body = {"amount": 30, "expires_in_days": 10}
+    first = app_client.post("/v1/accounts/alice/wallet/grants", json=body, headers=headers)
+    assert first.status_code == 201, first.text
+    grants = app_client.get("/v1/accounts/alice/wallet/grants", headers=write_headers).json()
+    expected = (clock.now() + timedelta(days=10)).isoformat().replace("+00:00", "Z")
+    assert [(g["grant_id"], g["expires_at"]) for g in grants] == [("promo-1", expected)]
+    clock.advance(timedelta(days=2))  # a retry days later is the same request (service replay)
+    again = ledger.wallet.grant("shop", "alice", 30, expires_in_days=10, txn_id="promo-1")
+    assert again.replay
+    for bad in (
+        {"amount": 1},
+        {"amount": 1, "expires_in_days": 0},
+        {**body, "expires_at": expected},
+    ):
+        r = app_client.post("/v1/accounts/alice/wallet/grants", json=bad, headers=idem())
+        assert r.status_code == 422, r.text

@@ -89,3 +89,27 @@ def test_config_check_needs_no_program(tmp_path: Path, monkeypatch: pytest.Monke
     missing = runner.invoke(app, ["loyalty", "config", "load", str(EXAMPLE)])
     assert isinstance(missing.exception, TallybookError)
     assert "--program" in missing.exception.message
+
+
+def test_earn_and_redeem_name_a_partner(run) -> None:  # type: ignore[no-untyped-def]
+    """Issue 17 gap: ``loyalty earn`` could not name the partner the rewards report credits."""
+    run("loyalty", "config", "load", str(EXAMPLE))
+    earned = json.loads(
+        run("loyalty", "earn", "alice", "o-p1", "5000", "--partner", "acme", "--json")
+    )
+    assert earned["transaction"]["metadata"] == {"partner": "acme"}
+    redeemed = json.loads(
+        run(
+            "loyalty",
+            "redeem",
+            "alice",
+            "10",
+            "mug",
+            "--txn",
+            "r-p1",
+            "--partner",
+            "acme",
+            "--json",
+        )
+    )
+    assert redeemed["transaction"]["metadata"]["partner"] == "acme"

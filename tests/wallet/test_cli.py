@@ -92,3 +92,33 @@ def test_cli_charge_refused_prints_one_line_and_applies_nothing(
     assert "Traceback" not in failed.stderr
     balance = json.loads(runner.invoke(app, ["wallet", "balance", "alice", "--json"]).output)
     assert balance["total_available"] == 100
+
+
+def test_one_transaction_id_option_with_the_old_name_hidden(run) -> None:  # type: ignore[no-untyped-def]
+    """Issue 17: ``post --txn`` but ``wallet --txn-id``; now ``--txn`` everywhere, and
+    ``--txn-id`` still works without being shown."""
+    run("wallet", "credit", "alice", "cash", "100", "--txn", "c-new")
+    again = json.loads(
+        run("wallet", "credit", "alice", "cash", "100", "--txn-id", "c-new", "--json")
+    )
+    assert again["replay"] is True
+    run("post", "credit", "alice", "points", "5", "--txn-id", "p-old")
+    run("post", "credit", "alice", "points", "5", "--txn", "p-old")  # the same request: a replay
+    for command in (["wallet", "credit"], ["wallet", "debit"], ["wallet", "grant"], ["post"]):
+        shown = run(*command, "--help")
+        assert "--txn" in shown
+        assert "--txn-id" not in shown
+    assert "Missing option '--txn'" in run("wallet", "credit", "alice", "cash", "1", code=2)
+    assert "once" in run(
+        "wallet", "credit", "alice", "cash", "1", "--txn", "a", "--txn-id", "b", code=2
+    )
+
+
+def test_grant_in_days_is_the_same_request_on_a_retry(run) -> None:  # type: ignore[no-untyped-def]
+    first = json.loads(
+        run("wallet", "grant", "alice", "50", "--expires-days", "30", "--txn", "g", "--json")
+    )
+    again = json.loads(
+        run("wallet", "grant", "alice", "50", "--expires-days", "30", "--txn", "g", "--json")
+    )
+    assert (first["replay"], again["replay"]) == (False, True)

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.progress import Progress
 
-from tallybook.cli.options import StoreOption
+from tallybook.cli.options import StoreOption, TxnIdAlias, TxnOption, txn_of
 from tallybook.cli.output import console, err_console, open_ledger, print_json, table
 from tallybook.errors import ValidationError
 
@@ -94,7 +94,8 @@ def post(
     fund: Annotated[str, typer.Argument(help="Fund name, e.g. cash or points.")],
     amount: Annotated[str, typer.Argument(help="Integer minor units (adjust: signed, e.g. -5).")],
     program: ProgramOption,
-    txn: Annotated[str, typer.Option("--txn", help="Transaction id (idempotency key).")],
+    txn: TxnOption = None,
+    txn_id: TxnIdAlias = None,
     to: Annotated[str | None, typer.Option("--to", help="Transfer destination account.")] = None,
     order: Annotated[str | None, typer.Option("--order", help="Order id.")] = None,
     description: Annotated[str | None, typer.Option("--description", "-d")] = None,
@@ -116,6 +117,7 @@ def post(
             f"amount must be an integer number of minor units, got {amount!r}"
         ) from None
     metadata = _metadata(meta)
+    txn = txn_of(txn, txn_id)
     with open_ledger(store) as ledger:
         t = ledger.transactions
         if kind is PostKind.transfer:

@@ -12,7 +12,7 @@ import typer
 from rich.progress import Progress
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
-from tallybook.cli.options import StoreOption
+from tallybook.cli.options import StoreOption, TxnIdAlias, TxnOption, txn_of
 from tallybook.cli.output import console, err_console, open_ledger, print_json, table
 from tallybook.domain.loyalty import instant, load_toml
 from tallybook.errors import ValidationError
@@ -73,6 +73,16 @@ def config_show(program: ProgramOption, store: StoreOption = None) -> None:
         print(json.dumps(ledger.loyalty.config(program).to_settings(), indent=2))
 
 
+PartnerOption = Annotated[
+    str | None,
+    typer.Option(help="Partner or brand to credit in the rewards-issued report (metadata)."),
+]
+
+
+def _partner(partner: str | None) -> dict[str, str] | None:
+    return {"partner": partner} if partner else None
+
+
 @app.command("earn")
 def earn(
     account: AccountArg,
@@ -85,16 +95,25 @@ def earn(
     at: Annotated[
         str | None, typer.Option(help="When the order was placed (ISO time) [default: now].")
     ] = None,
+    partner: PartnerOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Earn points for an order, exactly once per ORDER_ID.
 
-    Example: tallybook loyalty earn alice order-1001 4599 --program shop
+    Example: tallybook loyalty earn alice order-1001 4599 --partner acme --program shop
     """
     when: datetime | None = instant(at, "--at") if at else None
     with open_ledger(store) as ledger:
-        r = ledger.loyalty.earn(program, account, order_id, amount, currency=currency, at=when)
+        r = ledger.loyalty.earn(
+            program,
+            account,
+            order_id,
+            amount,
+            currency=currency,
+            at=when,
+            metadata=_partner(partner),
+        )
     if as_json:
         print_json(r)
         return
@@ -109,16 +128,25 @@ def redeem(
     points: Annotated[int, typer.Argument(help="Points to spend.")],
     reward_id: Annotated[str, typer.Argument(help="Reward id.")],
     program: ProgramOption,
-    txn_id: Annotated[str, typer.Option("--txn-id", help="Idempotency key of this redemption.")],
+    txn: TxnOption = None,
+    txn_id: TxnIdAlias = None,
+    partner: PartnerOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Redeem POINTS for REWARD_ID, oldest points first.
 
-    Example: tallybook loyalty redeem alice 500 mug --txn-id r-42 --program shop
+    Example: tallybook loyalty redeem alice 500 mug --txn r-42 --program shop
     """
     with open_ledger(store) as ledger:
-        r = ledger.loyalty.redeem(program, account, points, reward_id, txn_id=txn_id)
+        r = ledger.loyalty.redeem(
+            program,
+            account,
+            points,
+            reward_id,
+            txn_id=txn_of(txn, txn_id),
+            metadata=_partner(partner),
+        )
     if as_json:
         print_json(r)
         return

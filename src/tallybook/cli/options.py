@@ -16,3 +16,24 @@ StoreOption = Annotated[
         show_default=False,
     ),
 ]
+
+TxnOption = Annotated[
+    str | None,
+    typer.Option(
+        "--txn",
+        help="Transaction id (idempotency key): a replay returns the first result. [required]",
+        show_default=False,
+    ),
+]
+#: the name the wallet and loyalty commands used before: still accepted, not shown
+TxnIdAlias = Annotated[str | None, typer.Option("--txn-id", hidden=True)]
+
+
+def txn_of(txn: str | None, alias: str | None) -> str:
+    """The transaction id given as ``--txn`` (or its old name ``--txn-id``)."""
+    if txn is not None and alias is not None and txn != alias:
+        raise typer.BadParameter("give the transaction id once", param_hint="'--txn'")
+    value = txn if txn is not None else alias
+    if value is None:
+        raise typer.BadParameter("Missing option '--txn'.", param_hint="'--txn'")
+    return value

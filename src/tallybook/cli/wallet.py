@@ -14,13 +14,12 @@ from rich.progress import Progress, SpinnerColumn, TextColumn
 
 from tallybook.cli import wallet_reads
 from tallybook.cli.ledger import JsonOption, ProgramOption
-from tallybook.cli.options import StoreOption
+from tallybook.cli.options import StoreOption, TxnIdAlias, TxnOption, txn_of
 from tallybook.cli.output import console, open_ledger, print_json
 from tallybook.cli.wallet_output import (
     AccountArg,
     AmountArg,
     HoldArg,
-    TxnOption,
     print_result,
     print_txn,
     when,
@@ -42,19 +41,28 @@ def grant(
     account: AccountArg,
     amount: AmountArg,
     program: ProgramOption,
-    txn_id: TxnOption,
+    txn: TxnOption = None,
+    txn_id: TxnIdAlias = None,
     expires: Annotated[str | None, typer.Option(help="Expiry (ISO time).")] = None,
     expires_days: Annotated[int | None, typer.Option(help="Expiry in days from now.")] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Award a bonus grant (from @issuance) that expires; the grant id is --txn-id.
+    """Award a bonus grant (from @issuance) that expires; the grant id is --txn.
 
-    Example: tallybook wallet grant alice 500 --expires-days 30 --txn-id promo-1 -p shop
+    Example: tallybook wallet grant alice 500 --expires-days 30 --txn promo-1 -p shop
     """
     expires_at = when(expires, expires_days, "expires")
     with open_ledger(store) as ledger:
-        t = ledger.wallet.grant(program, account, amount, expires_at=expires_at, txn_id=txn_id)
+        t = ledger.wallet.grant(
+            program,
+            account,
+            amount,
+            # --expires-days goes as given, so a retry on another day is the same request
+            expires_at=expires_at if expires_days is None else None,
+            expires_in_days=expires_days,
+            txn_id=txn_of(txn, txn_id),
+        )
     print_txn(t, as_json)
 
 
@@ -64,16 +72,17 @@ def credit(
     fund: Annotated[str, typer.Argument(help="cash or store_credit.")],
     amount: AmountArg,
     program: ProgramOption,
-    txn_id: TxnOption,
+    txn: TxnOption = None,
+    txn_id: TxnIdAlias = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Credit cash or store credit from outside the program.
 
-    Example: tallybook wallet credit alice cash 2500 --txn-id topup-7 -p shop
+    Example: tallybook wallet credit alice cash 2500 --txn topup-7 -p shop
     """
     with open_ledger(store) as ledger:
-        t = ledger.wallet.credit(program, account, fund, amount, txn_id=txn_id)
+        t = ledger.wallet.credit(program, account, fund, amount, txn_id=txn_of(txn, txn_id))
     print_txn(t, as_json)
 
 
@@ -83,20 +92,21 @@ def credit_held(
     fund: Annotated[str, typer.Argument(help="cash or store_credit.")],
     amount: AmountArg,
     program: ProgramOption,
-    txn_id: TxnOption,
+    txn: TxnOption = None,
+    txn_id: TxnIdAlias = None,
     release: Annotated[str | None, typer.Option(help="Release time (ISO).")] = None,
     release_days: Annotated[int | None, typer.Option(help="Release in days from now.")] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Credit now but keep it pending until a date (sale proceeds); the hold id is --txn-id.
+    """Credit now but keep it pending until a date (sale proceeds); the hold id is --txn.
 
-    Example: tallybook wallet credit-held alice cash 9000 --release-days 14 --txn-id sale-3 -p shop
+    Example: tallybook wallet credit-held alice cash 9000 --release-days 14 --txn sale-3 -p shop
     """
     release_at = when(release, release_days, "release")
     with open_ledger(store) as ledger:
         r = ledger.wallet.credit_held(
-            program, account, fund, amount, release_at=release_at, txn_id=txn_id
+            program, account, fund, amount, release_at=release_at, txn_id=txn_of(txn, txn_id)
         )
     print_result(r, as_json)
 
@@ -106,7 +116,8 @@ def debit(
     account: AccountArg,
     amount: AmountArg,
     program: ProgramOption,
-    txn_id: TxnOption,
+    txn: TxnOption = None,
+    txn_id: TxnIdAlias = None,
     on_shortfall: Annotated[
         str, typer.Option(help="reject, or charge the deficit to the external payment method.")
     ] = "reject",
@@ -116,7 +127,7 @@ def debit(
 ) -> None:
     """Spend bonus (earliest expiry first), then store credit, then cash.
 
-    Example: tallybook wallet debit alice 1299 --txn-id order-77 --on-shortfall charge -p shop
+    Example: tallybook wallet debit alice 1299 --txn order-77 --on-shortfall charge -p shop
     """
     if on_shortfall not in ("reject", "charge"):
         raise ValidationError("--on-shortfall must be reject or charge")
@@ -125,7 +136,7 @@ def debit(
             program,
             account,
             amount,
-            txn_id=txn_id,
+            txn_id=txn_of(txn, txn_id),
             order_id=order_id,
             on_shortfall="charge" if on_shortfall == "charge" else "reject",
         )

@@ -15,9 +15,6 @@ from tallybook.services.wallet_records import WalletTransaction
 
 AccountArg = Annotated[str, typer.Argument(help="Account (owner) id.")]
 AmountArg = Annotated[int, typer.Argument(help="Amount in minor units (cents).")]
-TxnOption = Annotated[
-    str, typer.Option("--txn-id", help="Idempotency key: a replay returns the first result.")
-]
 HoldArg = Annotated[str, typer.Argument(help="Hold id (the id given to authorize).")]
 
 

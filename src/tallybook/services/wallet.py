@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, cast
 
 from tallybook.domain.ids import check_client_txn_id, check_fund, check_id
 from tallybook.domain.model import EXTERNAL, ISSUANCE, Leg, TxnType
@@ -50,6 +50,9 @@ from tallybook.services.wallet_records import (
 from tallybook.services.wallet_rows import account_grants, grant_item, read_grants, read_holds
 from tallybook.store.port import NotExists, Put
 from tallybook.store.records.codec import iso
+
+#: the longest a grant may be given to expire in, in days from now
+MAX_GRANT_DAYS = 3660
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
@@ -140,30 +143,47 @@ class WalletService:
         account: str,
         amount: int,
         *,
-        expires_at: datetime,
+        expires_at: datetime | None = None,
+        expires_in_days: int | None = None,
         txn_id: str,
         description: str | None = None,
     ) -> WalletTransaction:
-        """Award a bonus grant expiring at ``expires_at`` (the grant id is ``txn_id``)."""
+        """Award a bonus grant expiring at ``expires_at``, or ``expires_in_days`` after it
+        is granted (the grant id is ``txn_id``; a retry of either keeps the first answer)."""
         check_id(account, "account")
         check_amount(amount)
         check_hold_id(check_client_txn_id(txn_id))
-        if expires_at.tzinfo is None:
+        if (expires_at is None) == (expires_in_days is None):
+            raise ValidationError("give exactly one of expires_at or expires_in_days")
+        if expires_at is not None and expires_at.tzinfo is None:
             raise ValidationError("expires_at needs a time zone (for example ...Z)")
+        if expires_in_days is not None and (
+            isinstance(expires_in_days, bool)
+            or not isinstance(expires_in_days, int)
+            or not 1 <= expires_in_days <= MAX_GRANT_DAYS
+        ):
+            raise ValidationError(f"expires_in_days must be an integer from 1 to {MAX_GRANT_DAYS}")
         body = {
             "op": "wallet.grant",
             "account": account,
             "amount": amount,
-            "expires_at": iso(expires_at),
+            # the request as given: a retry of "in 30 days" is the same request tomorrow
+            **(
+                {"expires_at": iso(expires_at)}
+                if expires_at is not None
+                else {"expires_in_days": expires_in_days}
+            ),
             "description": description,
         }
 
         def plan(snap: Snapshot) -> Plan:
-            check_future(expires_at, snap.now, "expires_at")
+            if expires_at is not None:
+                check_future(expires_at, snap.now, "expires_at")
+            expires = expires_at or snap.now + timedelta(days=cast(int, expires_in_days))
             if snap.program.fund(BONUS) is None:
                 raise ValidationError(f"program {program} has no bonus fund")
             acct = snap.account(account)
-            grant = Grant(txn_id, amount, amount, expires_at, snap.now)
+            grant = Grant(txn_id, amount, amount, expires, snap.now)
             funds = present_funds(f.name for f in snap.program.funds)
             grants = account_grants(snap.store, program, acct, snap.now)
             marks = wallet_marks(acct, [*grants, grant], snap.now, balance_delta={BONUS: amount})
@@ -176,7 +196,7 @@ class WalletService:
                 owner=account,
                 details={
                     "account": account,
-                    "grants": [[txn_id, iso(expires_at), amount]],
+                    "grants": [[txn_id, iso(expires), amount]],
                     "availability": availability_after(
                         acct, funds, grants, snap.now, bonus_delta=amount
                     ),

@@ -145,7 +145,8 @@ def post_grant(
         principal.program,
         account,
         body.amount,
-        expires_at=_aware(body.expires_at, "expires_at"),
+        expires_at=_aware(body.expires_at, "expires_at") if body.expires_at else None,
+        expires_in_days=body.expires_in_days,
         txn_id=txn_id,
         description=body.description,
     )

@@ -8,11 +8,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tallybook.domain.money import MAX_AMOUNT
 from tallybook.domain.wallet import MAX_HOLD_SECONDS, Grant, Hold, WalletBalance
 from tallybook.http.models import ID_PATTERN
+from tallybook.services.wallet import MAX_GRANT_DAYS
 from tallybook.services.wallet_holds import HoldResult
 from tallybook.services.wallet_records import WalletTransaction
 
@@ -148,8 +149,19 @@ class _In(BaseModel):
 
 class GrantIn(_In):
     amount: Amount
-    expires_at: datetime = Field(description="when the grant expires (with a time zone)")
+    expires_at: datetime | None = Field(
+        default=None, description="when the grant expires (with a time zone)"
+    )
+    expires_in_days: Annotated[int | None, Field(strict=True, ge=1, le=MAX_GRANT_DAYS)] = Field(
+        default=None, description="or: days from now until it expires"
+    )
     description: Description = None
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> GrantIn:
+        if (self.expires_at is None) == (self.expires_in_days is None):
+            raise ValueError("give exactly one of expires_at or expires_in_days")
+        return self
 
 
 class CreditIn(_In):
