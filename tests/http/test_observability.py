@@ -126,3 +126,24 @@ def test_json_log_lines_carry_time_level_logger_and_request_id(app_client, caplo
         "rid-7",
     )
     assert (line["status"], line["route"]) == (404, "unmatched")
+
+
+def test_emf_lines_for_lambda(ledger, engine, mint_key, capsys) -> None:
+    secret = mint_key("read,write")
+    headers = {"Authorization": f"Bearer {secret}", "Idempotency-Key": "emf-1"}
+    ledger.accounts.open("shop", "alice")
+    with TestClient(create_app(ledger, emf=True)) as client:
+        capsys.readouterr()
+        before = ledger.store.metrics.requests
+        body = {"type": "credit", "account": "alice", "fund": "points", "amount": 5}
+        assert client.post("/v1/transactions", json=body, headers=headers).status_code == 201
+        used = ledger.store.metrics.requests - before
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    request = next(line for line in lines if "Requests" in line)
+    assert request["route"] == "POST /v1/transactions"
+    assert (request["status"], request["Requests"]) == ("201", [1.0])
+    assert request["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "tallybook"
+    by_operation = {line["operation"]: line for line in lines if "operation" in line}
+    assert sum(line["StoreRequests"][0] for line in by_operation.values()) == used
+    if engine == "dynamodb":
+        assert by_operation["transact_write"]["PricedWriteUnits"][0] >= 4

@@ -20,6 +20,22 @@ def serve(
     log_level: Annotated[
         str, typer.Option("--log-level", help="debug, info, warning or error.")
     ] = "info",
+    metrics: Annotated[
+        str,
+        typer.Option(
+            "--metrics",
+            help="Who may read /metrics on the API address: key (an admin API key), "
+            "open (anyone) or off.",
+        ),
+    ] = "key",
+    metrics_bind: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-bind",
+            help="Serve /metrics without a key on this HOST:PORT only (e.g. 127.0.0.1:9100); "
+            "the API address then serves none.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API, its OpenAPI docs and the admin page; logs are JSON lines.
 
@@ -41,14 +57,23 @@ def serve(
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
         raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
+    if metrics not in ("key", "open", "off"):
+        raise typer.BadParameter("choose key, open or off", param_hint="--metrics")
+    bind = _host_port(metrics_bind) if metrics_bind else None
     configure_json_logging(level)
     ledger = Ledger.open(store)
-    app = create_app(ledger, max_body=max_body)
+    app = create_app(ledger, max_body=max_body, metrics_access="off" if bind else metrics)
+    if bind is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(bind[1], bind[0], registry=app.state.metrics.registry)
     base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     err_console.print(f"tallybook on {ledger.store.describe()}")
     err_console.print(f"  durability: {ledger.store.durability()}")
     err_console.print(f"  API docs: {base}/docs")
     err_console.print(f"  admin:    {base}/admin")
+    if bind is not None:
+        err_console.print(f"  metrics:  http://{bind[0]}:{bind[1]}/metrics")
     if not ledger.programs.list():
         err_console.print(
             "  no program yet; create one and an admin key to log in:\n"
@@ -61,3 +86,10 @@ def serve(
         )
     finally:
         ledger.close()
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise typer.BadParameter("give HOST:PORT, e.g. 127.0.0.1:9100", param_hint="--metrics-bind")
+    return host, int(port)

@@ -18,7 +18,7 @@ import importlib.util
 import logging
 import os
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI
 
@@ -33,6 +33,9 @@ from tallybook.http.problems import STANDARD_PROBLEMS
 from tallybook.http.routers import ledger as ledger_routes
 from tallybook.http.routers import system
 from tallybook.ledger import Ledger
+
+if TYPE_CHECKING:
+    from tallybook.http.emf import EmfMetrics
 
 #: capability routers included when their module is present
 CAPABILITY_ROUTERS = ("wallet", "loyalty", "notifications", "billing")
@@ -75,13 +78,15 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     key_cache_seconds: float = DEFAULT_KEY_CACHE_SECONDS,
     metrics_access: MetricsAccess | str = MetricsAccess.KEY,
+    emf: bool = False,
 ) -> FastAPI:
     """The HTTP API over ``ledger``.
 
     ``max_body`` bounds request bodies (bytes); an authenticated API key is
     remembered for ``key_cache_seconds`` (0: every request reads the key);
     ``metrics_access`` says who may read ``/metrics`` here (``key``: an
-    ``admin`` key; ``open``; ``off``).
+    ``admin`` key; ``open``; ``off``); ``emf`` also writes each request's
+    metrics as CloudWatch EMF lines to stdout (on Lambda).
     """
     app = FastAPI(
         title="tallybook",
@@ -92,7 +97,7 @@ def create_app(
         redoc_url=None,
         generate_unique_id_function=operation_id,
     )
-    metrics = Metrics(ledger)
+    metrics = Metrics(ledger, emf=_emf(ledger) if emf else None)
     app.state.ledger = ledger
     app.state.metrics = metrics
     app.state.metrics_access = MetricsAccess(metrics_access)
@@ -116,6 +121,12 @@ def create_app(
     return app
 
 
+def _emf(ledger: Ledger) -> EmfMetrics:
+    from tallybook.http.emf import EmfMetrics
+
+    return EmfMetrics(ledger)
+
+
 def _include_admin(app: FastAPI) -> None:
     module = _optional_module(ADMIN_MODULE)
     router = _module_router(module) if module else None
@@ -136,6 +147,7 @@ def get_app() -> FastAPI:
 
     ``$TALLYBOOK_METRICS`` (``key``, ``open`` or ``off``) says who may read
     ``/metrics``; ``$TALLYBOOK_KEY_CACHE_SECONDS`` how long a key is remembered.
+    On Lambda (``$AWS_LAMBDA_FUNCTION_NAME`` set) metrics also leave as EMF.
     """
     global _app
     if _app is None:
@@ -145,6 +157,7 @@ def get_app() -> FastAPI:
             key_cache_seconds=float(
                 os.environ.get("TALLYBOOK_KEY_CACHE_SECONDS", DEFAULT_KEY_CACHE_SECONDS)
             ),
+            emf=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
         )
     return _app
 

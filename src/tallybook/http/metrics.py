@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -33,6 +34,9 @@ from prometheus_client.registry import Collector
 
 from tallybook.ledger import Ledger
 from tallybook.store.port import OperationStats
+
+if TYPE_CHECKING:
+    from tallybook.http.emf import EmfMetrics
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -117,7 +121,8 @@ class StoreCollector(Collector):
 class Metrics:
     """The app's registry: HTTP figures recorded per request, store figures collected."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, emf: EmfMetrics | None = None) -> None:
+        self.emf = emf
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "tallybook_http_requests",
@@ -149,6 +154,8 @@ class Metrics:
         code = str(status)
         self.requests.labels(method, route, code).inc()
         self.duration.labels(method, route, code).observe(seconds)
+        if self.emf is not None:
+            self.emf.request(method, route, status, seconds)
 
     def observe_problem(self, status: int, code: str) -> None:
         self.problems.labels(str(status), code).inc()

@@ -196,6 +196,8 @@ def _clean_schema_names(schema: dict[str, Any]) -> dict[str, Any]:
             taken.add(clean)
     if not renames:
         return schema
+    for old, new in renames.items():  # generators name their classes after the title
+        components[old]["title"] = new
     schema["components"]["schemas"] = {renames.get(k, k): v for k, v in components.items()}
     prefix = "#/components/schemas/"
     refs = {prefix + old: prefix + new for old, new in renames.items()}
