@@ -1,4 +1,4 @@
-"""``tallybook program create|show``: programs and their funds."""
+"""``tallybook program create|show|threshold``: programs and their funds."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tallybook.cli.output import console, open_ledger, print_json, table
 from tallybook.errors import AlreadyExists
 
 app = typer.Typer(
-    help="Create a program and show its funds.",
+    help="Create a program, show its funds, set a fund's low-balance threshold.",
     epilog="Example: tallybook program create shop --currency USD",
     no_args_is_help=True,
 )
@@ -88,3 +88,31 @@ def show(
             ["fund", "unit", "overdraft", "low balance below"],
             [[f.name, f.unit, f.allow_overdraft, f.low_balance_threshold] for f in p.funds],
         )
+
+
+@app.command("threshold")
+def threshold(
+    program: Annotated[str, typer.Argument(help="Program id.")],
+    fund: Annotated[str, typer.Argument(help="Fund name, e.g. cash.")],
+    amount: Annotated[
+        int | None,
+        typer.Argument(help="Minor units; LowBalance is raised below it. Omit with --clear."),
+    ] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Raise no LowBalance for FUND.")] = False,
+    store: StoreOption = None,
+) -> None:
+    """Set the amount below which FUND's available balance raises a LowBalance notification
+    (removed again by a top-up above it), or --clear it. Applies from the next posting.
+
+    Example: tallybook program threshold shop cash 500
+    """
+    if (amount is None) == (not clear):
+        raise typer.BadParameter("give AMOUNT or --clear", param_hint="AMOUNT")
+    with open_ledger(store) as ledger:
+        p = ledger.programs.set_low_balance_threshold(program, fund, None if clear else amount)
+    spec = p.fund(fund)
+    below = spec.low_balance_threshold if spec else None
+    console.print(
+        f"{program}/{fund}: "
+        + (f"LowBalance below {below}" if below is not None else "no LowBalance")
+    )

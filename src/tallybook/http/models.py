@@ -303,6 +303,12 @@ class TransferIn(_In):
     metadata: Metadata | None = None
 
 
+class ThresholdIn(_In):
+    threshold: Annotated[int, Field(strict=True, ge=0, le=MAX_AMOUNT)] | None = Field(
+        description="minor units: LowBalance when the available amount drops below it; null: never"
+    )
+
+
 class Health(BaseModel):
     status: Literal["ok"]
     version: str = Field(description="the tallybook version serving", examples=["0.1.0"])

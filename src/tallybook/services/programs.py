@@ -47,10 +47,7 @@ class ProgramService:
             check_unit(f.unit)
             if f.name in names:
                 raise ValidationError(f"fund {f.name} is defined twice")
-            if f.low_balance_threshold is not None and (
-                not isinstance(f.low_balance_threshold, int) or f.low_balance_threshold < 0
-            ):
-                raise ValidationError("low_balance_threshold must be a non-negative integer")
+            check_threshold(f.low_balance_threshold)
             names.add(f.name)
         program = Program(
             id=program_id,
@@ -92,8 +89,25 @@ class ProgramService:
     ) -> Program:
         """Replace the program's settings (loyalty rules, notification rules, ...)."""
         current = self.get(program_id, fresh=True)
-        updated = replace(current, settings=settings, layout=layout or current.layout)
-        item = {**keys.program(program_id).as_item(), **program_to_item(updated)}
+        return self._store(replace(current, settings=settings, layout=layout or current.layout))
+
+    def set_low_balance_threshold(
+        self, program_id: str, fund: str, threshold: int | None
+    ) -> Program:
+        """Raise ``LowBalance`` when ``fund``'s available amount drops below ``threshold``
+        (minor units; ``None`` stops it). Applies to postings from now on."""
+        check_threshold(threshold)
+        current = self.get(program_id, fresh=True)
+        if current.fund(fund) is None:
+            raise NotFound(f"program {program_id} has no fund {fund!r}")
+        funds = tuple(
+            replace(f, low_balance_threshold=threshold) if f.name == fund else f
+            for f in current.funds
+        )
+        return self._store(replace(current, funds=funds))
+
+    def _store(self, updated: Program) -> Program:
+        item = {**keys.program(updated.id).as_item(), **program_to_item(updated)}
         self.store.put(item, Compare("created_at", "=", item["created_at"]))
         self._remember(updated)
         return updated
@@ -101,3 +115,10 @@ class ProgramService:
     def _remember(self, program: Program) -> None:
         with self._lock:
             self._cache[program.id] = (time.monotonic(), program)
+
+
+def check_threshold(threshold: object) -> None:
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0
+    ):
+        raise ValidationError("low_balance_threshold must be a non-negative integer")

@@ -19,6 +19,7 @@ from tallybook.domain.model import Leg, Transaction
 from tallybook.domain.money import MAX_AMOUNT
 from tallybook.errors import Forbidden, ValidationError
 from tallybook.http.deps import (
+    AdminPrincipal,
     IdempotencyKey,
     LedgerDep,
     Principal,
@@ -28,6 +29,7 @@ from tallybook.http.deps import (
 )
 from tallybook.http.idempotency import REPLAYED_HEADER
 from tallybook.http.models import (
+    FUND_PATTERN,
     ID_PATTERN,
     AccountOut,
     AdjustIn,
@@ -37,9 +39,11 @@ from tallybook.http.models import (
     DebitIn,
     EntryOut,
     EntryPageOut,
+    FundOut,
     OpenAccountIn,
     ProgramOut,
     RawIn,
+    ThresholdIn,
     TransactionIn,
     TransactionListOut,
     TransactionOut,
@@ -96,6 +100,22 @@ def _posted(txn: Transaction, response: Response) -> TransactionOut:
 @router.get("/program", summary="The API key's program and its funds")
 def get_program(principal: ReadPrincipal, ledger: LedgerDep) -> ProgramOut:
     return ProgramOut.of(ledger.programs.get(principal.program))
+
+
+@router.put(
+    "/program/funds/{fund}/low-balance-threshold",
+    summary="Set or clear the amount below which a fund raises LowBalance (admin)",
+)
+def put_low_balance_threshold(
+    fund: Annotated[str, Path(pattern=FUND_PATTERN)],
+    body: ThresholdIn,
+    principal: AdminPrincipal,
+    ledger: LedgerDep,
+) -> FundOut:
+    program = ledger.programs.set_low_balance_threshold(principal.program, fund, body.threshold)
+    spec = program.fund(fund)
+    assert spec is not None
+    return FundOut.of(spec)
 
 
 # --- accounts ----------------------------------------------------------------

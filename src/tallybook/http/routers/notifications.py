@@ -27,13 +27,19 @@ import binascii
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Path, Query, Request, Response, status
+from fastapi import APIRouter, Body, Header, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from tallybook.domain.notifications import Notification
+from tallybook.domain.notifications import Notification, rules_to_settings
 from tallybook.errors import Forbidden, Unauthorized
-from tallybook.http.deps import LedgerDep, Principal, ReadPrincipal, WritePrincipal
+from tallybook.http.deps import (
+    AdminPrincipal,
+    LedgerDep,
+    Principal,
+    ReadPrincipal,
+    WritePrincipal,
+)
 from tallybook.http.idempotency import REPLAYED_HEADER
 from tallybook.http.models import ID_PATTERN
 from tallybook.http.problems import problem_response
@@ -141,6 +147,25 @@ class IngestStatsOut(BaseModel):
     ignored: int
     rejected: int
     reasons: dict[str, int] = Field(description="rejections by reason since the process started")
+
+
+@router.get("/program/notification-rules", summary="The program's notification rules")
+def get_rules(principal: ReadPrincipal, ledger: LedgerDep) -> dict[str, Any]:
+    return rules_to_settings(ledger.notifications.rules(principal.program))
+
+
+@router.put(
+    "/program/notification-rules",
+    summary="Replace the program's notification rules (admin)",
+    description='For example `{"retention_days": 30, "types": {"TopUp": '
+    '{"dismisses": ["LowBalance"]}}}` (as `tallybook notifications rules --set FILE`).',
+)
+def put_rules(
+    principal: AdminPrincipal,
+    ledger: LedgerDep,
+    body: Annotated[dict[str, Any], Body(description="retention_days and rules per type")],
+) -> dict[str, Any]:
+    return rules_to_settings(ledger.notifications.set_rules(principal.program, body))
 
 
 @router.get("/accounts/{account}/notifications", summary="Active notifications, newest first")
