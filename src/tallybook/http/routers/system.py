@@ -54,6 +54,7 @@ async def readyz(ledger: LedgerDep) -> Readiness:
     description="Served as configured: with an `admin` API key (the default), to anyone "
     "(`open`), or not here (`off`, e.g. `tallybook serve --metrics-bind HOST:PORT`).",
     response_class=Response,
+    openapi_extra={"security": [{"ApiKey": []}]},
     responses={
         200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}},
         **problem_responses(401, 403, 404),
