@@ -7,8 +7,8 @@ import pytest
 from tallybook.domain.model import Leg
 from tallybook.errors import InsufficientFunds, TooManyRetries, ValidationError
 from tallybook.ledger import Ledger
+from tallybook.retry import RetryPolicy
 from tallybook.services.postings import Plan, Snapshot
-from tallybook.services.retry import Backoff
 from tallybook.store import keys
 from tallybook.store.port import Exists, Key, NotExists, Put
 
@@ -112,7 +112,7 @@ def test_a_failing_plan_action_applies_nothing_and_gives_up_after_bounded_retrie
     ledger: Ledger,
 ) -> None:
     open_accounts(ledger, "alice")
-    ledger.engine.backoff = Backoff(attempts=3, base_seconds=0.001)
+    ledger.engine.retry_policy = RetryPolicy(attempts=3, base_seconds=0.001)
     before = state(ledger, "alice")
     calls = []
     marker = Key(keys.account_partition(PROGRAM, "alice"), "X#missing")

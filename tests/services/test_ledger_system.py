@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from tallybook.domain.model import SYSTEM_ACCOUNTS, Leg
 from tallybook.ledger import Ledger
+from tallybook.reliability.faults import FaultyStore
 from tallybook.services.clock import ManualClock
 from tallybook.store import keys
 from tallybook.store.port import ItemStore, Key, Set
 
-from .faults import FaultyStore
 from .ledger_helpers import PROGRAM, open_accounts
 
 
 def test_no_item_is_written_by_every_transaction(store: ItemStore, clock: ManualClock) -> None:
-    faulty = FaultyStore(store)
+    faulty = FaultyStore(store, record_writes=True)
     ledger = Ledger(faulty, clock=clock)
     ledger.programs.create(PROGRAM)
     accounts = [f"c{i}" for i in range(8)]
@@ -44,7 +46,6 @@ def test_no_item_is_written_by_every_transaction(store: ItemStore, clock: Manual
 
 
 def test_system_balance_of_an_unknown_account_is_not_found(ledger: Ledger) -> None:
-    import pytest
 
     from tallybook.errors import NotFound
 

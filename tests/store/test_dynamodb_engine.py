@@ -28,6 +28,7 @@ from tallybook.errors import (
     Throttled,
     TransactionConflict,
 )
+from tallybook.retry import RetryPolicy, retrying
 from tallybook.store.dynamodb import DynamoStore
 from tallybook.store.dynamodb_errors import MAX_ATTEMPTS
 from tallybook.store.dynamodb_expressions import Expression, compile_sort, fold_updates
@@ -267,6 +268,23 @@ def test_conflicts_give_up_after_bounded_attempts(stubbed: tuple[DynamoStore, St
         MAX_ATTEMPTS,
         MAX_ATTEMPTS - 1,
     )
+
+
+def test_within_an_operation_the_engine_retries_on_its_budget(
+    stubbed: tuple[DynamoStore, Stubber],
+) -> None:
+    """A posting's retry loop around the engine's: the sends are the posting's
+    budget in all (tallybook.retry), never its attempts times the engine's."""
+    store, stubber = stubbed
+    for _ in range(3):
+        stubber.add_client_error(
+            "transact_write_items", **_cancelled("None", "TransactionConflict")
+        )
+    with retrying(RetryPolicy(attempts=3)) as tries:
+        for _ in tries:
+            with pytest.raises(TransactionConflict, match="3 attempts"):
+                store.transact_write(_two_puts())
+    assert store.metrics.stat("transact_write").requests == 3
 
 
 def test_throttling_is_retried_then_reported(stubbed: tuple[DynamoStore, Stubber]) -> None:

@@ -1,6 +1,6 @@
 """A crash between every pair of storage steps of every wallet flow, then reconcile.
 
-For each flow and each storage call n, a ledger over :class:`CrashingStore`
+For each flow and each storage call n, a ledger over a :class:`FaultyStore`
 runs the flow and "dies" before call n (or right after write n: a lost
 response). Then ``reconcile``
 runs (after the charge grace period) and every invariant must hold: ledger
@@ -24,12 +24,12 @@ from typing import Any
 import pytest
 
 from tallybook.ledger import Ledger
+from tallybook.reliability.faults import Crash, CrashMode, FaultyStore
 from tallybook.services.charges import FakeChargeProcessor
 from tallybook.services.clock import ManualClock
 from tallybook.services.wallet_debit import CHARGE_GRACE, charge_key
 
 from .conftest import P, fund
-from .crashing import Crash, CrashingStore
 
 Flow = Callable[[Ledger, str], Any]
 
@@ -115,14 +115,16 @@ def test_crash_at_every_step_then_reconcile(
     processor: FakeChargeProcessor,
     clock: ManualClock,
     flow: str,
-    mode: str,
+    mode: CrashMode,
 ) -> None:
     setup, run = FLOWS[flow]
     crashes = 0
     for n in range(1, 150):
         a = f"{flow[:6]}{next(_ids)}"
         setup(wallet, a)
-        crashing = Ledger(CrashingStore(wallet.store, at=n, mode=mode), clock=clock)  # type: ignore[arg-type]
+        faulty = FaultyStore(wallet.store)
+        faulty.crash_at(n, mode)
+        crashing = Ledger(faulty, clock=clock)
         crashing.wallet.processor = processor
         try:
             run(crashing, a)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from tallybook.domain.model import FundSpec, default_funds
 from tallybook.errors import AlreadyExists
 from tallybook.ledger import Ledger
 from tallybook.reliability.api import Ambiguous, Api, Broken, Op, Rejected
+from tallybook.retry import RetryPolicy, retrying
 
 TOKENS = "tokens"
 TOKENS_EACH = 1_000
@@ -61,13 +61,17 @@ LOYALTY_RULES: dict[str, Any] = {
 }
 
 
+#: the client's retries of one operation (an ambiguous answer: the same key
+#: again); in-process services and the engine retry within this same budget
+CLIENT_RETRY = RetryPolicy(attempts=60, seconds=120.0, cap_seconds=0.5)
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     program: str
     accounts: int = 12
     replay_rate: float = 0.1
-    max_attempts: int = 60
-    max_backoff: float = 0.5
+    retry: RetryPolicy = CLIENT_RETRY
 
     def account_ids(self) -> list[str]:
         return [f"acct-{i:03d}" for i in range(self.accounts)]
@@ -219,32 +223,32 @@ class Client:
 
     def attempt(self, op: Op, *, replaying: bool = False) -> bool | None:
         """Send ``op`` until answered; the replay flag, or None when rejected or abandoned."""
-        for attempt in range(self.w.max_attempts):
-            if self.stop.is_set() and attempt:
-                self.log.outcomes["abandoned"] += 1
-                return None
-            try:
-                replay = self.api.call(op)
-            except Ambiguous as exc:
-                self.log.outcomes[f"retry:{exc.reason}"] += 1
-                time.sleep(min(self.w.max_backoff, 0.002 * 2**attempt) * self.rng.random())
-                continue
-            except Rejected as exc:
-                self.log.outcomes[f"rejected:{exc.code}"] += 1
-                if replaying:
-                    self.log.violations.append(
-                        f"invariant 3: replay of {op.kind} {op.key} was rejected ({exc.code})"
-                    )
-                elif op.key is not None:
-                    self.log.rejected.append(op.key)
-                return None
-            except Broken as exc:
-                self.log.outcomes["broken"] += 1
-                self.log.violations.append(str(exc))
-                return None
-            self.log.outcomes["replayed" if replay else "applied"] += 1
-            if op.key is not None and not replaying and not (op.kind == "void" and replay):
-                self.log.acked.append(op.key)
-            return replay
+        with retrying(self.w.retry) as tries:
+            for attempt in tries:
+                if self.stop.is_set() and attempt:
+                    self.log.outcomes["abandoned"] += 1
+                    return None
+                try:
+                    replay = self.api.call(op)
+                except Ambiguous as exc:
+                    self.log.outcomes[f"retry:{exc.reason}"] += 1
+                    continue
+                except Rejected as exc:
+                    self.log.outcomes[f"rejected:{exc.code}"] += 1
+                    if replaying:
+                        self.log.violations.append(
+                            f"invariant 3: replay of {op.kind} {op.key} was rejected ({exc.code})"
+                        )
+                    elif op.key is not None:
+                        self.log.rejected.append(op.key)
+                    return None
+                except Broken as exc:
+                    self.log.outcomes["broken"] += 1
+                    self.log.violations.append(str(exc))
+                    return None
+                self.log.outcomes["replayed" if replay else "applied"] += 1
+                if op.key is not None and not replaying and not (op.kind == "void" and replay):
+                    self.log.acked.append(op.key)
+                return replay
         self.log.outcomes["gave_up"] += 1
         return None

@@ -16,7 +16,9 @@ plan into one storage transaction:
 
 How each item is laid out is :mod:`tallybook.store.records.ledger`'s business.
 
-A version conflict retries the whole plan with backoff and jitter, bounded.
+A version conflict retries the whole plan with backoff and jitter, bounded by
+the operation's retry budget (:mod:`tallybook.retry`), which the engine's own
+retries share.
 Writers of the same account in one process queue on a lock first, so a hot
 account does not collapse into retries.
 """
@@ -60,6 +62,7 @@ from tallybook.errors import (
     TransactionConflict,
     ValidationError,
 )
+from tallybook.retry import RetryPolicy, retrying
 from tallybook.services.clock import Clock
 from tallybook.services.programs import ProgramService
 from tallybook.services.refusals import (
@@ -69,7 +72,6 @@ from tallybook.services.refusals import (
     refusal_item,
     store_refusal,
 )
-from tallybook.services.retry import Backoff
 from tallybook.store import keys
 from tallybook.store.port import (
     MAX_TRANSACTION_ACTIONS,
@@ -170,12 +172,12 @@ class PostingEngine:
         store: ItemStore,
         programs: ProgramService,
         clock: Clock,
-        backoff: Backoff | None = None,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
         self.store = store
         self.programs = programs
         self.clock = clock
-        self.backoff = backoff or Backoff()
+        self.retry_policy = retry_policy or RetryPolicy()
         self.listeners: list[Listener] = []
         self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self.retries = 0
@@ -217,37 +219,42 @@ class PostingEngine:
     def _commit(
         self, program: Program, txn_id: str, fp: str, planner: Planner, keep_refusal: bool
     ) -> Transaction:
-        for attempt in self.backoff.delays():
-            if attempt:
-                self.retries += 1
-            snap = Snapshot(self.store, program, self.clock.now())
-            try:
-                plan = planner(snap)
-                actions, record, after = self._build(program, txn_id, fp, plan, snap)
-            except LedgerError as exc:
-                existing = self.existing(program.id, txn_id)
-                if existing is None and keep_refusal and is_final(exc):
-                    existing = self._refuse(program.id, txn_id, fp, exc, snap.now)
-                if existing is not None:
-                    return self._replay(existing, fp)
-                raise
-            try:
-                self.store.transact_write(actions)
-            except ConditionFailed as exc:
-                if exc.index == 0:
+        committed: Committed | None = None
+        with retrying(self.retry_policy) as tries:
+            for attempt in tries:
+                if attempt:
+                    self.retries += 1
+                snap = Snapshot(self.store, program, self.clock.now())
+                try:
+                    plan = planner(snap)
+                    actions, record, after = self._build(program, txn_id, fp, plan, snap)
+                except LedgerError as exc:
                     existing = self.existing(program.id, txn_id)
+                    if existing is None and keep_refusal and is_final(exc):
+                        existing = self._refuse(program.id, txn_id, fp, exc, snap.now)
                     if existing is not None:
                         return self._replay(existing, fp)
-                continue
-            except TransactionConflict:
-                continue
-            event = Committed(program, record, dict(snap.accounts), after)
-            for listener in self.listeners:
-                listener(event)
-            return record
-        raise TooManyRetries(
-            f"transaction {txn_id} kept conflicting with concurrent writers; retry it"
-        )
+                    raise
+                try:
+                    self.store.transact_write(actions)
+                except ConditionFailed as exc:
+                    if exc.index == 0:
+                        existing = self.existing(program.id, txn_id)
+                        if existing is not None:
+                            return self._replay(existing, fp)
+                    continue
+                except TransactionConflict:
+                    continue
+                committed = Committed(program, record, dict(snap.accounts), after)
+                break
+        if committed is None:
+            raise TooManyRetries(
+                f"transaction {txn_id} kept conflicting with concurrent writers; retry it"
+            )
+        # outside the retry budget: a listener's own writes are operations of their own
+        for listener in self.listeners:
+            listener(committed)
+        return committed.transaction
 
     def _refuse(
         self, program_id: str, txn_id: str, fp: str, exc: LedgerError, now: datetime

@@ -39,7 +39,6 @@ from typing import Any
 from tallybook.errors import ConditionFailed, StoreValidationError, Throttled
 from tallybook.store.checks import check_actions, check_batch_write, check_item, check_key
 from tallybook.store.dynamodb_connection import DynamoConnection
-from tallybook.store.dynamodb_errors import MAX_ATTEMPTS
 from tallybook.store.dynamodb_expressions import (
     Expression,
     compile_action,
@@ -225,7 +224,7 @@ class DynamoStore(DynamoConnection):
             pending = self._send_until_processed("batch_get", chunk, send)
             if pending:
                 raise Throttled(
-                    f"DynamoDB left {len(pending)} keys unprocessed after {MAX_ATTEMPTS} attempts"
+                    f"DynamoDB left {len(pending)} keys unprocessed when the retries ran out"
                 )
         return out
 
@@ -266,8 +265,8 @@ class DynamoStore(DynamoConnection):
             if pending:
                 self.meter.forget([*map(key_of, chunk_puts), *chunk_deletes])
                 raise Throttled(
-                    f"DynamoDB left {len(pending)} writes unprocessed after {MAX_ATTEMPTS} "
-                    "attempts; the batch was partly applied"
+                    f"DynamoDB left {len(pending)} writes unprocessed when the retries ran "
+                    "out; the batch was partly applied"
                 )
             self._charge("batch_write", self.meter.batch_write(chunk_puts, chunk_deletes))
 

@@ -29,11 +29,11 @@ from tallybook.errors import (
     Throttled,
     TransactionConflict,
 )
+from tallybook.retry import retrying
 from tallybook.store.dynamodb_errors import (
-    MAX_ATTEMPTS,
     NOT_SENT,
+    RETRY_POLICY,
     RetryableError,
-    backoff_delay,
     classify,
     translate,
     unavailable,
@@ -138,9 +138,6 @@ class DynamoConnection(ItemStore):
 
     # -- requests -----------------------------------------------------------
 
-    def _backoff(self, attempt: int) -> None:
-        self._sleep(backoff_delay(attempt))
-
     def _send(
         self,
         operation: str,
@@ -170,46 +167,47 @@ class DynamoConnection(ItemStore):
         idempotent: bool,
     ) -> dict[str, Any]:
         last: RetryableError | None = None
-        for attempt in range(MAX_ATTEMPTS):
-            if attempt:
-                assert last is not None
-                self._count(operation, retry=True)
-                self._backoff(attempt - 1)
-            try:
-                response: dict[str, Any] = call(**params)
-            except ClientError as exc:
-                self._record(operation, None)
+        sent = 0
+        with retrying(RETRY_POLICY, sleep=self._sleep) as tries:
+            for _ in tries:
+                sent += 1
+                if last is not None:
+                    self._count(operation, retry=True)
                 try:
-                    classify(exc, idempotent=idempotent, translate=self._translate)
-                except RetryableError as retry:
-                    self._count(operation, kind=retry.kind)
-                    last = retry
-                    continue
-                raise AssertionError("unreachable") from exc  # pragma: no cover
-            except BotoCoreError as exc:
-                self._record(operation, None)
-                if isinstance(exc, NOT_SENT) or (
-                    idempotent and not isinstance(exc, NoCredentialsError)
-                ):
-                    last = RetryableError("server", exc)
-                    continue
-                if not idempotent and not isinstance(exc, NoCredentialsError):
-                    raise StoreUnavailable(
-                        f"lost the connection to {self.endpoint or 'DynamoDB'} during a "
-                        f"write, which may or may not have been applied: {exc}"
-                    ) from exc
-                raise self._unavailable(exc) from exc
-            self._record(operation, response)
-            return response
+                    response: dict[str, Any] = call(**params)
+                except ClientError as exc:
+                    self._record(operation, None)
+                    try:
+                        classify(exc, idempotent=idempotent, translate=self._translate)
+                    except RetryableError as retry:
+                        self._count(operation, kind=retry.kind)
+                        last = retry
+                        continue
+                    raise AssertionError("unreachable") from exc  # pragma: no cover
+                except BotoCoreError as exc:
+                    self._record(operation, None)
+                    if isinstance(exc, NOT_SENT) or (
+                        idempotent and not isinstance(exc, NoCredentialsError)
+                    ):
+                        last = RetryableError("server", exc)
+                        continue
+                    if not idempotent and not isinstance(exc, NoCredentialsError):
+                        raise StoreUnavailable(
+                            f"lost the connection to {self.endpoint or 'DynamoDB'} during a "
+                            f"write, which may or may not have been applied: {exc}"
+                        ) from exc
+                    raise self._unavailable(exc) from exc
+                self._record(operation, response)
+                return response
         assert last is not None
         if last.kind == "conflict":
             raise TransactionConflict(
                 f"{operation} kept conflicting with concurrent transactions "
-                f"({MAX_ATTEMPTS} attempts); try again"
+                f"({sent} attempts); try again"
             ) from last.error
         if last.kind == "throttle":
             raise Throttled(
-                f"DynamoDB throttled {operation} ({MAX_ATTEMPTS} attempts); try again"
+                f"DynamoDB throttled {operation} ({sent} attempts); try again"
             ) from last.error
         raise self._unavailable(last.error) from last.error
 
@@ -219,15 +217,15 @@ class DynamoConnection(ItemStore):
         """Send a batch, then what each answer left unprocessed, with backoff.
 
         ``send`` sends what it is given and returns what was left; this
-        returns what is still left after :data:`MAX_ATTEMPTS` sends.
+        returns what is still left when the retry budget is spent.
         """
-        for attempt in range(MAX_ATTEMPTS):
-            if attempt:
-                self._count(operation, retry=True, kind="throttle")
-                self._backoff(attempt - 1)
-            pending = send(pending)
-            if not pending:
-                break
+        with retrying(RETRY_POLICY, sleep=self._sleep) as tries:
+            for attempt in tries:
+                if attempt:
+                    self._count(operation, retry=True, kind="throttle")
+                pending = send(pending)
+                if not pending:
+                    break
         return pending
 
     # -- errors -------------------------------------------------------------

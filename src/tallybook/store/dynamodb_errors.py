@@ -1,14 +1,15 @@
 """DynamoDB's errors in the port's terms, and which of them are retried.
 
 Throttling, transaction conflicts and server errors may be sent again, with
-exponential backoff and full jitter, at most :data:`MAX_ATTEMPTS` times; a
-request of unknown outcome (5xx, lost connection) only when repeating it is
-safe. Everything else becomes one of :mod:`tallybook.errors` at once.
+exponential backoff and full jitter, under :data:`RETRY_POLICY` (at most
+:data:`MAX_ATTEMPTS` sends for a call on its own; within a service operation,
+the operation's shared budget, :mod:`tallybook.retry`); a request of unknown
+outcome (5xx, lost connection) only when repeating it is safe. Everything else
+becomes one of :mod:`tallybook.errors` at once.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Mapping
 from typing import NoReturn
 
@@ -28,10 +29,11 @@ from tallybook.errors import (
     StoreValidationError,
     Throttled,
 )
+from tallybook.retry import RetryPolicy
 
 MAX_ATTEMPTS = 8
-BACKOFF_BASE = 0.02
-BACKOFF_CAP = 1.0
+#: the engine's retry loop: its backoff shape, and the budget of a call made on its own
+RETRY_POLICY = RetryPolicy(attempts=MAX_ATTEMPTS, seconds=30.0, base_seconds=0.02, cap_seconds=1.0)
 
 _THROTTLE_CODES = frozenset(
     {
@@ -65,11 +67,6 @@ class RetryableError(Exception):
         super().__init__(kind)
         self.kind = kind  # "throttle" | "conflict" | "server"
         self.error = error
-
-
-def backoff_delay(attempt: int) -> float:
-    """Seconds to wait before retry ``attempt + 1``: full jitter, capped."""
-    return random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt))
 
 
 def error_code(exc: ClientError) -> str:
