@@ -22,7 +22,7 @@ from typing import Annotated, Any, TypeVar
 import anyio.to_thread
 from fastapi import Depends, Header, Request
 
-from tallybook.domain.ids import check_id
+from tallybook.domain.ids import MAX_ID_LENGTH
 from tallybook.errors import Forbidden, Unauthorized
 from tallybook.http.keycache import KeyCache, Principal
 from tallybook.http.models import ID_PATTERN
@@ -98,23 +98,20 @@ def require(scope: str) -> Any:
     return Depends(dependency)
 
 
-async def idempotency_key(
-    idempotency_key: Annotated[
-        str,
-        Header(
-            alias="Idempotency-Key",
-            min_length=1,
-            max_length=128,
-            pattern=ID_PATTERN,
-            description="Unique per logical request (1-128 of A-Z a-z 0-9 . _ : -): a replay "
-            "returns the original response, another body with the same key is a 409",
-        ),
-    ],
-) -> str:
-    return check_id(idempotency_key, "Idempotency-Key")
-
-
-IdempotencyKey = Annotated[str, Depends(idempotency_key)]
+#: the ``Idempotency-Key`` header where a route requires it: a plain header
+#: parameter (no dependency to solve), validated like any id (1-128 of
+#: A-Z a-z 0-9 . _ : -, starting with a letter or digit); missing or invalid: 422
+IdempotencyKey = Annotated[
+    str,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=MAX_ID_LENGTH,
+        pattern=ID_PATTERN,
+        description="Unique per logical request (1-128 of A-Z a-z 0-9 . _ : -): a replay "
+        "returns the original response, another body with the same key is a 409",
+    ),
+]
 ReadPrincipal = Annotated[Principal, require("read")]
 WritePrincipal = Annotated[Principal, require("write")]
 AdminPrincipal = Annotated[Principal, require("admin")]
