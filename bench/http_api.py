@@ -21,6 +21,7 @@ from bench.loadgen import (
     RequestFor,
     drive,
     json_body,
+    process_cpu_seconds,
     start_server,
     stop_server,
     store_requests,
@@ -50,12 +51,14 @@ def _python_api(url: str, total: int) -> Json:
         for i in range(min(200, total)):
             post(PROGRAM, f"h{i % ACCOUNTS}", "points", 1, txn_id=f"api-warm-{i}")
         latencies: list[float] = []
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for i in range(total):
             t0 = time.perf_counter()
             post(PROGRAM, f"h{i % ACCOUNTS}", "points", 1, txn_id=f"api-{i}")
             latencies.append(time.perf_counter() - t0)
-        return rate_stats(latencies, time.perf_counter() - start)
+        stats = rate_stats(latencies, time.perf_counter() - start)
+        stats["cpu_ms_per_posting"] = round((time.process_time() - cpu) * 1000 / total, 3)
+        return stats
 
 
 def _requests(secret: str, prefix: str) -> RequestFor:
@@ -91,7 +94,12 @@ def _measure(
         warm = min(200, sizes.http_requests)
         drive(port, lambda i: request_for(i + 10**8), warm, sizes.http_threads, sizes.time_cap)
         before = store_requests(port, admin) if admin else 0.0
+        cpu = process_cpu_seconds(proc.pid)
         stats = drive(port, request_for, sizes.http_requests, sizes.http_threads, sizes.time_cap)
+        cpu_after = process_cpu_seconds(proc.pid)
+        if cpu is not None and cpu_after is not None and stats["count"]:
+            # the server's own CPU per request: steadier than rates on a shared machine
+            stats["server_cpu_ms_per_request"] = round((cpu_after - cpu) * 1000 / stats["count"], 3)
         if admin:
             calls = store_requests(port, admin) - before
             stats["storage_requests_per_request"] = round(calls / stats["count"], 2)

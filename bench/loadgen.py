@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import os
 import subprocess
 import threading
 import time
@@ -101,6 +102,16 @@ def drive(port: int, request_for: RequestFor, total: int, threads: int, cap: flo
     if errors:
         stats["first_error"] = errors[0]
     return stats
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) a process has used so far; ``None`` off Linux."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
 
 
 def store_requests(port: int, admin_key: str) -> float:
