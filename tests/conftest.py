@@ -3,8 +3,11 @@
 ``store`` is parametrised over both engines: SQLite (a temp file) always, and
 DynamoDB when ``TALLYBOOK_TEST_DYNAMODB`` names an endpoint (``.ci/run`` starts
 DynamoDB Local and sets it). Each DynamoDB test gets a fresh table.
-:func:`make_store` also makes the in-memory engine (``"memory"``) for the
-tests that override ``engine`` to run on it.
+:func:`make_store` also makes the in-memory engine (``"memory"``). A module
+marked ``pytestmark = pytest.mark.unit`` tests services, not storage: it runs
+on memory in place of SQLite (and on DynamoDB as before), which makes the
+SQLite half of the suite faster; what SQLite itself does is covered by the
+contract suite (``tests/store/test_contract.py``) and the integration tests.
 """
 
 from __future__ import annotations
@@ -23,6 +26,29 @@ from tallybook.store.port import ItemStore
 
 DYNAMODB_ENDPOINT = os.environ.get("TALLYBOOK_TEST_DYNAMODB", "")
 ENGINES = ["sqlite", "dynamodb"]
+#: the engines of a ``unit`` test: memory instead of SQLite
+UNIT_ENGINES = ["memory", "dynamodb"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "unit: a service test that needs no real engine (memory replaces SQLite)"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A ``unit`` test's ``engine`` (and so its ``store``) is memory or DynamoDB.
+
+    Added as a parametrize mark before pytest reads the marks, so it takes the
+    place of the ``engine`` fixture's own parameters, as a test's explicit
+    ``parametrize("engine", ...)`` does (and one of those still wins)."""
+    definition = metafunc.definition
+    if "engine" not in metafunc.fixturenames or not definition.get_closest_marker("unit"):
+        return
+    if any("engine" in str(m.args[0]) for m in definition.iter_markers("parametrize")):
+        return
+    definition.add_marker(pytest.mark.parametrize("engine", UNIT_ENGINES))
 
 
 def _dynamodb_store() -> ItemStore:

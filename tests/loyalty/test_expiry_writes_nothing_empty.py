@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
+
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
 
 RULES = {"tiers": [{"name": "base", "threshold": 0}], "expiry": {"days": 5}}
 

@@ -15,6 +15,8 @@ from tallybook.services.clock import ManualClock
 from tallybook.store import keys
 from tallybook.store.records.codec import LAYOUT
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 RULES: dict[str, Any] = {
     "tiers": [{"name": "base", "threshold": 0}, {"name": "silver", "threshold": 100}],
     "expiry": {"days": 10, "warn_days": 3},

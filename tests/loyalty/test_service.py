@@ -19,6 +19,8 @@ from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.services.events import LedgerEvent
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 RULES: dict[str, Any] = {
     "tiers": [
         {"name": "base", "threshold": 0},
@@ -231,7 +233,7 @@ def test_expiry_reads_only_the_days_since_the_last_run(loyal: Ledger, clock: Man
 
 
 def test_concurrent_earns_and_redeems_on_one_account(loyal: Ledger, engine: str) -> None:
-    per_thread = 6 if engine == "sqlite" else 3
+    per_thread = 3 if engine == "dynamodb" else 6
     loyal.loyalty.earn("shop", "alice", "seed", 10000)
 
     def work(t: int) -> int:

@@ -14,6 +14,8 @@ from tallybook.errors import ConfigError
 from tallybook.ledger import Ledger
 from tallybook.services.notification_delivery import WebhookDelivery
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 
 class Sink(BaseHTTPRequestHandler):
     received: list[dict[str, Any]] = []

@@ -10,6 +10,8 @@ import pytest
 from tallybook.ledger import Ledger
 from tallybook.services.events_ingest import EventIngestor, RejectedMessage, parse_envelope
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 
 def envelope(message_id: str, account: str = "alice", **event: Any) -> dict[str, Any]:
     body = {"account": account, "type": "TopUp", "payload": {"amount": 500}, **event}

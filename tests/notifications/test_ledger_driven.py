@@ -14,6 +14,8 @@ from tallybook.services.clock import ManualClock
 from tallybook.services.events import LedgerEvent
 from tallybook.services.notification_delivery import RecordingDelivery
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 
 @pytest.fixture
 def wallet(ledger: Ledger, delivered: RecordingDelivery) -> str:

@@ -17,6 +17,8 @@ from tallybook.domain.notifications import (
 )
 from tallybook.errors import ValidationError
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 amounts = st.integers(min_value=-(10**15), max_value=10**15)
 
 

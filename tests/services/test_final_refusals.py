@@ -13,6 +13,8 @@ from tallybook.ledger import Ledger
 
 from .ledger_helpers import PROGRAM, balance, open_accounts
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 
 def test_refused_transfer_stays_refused_after_a_top_up(ledger: Ledger) -> None:
     open_accounts(ledger, "alice", "bob")

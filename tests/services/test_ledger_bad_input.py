@@ -24,6 +24,8 @@ from tallybook.ledger import Ledger
 
 from .ledger_helpers import PROGRAM, open_accounts, state
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 Case = tuple[str, Callable[[Ledger], object], type[TallybookError], str]
 
 

@@ -14,6 +14,8 @@ from tallybook.store.port import Exists, Key, NotExists, Put
 
 from .ledger_helpers import PROGRAM, balance, history, open_accounts, state
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 
 def hold(account: str, fund: str, delta: int, **extra: object) -> object:
     def planner(snap: Snapshot) -> Plan:

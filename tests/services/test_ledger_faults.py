@@ -13,6 +13,8 @@ from tallybook.store.port import ItemStore
 
 from .ledger_helpers import PROGRAM, balance, history, open_accounts, state
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 TXN_RECORD = touches("TXN#")
 
 

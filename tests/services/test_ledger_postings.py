@@ -13,6 +13,8 @@ from tallybook.services.clock import ManualClock
 
 from .ledger_helpers import PROGRAM, balance, history, open_accounts, state
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 
 def test_credit_records_an_entry_with_the_resulting_balance(
     ledger: Ledger, clock: ManualClock

@@ -15,6 +15,8 @@ from tallybook.store.port import ItemStore, Key, Set
 
 from .ledger_helpers import PROGRAM, open_accounts
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 
 def test_no_item_is_written_by_every_transaction(store: ItemStore, clock: ManualClock) -> None:
     faulty = FaultyStore(store, record_writes=True)
@@ -46,7 +48,6 @@ def test_no_item_is_written_by_every_transaction(store: ItemStore, clock: Manual
 
 
 def test_system_balance_of_an_unknown_account_is_not_found(ledger: Ledger) -> None:
-
     from tallybook.errors import NotFound
 
     assert ledger.transactions.system_balance(PROGRAM, "@issuance") == {}

@@ -7,10 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
+
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 
 from .conftest import P, available, fund
+
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
 
 
 def requests(ledger: Ledger, action: Callable[[], object]) -> dict[str, int]:

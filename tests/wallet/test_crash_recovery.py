@@ -31,6 +31,8 @@ from tallybook.services.wallet_debit import CHARGE_GRACE, charge_key
 
 from .conftest import P, fund
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 Flow = Callable[[Ledger, str], Any]
 
 

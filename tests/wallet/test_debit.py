@@ -13,6 +13,8 @@ from tallybook.services.clock import ManualClock
 
 from .conftest import P, assert_consistent, available, fund
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 
 def test_spend_order_bonus_then_store_credit_then_cash(wallet: Ledger) -> None:
     fund(wallet, "alice", cash=1000, store_credit=300, bonus=((100, 9), (50, 2)))

@@ -21,6 +21,8 @@ from tallybook.services.loyalty_values import order_txn_id, scoped_txn_id
 
 from .conftest import P, fund
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 Take = Callable[[Ledger, str], object]
 
 #: every way a client names a transaction or hold id

@@ -13,6 +13,8 @@ from tallybook.services.events import LedgerEvent
 
 from .conftest import P, assert_consistent, available, fund
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 
 def test_balance_view_counts_unexpired_grants_only(wallet: Ledger, clock: ManualClock) -> None:
     fund(wallet, "alice", cash=1000, store_credit=300, bonus=((200, 1), (100, 5)))

@@ -14,6 +14,8 @@ from tallybook.services.events import LedgerEvent
 
 from .conftest import P, assert_consistent, available, fund
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 
 def test_authorize_withholds_without_changing_balance(wallet: Ledger) -> None:
     fund(wallet, "alice", cash=1000, bonus=((100, 5),))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,8 @@ from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 
 from .conftest import P
+
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

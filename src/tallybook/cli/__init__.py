@@ -21,6 +21,7 @@ from tallybook.cli import notifications as notifications_cli
 from tallybook.cli import report as report_cli
 from tallybook.cli import torture as torture_cli
 from tallybook.cli import wallet as wallet_cli
+from tallybook.cli import webhooks as webhooks_cli
 from tallybook.cli.options import StoreOption
 from tallybook.errors import TallybookError
 
@@ -57,8 +58,9 @@ def _global(
     """Rewards, loyalty and wallet ledger.
 
     Every command takes --store URL (or $TALLYBOOK_STORE); the default is the
-    embedded SQLite file ./tallybook.db. Accepted: sqlite:///PATH.db or
-    dynamodb://TABLE?region=REGION&endpoint=URL.
+    embedded SQLite file ./tallybook.db. Accepted: sqlite:///PATH.db,
+    dynamodb://TABLE?region=REGION&endpoint=URL, or memory://NAME (tests and
+    experiments only: the data is lost when the command exits).
     """
     if store:
         os.environ["TALLYBOOK_STORE"] = store
@@ -109,6 +111,11 @@ app.add_typer(
     epilog="Example: tallybook wallet balance alice --program shop",
 )
 app.command("reconcile")(wallet_cli.reconcile)
+app.add_typer(
+    webhooks_cli.app,
+    name="webhooks",
+    epilog="Example: tallybook webhooks deliver --once",
+)
 app.command("torture")(torture_cli.torture)
 
 
