@@ -13,6 +13,7 @@ from tallybook.services.programs import ProgramService
 from tallybook.services.transactions import TransactionService
 from tallybook.store.port import ItemStore
 from tallybook.store.url import open_store
+from tallybook.webhooks.log import install as install_event_log
 
 if TYPE_CHECKING:
     from tallybook.services.billing import BillingService
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from tallybook.services.loyalty import LoyaltyService
     from tallybook.services.notifications import NotificationService
     from tallybook.services.wallet import WalletService
+    from tallybook.webhooks.service import WebhookService
 
 
 class Ledger:
@@ -38,6 +40,7 @@ class Ledger:
         self.engine = PostingEngine(store, self.programs, self.clock)
         self.transactions = TransactionService(self.engine)
         self.events = EventBus()
+        install_event_log(store)
         self._attach_subscribers()
 
     def _attach_subscribers(self) -> None:
@@ -92,6 +95,12 @@ class Ledger:
         from tallybook.services.billing import BillingService
 
         return BillingService(self)
+
+    @cached_property
+    def webhooks(self) -> WebhookService:
+        from tallybook.webhooks.service import WebhookService
+
+        return WebhookService(self)
 
     @cached_property
     def keys(self) -> KeyService:

@@ -2,7 +2,8 @@
 
 One table keyed ``pk``/``sk`` (strings), the global secondary indexes of
 :data:`~tallybook.store.port.INDEX_DEFS` (keys and projection), on-demand
-billing, TTL on ``ttl``.
+billing, TTL on ``ttl``, and a stream of new images (the outbound event log
+reads it: :mod:`tallybook.webhooks.stream`).
 :func:`cloudformation_template` describes the same table for deployments.
 """
 
@@ -53,6 +54,10 @@ def _gsis() -> list[dict[str, Any]]:
     ]
 
 
+#: the table's stream: new images only (what the event log derives events from)
+STREAM_SPECIFICATION: dict[str, Any] = {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+
+
 def table_definition(table: str) -> dict[str, Any]:
     """The ``CreateTable`` arguments for a tallybook table."""
     return {
@@ -61,6 +66,7 @@ def table_definition(table: str) -> dict[str, Any]:
         "KeySchema": _key_schema(*KEY_ATTRS),
         "GlobalSecondaryIndexes": _gsis(),
         "BillingMode": "PAY_PER_REQUEST",
+        "StreamSpecification": STREAM_SPECIFICATION,
     }
 
 
@@ -73,6 +79,7 @@ def cloudformation_template(table: str) -> dict[str, Any]:
         "GlobalSecondaryIndexes": _gsis(),
         "BillingMode": "PAY_PER_REQUEST",
         "TimeToLiveSpecification": {"AttributeName": TTL_ATTR, "Enabled": True},
+        "StreamSpecification": {"StreamViewType": "NEW_IMAGE"},
         "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
     }
     return {
@@ -159,6 +166,8 @@ class TableAdmin:
                 raise StoreUnavailable(f"table {self.table} not ACTIVE after {timeout:.0f}s")
             self.sleep(self.poll_seconds)
         ttl_enabled = self.enable_ttl() if status == "ACTIVE" else False
+        if status == "ACTIVE" and not created:
+            self.enable_stream()
         return TableSetup(self.table, created, ttl_enabled, status)
 
     def status(self) -> str:
@@ -205,6 +214,22 @@ class TableAdmin:
         except ClientError as exc:
             if "already enabled" in error_message(exc).lower():
                 return False
+            raise self.translate(exc) from exc
+        except BotoCoreError as exc:
+            raise self.unavailable(exc) from exc
+
+    def enable_stream(self) -> bool:
+        """Turn the NEW_IMAGE stream on for a table made before it; whether this did."""
+        try:
+            desc = self.client.describe_table(TableName=self.table)["Table"]
+            if desc.get("StreamSpecification", {}).get("StreamEnabled"):
+                return False
+            self.client.update_table(
+                TableName=self.table,
+                StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+            )
+            return True
+        except ClientError as exc:
             raise self.translate(exc) from exc
         except BotoCoreError as exc:
             raise self.unavailable(exc) from exc

@@ -251,3 +251,59 @@ def report_row(p: str, kind: str, window: str) -> Key:
 
 def reward_index(p: str, hour: str, shard: int) -> str:
     return f"RWD#{p}#{hour}#{shard}"
+
+
+# --- outbound events and webhooks (tallybook/webhooks) ----------------------
+# An event is one item, found by id; on SQLite it is written with the change it
+# reports and waits in the sparse gsi1 partition EVPEND#{p} (sorted by its log
+# position) until the delivery worker fans it out. Subscriptions sit in one
+# partition per program. Each (subscription, event) has a delivery record, in
+# event order under its subscription, and while unfinished a queue row in
+# WHQ#{p}#{sub} (a strongly consistent read of the queue, no index). The stream
+# reader of DynamoDB keeps one checkpoint row per shard. See docs/webhooks.md.
+
+
+def event(p: str, event_id: str) -> Key:
+    return Key(f"EVT#{p}#{event_id}", "EVT")
+
+
+def events_pending(p: str) -> str:
+    return f"EVPEND#{p}"
+
+
+def webhook_subscriptions(p: str) -> str:
+    return f"WHSUB#{p}"
+
+
+WEBHOOK_SUBSCRIPTION_PREFIX = "SUB#"
+
+
+def webhook_subscription(p: str, sub_id: str) -> Key:
+    return Key(webhook_subscriptions(p), f"{WEBHOOK_SUBSCRIPTION_PREFIX}{sub_id}")
+
+
+def webhook_deliveries(p: str, sub_id: str) -> str:
+    return f"WHDLV#{p}#{sub_id}"
+
+
+def webhook_delivery(p: str, sub_id: str, position: str) -> Key:
+    return Key(webhook_deliveries(p, sub_id), position)
+
+
+def webhook_queue(p: str, sub_id: str) -> str:
+    return f"WHQ#{p}#{sub_id}"
+
+
+def webhook_queued(p: str, sub_id: str, position: str) -> Key:
+    return Key(webhook_queue(p, sub_id), position)
+
+
+def webhook_lease(p: str, sub_id: str) -> Key:
+    return Key(webhook_subscriptions(p), f"LEASE#{sub_id}")
+
+
+STREAM_CHECKPOINTS = "WHSTREAM"
+
+
+def stream_checkpoint(shard_id: str) -> Key:
+    return Key(STREAM_CHECKPOINTS, shard_id)

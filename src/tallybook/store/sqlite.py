@@ -124,6 +124,10 @@ class SqliteStore(ItemStore):
             )
         self.synchronous = synchronous
         self.busy_timeout_ms = busy_timeout_ms
+        #: a change hook: given the new image of every item a transaction puts or
+        #: updates, the extra items to insert in that same transaction (an existing
+        #: item at their key is kept). The outbound event log is written this way.
+        self.capture: Callable[[Sequence[Item]], list[Item]] | None = None
         self.metrics = StoreMetrics()
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -309,14 +313,17 @@ class SqliteStore(ItemStore):
             reasons.append(None if ok else "ConditionalCheckFailed")
         if any(reasons):
             raise cancelled(reasons)
+        written: list[Item] = []
         rows: list[tuple[Any, ...]] = []
         deletes: list[tuple[str, str]] = []
         for action, item, bound, row in zip(actions, current, bounds, encoded, strict=True):
             if isinstance(action, Put):
+                written.append(action.item)
                 rows.append(row if row is not None else _row(action.item))
             elif isinstance(action, Update):
                 new = apply_updates(item, action.key, action.updates)
                 check_updated(new, action.updates, bound)
+                written.append(new)
                 rows.append(_row(new))
             elif isinstance(action, Delete):
                 deletes.append((action.key.pk, action.key.sk))
@@ -324,6 +331,10 @@ class SqliteStore(ItemStore):
             conn.executemany(_DELETE_SQL, deletes)
         if rows:
             conn.executemany(_UPSERT_SQL, rows)
+        if self.capture is not None and written:
+            extra = self.capture(written)
+            if extra:
+                conn.executemany(_INSERT_NEW_SQL, [_row(item) for item in extra])
 
     @staticmethod
     def _read_bodies(conn: sqlite3.Connection, keys: Sequence[Key]) -> dict[tuple[str, str], str]:
@@ -363,6 +374,10 @@ class SqliteStore(ItemStore):
 
 _UPSERT_SQL = (
     "INSERT OR REPLACE INTO items (pk, sk, gsi1pk, gsi1sk, gsi2pk, gsi2sk, ttl, body) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_NEW_SQL = (
+    "INSERT OR IGNORE INTO items (pk, sk, gsi1pk, gsi1sk, gsi2pk, gsi2sk, ttl, body) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _DELETE_SQL = "DELETE FROM items WHERE pk = ? AND sk = ?"

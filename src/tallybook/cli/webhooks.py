@@ -1,0 +1,211 @@
+"""``tallybook webhooks ...``: subscriptions, deliveries, resend and the delivery worker."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tallybook.cli.keys import JsonOption, ProgramOption
+from tallybook.cli.options import StoreOption
+from tallybook.cli.output import console, err_console, open_ledger, print_json, table
+
+if TYPE_CHECKING:
+    from tallybook.webhooks.service import WebhookService
+
+app = typer.Typer(
+    help="Signed, retried webhooks of the ledger's events (docs/webhooks.md).",
+    epilog="Example: tallybook webhooks create https://example.com/hooks --program shop",
+    no_args_is_help=True,
+)
+
+SubArg = Annotated[str, typer.Argument(help="Subscription id (sub_...).")]
+
+
+@app.command("create")
+def create(
+    url: Annotated[str, typer.Argument(help="The receiver's https:// URL.")],
+    program: ProgramOption,
+    types: Annotated[
+        str | None,
+        typer.Option("--types", help="Comma-separated event types (default: every type)."),
+    ] = None,
+    allow_http: Annotated[
+        bool,
+        typer.Option("--allow-http", help="Development only: accept http:// to a loopback host."),
+    ] = False,
+    description: Annotated[str | None, typer.Option("--description")] = None,
+    sub_id: Annotated[str | None, typer.Option("--id", help="Choose the id.")] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Subscribe a URL and print its signing secret ONCE.
+
+    Example: tallybook webhooks create https://example.com/hooks --program shop
+    --types transaction.posted,hold.expired
+    """
+    wanted = [t.strip() for t in types.split(",") if t.strip()] if types else []
+    with open_ledger(store) as ledger:
+        created = ledger.webhooks.create(
+            program,
+            url,
+            types=wanted,
+            allow_http=allow_http,
+            description=description,
+            sub_id=sub_id,
+        )
+    sub = created.subscription
+    if as_json:
+        print_json({**sub.public(), "secret": created.secret})
+        return
+    print(created.secret)
+    err_console.print(
+        f"subscription {sub.id} -> {sub.url}: store the secret now, it is not shown again"
+    )
+
+
+@app.command("list")
+def list_subscriptions(
+    program: ProgramOption, store: StoreOption = None, as_json: JsonOption = False
+) -> None:
+    """List a program's subscriptions (never their secrets).
+
+    Example: tallybook webhooks list --program shop
+    """
+    with open_ledger(store) as ledger:
+        subs = ledger.webhooks.list(program)
+    if as_json:
+        print_json([s.public() for s in subs])
+        return
+    table(
+        f"webhook subscriptions of {program}",
+        ["id", "url", "types", "status", "secret"],
+        [[s.id, s.url, ",".join(s.types) or "(all)", s.status, s.secret_hint] for s in subs],
+    )
+
+
+def _change(store: str | None, change: Callable[[WebhookService], None], done: str) -> None:
+    with open_ledger(store) as ledger:
+        change(ledger.webhooks)
+    console.print(done)
+
+
+@app.command("disable")
+def disable(sub_id: SubArg, program: ProgramOption, store: StoreOption = None) -> None:
+    """Stop delivering to a subscription (its queue waits).
+
+    Example: tallybook webhooks disable sub_0123456789abcdef --program shop
+    """
+    _change(store, lambda w: w.disable(program, sub_id), f"subscription {sub_id} disabled")
+
+
+@app.command("enable")
+def enable(sub_id: SubArg, program: ProgramOption, store: StoreOption = None) -> None:
+    """Deliver to a subscription again (after a 410 or a disable).
+
+    Example: tallybook webhooks enable sub_0123456789abcdef --program shop
+    """
+    _change(store, lambda w: w.enable(program, sub_id), f"subscription {sub_id} enabled")
+
+
+@app.command("delete")
+def delete(sub_id: SubArg, program: ProgramOption, store: StoreOption = None) -> None:
+    """Delete a subscription.
+
+    Example: tallybook webhooks delete sub_0123456789abcdef --program shop
+    """
+    _change(store, lambda w: w.delete(program, sub_id), f"subscription {sub_id} deleted")
+
+
+@app.command("deliveries")
+def deliveries(
+    sub_id: SubArg,
+    program: ProgramOption,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=200)] = 20,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A subscription's deliveries, newest first, with their last attempt.
+
+    Example: tallybook webhooks deliveries sub_0123456789abcdef --program shop
+    """
+    with open_ledger(store) as ledger:
+        items, _ = ledger.webhooks.deliveries(program, sub_id, limit=limit)
+    if as_json:
+        print_json([d.public() for d in items])
+        return
+    table(
+        f"deliveries of {sub_id}",
+        ["position", "event", "type", "status", "attempts", "code", "ms", "error"],
+        [
+            [
+                d.position,
+                d.event_id,
+                d.type,
+                d.status,
+                d.attempts,
+                d.last_code,
+                d.last_latency_ms,
+                d.last_error,
+            ]
+            for d in items
+        ],
+    )
+
+
+@app.command("resend")
+def resend(
+    sub_id: SubArg,
+    position: Annotated[str, typer.Argument(help="The delivery's position (see deliveries).")],
+    program: ProgramOption,
+    store: StoreOption = None,
+) -> None:
+    """Queue a delivery again; the next worker pass sends it.
+
+    Example: tallybook webhooks resend sub_0123456789abcdef 0000...0042.000 --program shop
+    """
+    with open_ledger(store) as ledger:
+        ledger.webhooks.resend(program, sub_id, position)
+    console.print(f"delivery {position} of {sub_id} queued again")
+
+
+@app.command("deliver")
+def deliver(
+    once: Annotated[
+        bool, typer.Option("--once", help="One pass, then exit (a scheduled job).")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.05, help="Seconds between idle passes.")
+    ] = 1.0,
+    store: StoreOption = None,
+) -> None:
+    """Deliver due webhooks: take in new events, send, retry, dead-letter.
+
+    Runs until interrupted (SIGINT/SIGTERM end it after the current pass), or
+    one pass with --once. Prints one line per pass that did something.
+
+    Example: tallybook webhooks deliver --once
+    """
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    with open_ledger(store) as ledger:
+        worker = ledger.webhooks.worker()
+        while True:
+            stats = worker.run_once()
+            if stats.delivered or stats.failed or stats.dead or stats.disabled or once:
+                console.print(
+                    f"delivered {stats.delivered}, failed {stats.failed}, dead {stats.dead}, "
+                    f"waiting {stats.waiting}, subscriptions disabled {stats.disabled}"
+                )
+            if once or stopping:
+                return
+            if not (stats.delivered or stats.failed):
+                time.sleep(interval)

@@ -1,0 +1,84 @@
+"""The event log: one item per event, with its place in the log.
+
+An event's *position* orders the log: on SQLite the commit time in nanoseconds
+taken under the engine's single-writer lock (so positions follow commit
+order), on DynamoDB the stream record's sequence number. Both are written as
+:data:`POSITION_DIGITS` digits and a per-change index, so they sort as strings.
+Events of one account are committed in order (postings of an account conflict
+on its head), so ordering by position keeps every account's order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, cast
+
+from tallybook.store import keys
+from tallybook.store.port import Item, ItemStore, Value
+from tallybook.webhooks.events import Event, derive
+
+POSITION_DIGITS = 40
+#: events are kept this long after they are logged (deliveries read them)
+EVENT_RETENTION_DAYS = 30
+
+
+def position(number: int, index: int) -> str:
+    return f"{number:0{POSITION_DIGITS}d}.{index:03d}"
+
+
+def event_item(event: Event, pos: str, *, pending: bool) -> Item:
+    item: Item = {
+        **keys.event(event.program, event.id).as_item(),
+        "id": event.id,
+        "type": event.type,
+        "program": event.program,
+        "accounts": list(event.accounts),
+        "at": event.at,
+        "position": pos,
+        "data": event.data,
+        "ttl": int(time.time()) + EVENT_RETENTION_DAYS * 86_400,
+    }
+    if pending:
+        item["gsi1pk"] = keys.events_pending(event.program)
+        item["gsi1sk"] = pos
+    return item
+
+
+def event_from_item(item: Item) -> Event:
+    d = cast(dict[str, Any], item)
+    return Event(
+        id=d["id"],
+        type=d["type"],
+        program=d["program"],
+        accounts=tuple(d.get("accounts") or ()),
+        at=d.get("at", ""),
+        data=cast(dict[str, Value], d.get("data") or {}),
+    )
+
+
+def capture(images: Sequence[Item]) -> list[Item]:
+    """The SQLite engine's change hook: event items for the items a transaction
+    writes, inserted in that same transaction (never overwriting one that exists)."""
+    events = [e for image in images for e in derive(image)]
+    if not events:
+        return []
+    now = time.time_ns()
+    return [event_item(e, position(now, i), pending=True) for i, e in enumerate(events)]
+
+
+def install(store: ItemStore) -> None:
+    """Make a SQLite engine write the event log with every change (a no-op on
+    DynamoDB, whose stream is read instead)."""
+    from tallybook.store.sqlite import SqliteStore
+
+    engine = unwrap(store)
+    if isinstance(engine, SqliteStore):
+        engine.capture = capture
+
+
+def unwrap(store: ItemStore) -> ItemStore:
+    """The engine under test or metering wrappers (they keep it as ``inner``)."""
+    while isinstance(getattr(store, "inner", None), ItemStore):
+        store = cast(ItemStore, store.inner)  # type: ignore[attr-defined]
+    return store

@@ -1,0 +1,165 @@
+"""Events on DynamoDB: read from the table's stream (NEW_IMAGE), nothing added to writes.
+
+The reader walks every shard of the table's latest stream, parents before
+children, from the checkpoint it stored for the shard (``WHSTREAM`` rows in
+the table) or from the oldest record kept (``TRIM_HORIZON``: the stream keeps
+24 hours, so a worker must run at least that often). Each record's new image
+goes through :func:`tallybook.webhooks.events.derive`; the events are handed to
+a sink (the fan-out) and only then is the checkpoint advanced, so a worker
+killed in between reads the records again, and the fan-out, idempotent by
+event id, skips what it stored. An event's log position is its record's
+sequence number, which orders the records of a shard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+import boto3
+from botocore.exceptions import ClientError
+
+from tallybook.errors import ConfigError
+from tallybook.store import keys
+from tallybook.store.dynamodb_connection import DynamoConnection, _has_credentials
+from tallybook.store.dynamodb_errors import error_code
+from tallybook.store.dynamodb_values import to_item
+from tallybook.store.port import ItemStore
+from tallybook.webhooks.events import Event, derive
+from tallybook.webhooks.log import position, unwrap
+
+Sink = Callable[[Sequence[tuple[Event, str]]], int]
+_PAGE = 1000
+#: records read between two checkpoint writes, at most
+_CHECKPOINT_EVERY = 5000
+
+
+def stream_reader(store: ItemStore) -> StreamReader | None:
+    """A reader when ``store`` is DynamoDB, else ``None``."""
+    engine = unwrap(store)
+    if not isinstance(engine, DynamoConnection):
+        return None
+    return StreamReader(store, engine)
+
+
+def events_of(records: Sequence[dict[str, Any]]) -> list[tuple[Event, str]]:
+    """The events of stream records, each with its log position."""
+    out: list[tuple[Event, str]] = []
+    for record in records:
+        change = record.get("dynamodb", {})
+        image = change.get("NewImage")
+        if record.get("eventName") == "REMOVE" or not image:
+            continue
+        seq = int(change["SequenceNumber"])
+        item = to_item({name: _repair(av) for name, av in image.items()})
+        out += [(e, position(seq, i)) for i, e in enumerate(derive(item))]
+    return out
+
+
+def _repair(av: dict[str, Any]) -> dict[str, Any]:
+    """DynamoDB Local 3.3.1's stream gives an empty map as ``{}``: make it ``{"M": {}}``."""
+    if not av:
+        return {"M": {}}
+    if "M" in av:
+        return {"M": {k: _repair(v) for k, v in av["M"].items()}}
+    if "L" in av:
+        return {"L": [_repair(v) for v in av["L"]]}
+    return av
+
+
+class StreamReader:
+    def __init__(self, store: ItemStore, engine: DynamoConnection) -> None:
+        self.store = store
+        self.engine = engine
+        kwargs: dict[str, Any] = {"region_name": engine.region}
+        if engine.endpoint:
+            kwargs["endpoint_url"] = engine.endpoint
+            if not _has_credentials():
+                kwargs["aws_access_key_id"] = "local"
+                kwargs["aws_secret_access_key"] = "local"  # noqa: S105 - DynamoDB Local
+        self._arn: str | None = None
+        self.client: Any = boto3.session.Session().client("dynamodbstreams", **kwargs)
+
+    def stream_arn(self) -> str:
+        if self._arn is None:
+            self._arn = self._describe()
+        return self._arn
+
+    def _describe(self) -> str:
+        table = self.engine.client.describe_table(TableName=self.engine.table)["Table"]
+        arn = table.get("LatestStreamArn")
+        spec = table.get("StreamSpecification", {})
+        if not arn or not spec.get("StreamEnabled"):
+            raise ConfigError(
+                f"table {self.engine.table} has no stream; run `tallybook table create` "
+                "to enable it (NEW_IMAGE)"
+            )
+        return arn
+
+    def shards(self, arn: str) -> list[dict[str, Any]]:
+        shards: list[dict[str, Any]] = []
+        start: str | None = None
+        while True:
+            args: dict[str, Any] = {"StreamArn": arn}
+            if start:
+                args["ExclusiveStartShardId"] = start
+            desc = self.client.describe_stream(**args)["StreamDescription"]
+            shards += cast(list[dict[str, Any]], desc.get("Shards", []))
+            start = desc.get("LastEvaluatedShardId")
+            if not start:
+                break
+        return sorted(shards, key=lambda s: int(s["SequenceNumberRange"]["StartingSequenceNumber"]))
+
+    def read(self, sink: Sink) -> int:
+        """Read every shard to its current end; the number of new events."""
+        arn = self.stream_arn()
+        return sum(self._read_shard(arn, shard["ShardId"], sink) for shard in self.shards(arn))
+
+    def _iterator(self, arn: str, shard_id: str, after: str | None) -> str | None:
+        args: dict[str, Any] = {"StreamArn": arn, "ShardId": shard_id}
+        if after:
+            args.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=after)
+        else:
+            args["ShardIteratorType"] = "TRIM_HORIZON"
+        try:
+            return cast(str, self.client.get_shard_iterator(**args)["ShardIterator"])
+        except ClientError as exc:
+            if error_code(exc) == "TrimmedDataAccessException" and after:
+                return self._iterator(arn, shard_id, None)
+            if error_code(exc) == "ResourceNotFoundException":
+                return None
+            raise
+
+    def _read_shard(self, arn: str, shard_id: str, sink: Sink) -> int:
+        """Read one shard to its end. The checkpoint is written every few pages and
+        at the end, unless all that was read since is checkpoint rows (whose own
+        records would otherwise keep an idle worker writing)."""
+        key = keys.stream_checkpoint(shard_id)
+        checkpoint = self.store.get(key) or {}
+        if checkpoint.get("closed"):
+            return 0
+        iterator = self._iterator(arn, shard_id, cast(str | None, checkpoint.get("seq")))
+        new = unsaved = 0
+        last: str | None = None
+        while iterator:
+            answer = self.client.get_records(ShardIterator=iterator, Limit=_PAGE)
+            records = cast(list[dict[str, Any]], answer.get("Records", []))
+            iterator = answer.get("NextShardIterator")
+            if records:
+                new += sink(events_of(records))
+                last = records[-1]["dynamodb"]["SequenceNumber"]
+                unsaved += sum(1 for r in records if not _is_checkpoint(r))
+            if iterator is None:
+                self.store.put({**key.as_item(), "closed": True})
+                return new
+            if unsaved and (not records or unsaved >= _CHECKPOINT_EVERY):
+                self.store.put({**key.as_item(), "seq": last})
+                unsaved = 0
+            if not records:
+                break
+        return new
+
+
+def _is_checkpoint(record: dict[str, Any]) -> bool:
+    pk = record.get("dynamodb", {}).get("Keys", {}).get("pk", {}).get("S")
+    return bool(pk == keys.STREAM_CHECKPOINTS)

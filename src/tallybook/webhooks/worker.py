@@ -1,0 +1,145 @@
+"""The delivery worker: one pass = take in new events, then deliver every queue.
+
+``tallybook webhooks deliver`` runs passes in a loop (or one with ``--once``,
+as a scheduled job does). A pass:
+
+1. takes in new events: on SQLite the events the ledger wrote with its changes
+   wait in a pending index; on DynamoDB they are read from the table's stream
+   (:mod:`tallybook.webhooks.stream`); both are fanned out to deliveries;
+2. delivers each active subscription's queue on its own thread, so a slow or
+   dead endpoint holds up only itself; a lease row per subscription keeps two
+   workers from sending the same queue at once (which could break its order).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, cast
+
+from tallybook.errors import ConditionFailed
+from tallybook.store import keys
+from tallybook.store.port import Compare, Delete, NotExists, Set, Update, any_of
+from tallybook.webhooks.delivery import PassStats, QueueRunner, RetryPolicy
+from tallybook.webhooks.fanout import fan_out_new, fan_out_pending
+from tallybook.webhooks.sender import HttpSender, Sender
+from tallybook.webhooks.stream import stream_reader
+from tallybook.webhooks.subscriptions import ACTIVE, Subscription, SubscriptionStore
+
+if TYPE_CHECKING:
+    from tallybook.ledger import Ledger
+
+#: a subscription's lease lasts this long unless renewed (a killed worker's
+#: lease lapses after it, and another worker takes the queue over)
+LEASE_SECONDS = 60.0
+
+
+class DeliveryWorker:
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        sender: Sender | None = None,
+        policy: RetryPolicy | None = None,
+        now: Callable[[], float] = time.time,
+        threads: int = 8,
+        batch: int = 500,
+        lease_seconds: float = LEASE_SECONDS,
+    ) -> None:
+        self.ledger = ledger
+        self.store = ledger.store
+        self.subs = SubscriptionStore(ledger.store, ledger.clock)
+        self.policy = policy or RetryPolicy()
+        self.now = now
+        self.threads = threads
+        self.batch = batch
+        self.lease_seconds = lease_seconds
+        self.runner = QueueRunner(self.store, sender or HttpSender(), self.policy, now, self._gone)
+        self.owner = secrets.token_hex(8)
+        #: subscription id -> when its lease was last taken or renewed
+        self._renewed: dict[str, float] = {}
+        self._reader = stream_reader(self.store)
+
+    def run_once(self) -> PassStats:
+        """One pass: take in new events, then deliver what is due."""
+        programs = self.ledger.programs.list()
+        subs = {p: self.subs.list(p) for p in programs}
+        self.take_in(subs)
+        stats = PassStats()
+        active = [s for p in programs for s in subs[p] if s.status == ACTIVE]
+        if not active:
+            return stats
+        with ThreadPoolExecutor(max_workers=min(self.threads, len(active))) as pool:
+            for result in pool.map(self._deliver, active):
+                stats.add(result)
+        return stats
+
+    def take_in(self, subs: dict[str, list[Subscription]]) -> int:
+        if self._reader is not None:
+            return self._reader.read(lambda events: fan_out_new(self.store, events, subs))
+        return sum(fan_out_pending(self.store, p, s) for p, s in subs.items())
+
+    def run(self, *, interval: float = 1.0, stop: Callable[[], bool] = lambda: False) -> None:
+        """Passes until ``stop()``; sleeps ``interval`` after a pass that sent nothing."""
+        while not stop():
+            stats = self.run_once()
+            if not (stats.delivered or stats.failed):
+                time.sleep(interval)
+
+    # -- one subscription --------------------------------------------------------
+
+    def _deliver(self, sub: Subscription) -> PassStats:
+        if not self._lease(sub):
+            return PassStats()
+        try:
+            secret = cast(str, self.subs.item(sub.program, sub.id)["secret"])
+            return self.runner.run(sub, secret, self.batch, lambda: self._renew(sub))
+        finally:
+            self._release(sub)
+
+    def _lease(self, sub: Subscription) -> bool:
+        now_us = int(self.now() * 1e6)
+        item = {
+            **keys.webhook_lease(sub.program, sub.id).as_item(),
+            "owner": self.owner,
+            "expires_us": now_us + int(self.lease_seconds * 1e6),
+        }
+        try:
+            self.store.put(item, any_of(NotExists("pk"), Compare("expires_us", "<", now_us)))
+        except ConditionFailed:
+            return False
+        self._renewed[sub.id] = self.now()
+        return True
+
+    def _renew(self, sub: Subscription) -> bool:
+        """Whether the lease is still this worker's (renewed when a third has passed)."""
+        now = self.now()
+        if now - self._renewed[sub.id] < self.lease_seconds / 3:
+            return True
+        try:
+            self.store.transact_write(
+                [
+                    Update(
+                        keys.webhook_lease(sub.program, sub.id),
+                        (Set("expires_us", int((now + self.lease_seconds) * 1e6)),),
+                        Compare("owner", "=", self.owner),
+                    )
+                ]
+            )
+        except ConditionFailed:
+            return False
+        self._renewed[sub.id] = now
+        return True
+
+    def _release(self, sub: Subscription) -> None:
+        try:
+            self.store.transact_write(
+                [Delete(keys.webhook_lease(sub.program, sub.id), Compare("owner", "=", self.owner))]
+            )
+        except ConditionFailed:
+            return
+
+    def _gone(self, sub: Subscription) -> None:
+        self.subs.disable_if_active(sub.program, sub.id, "the receiver answered 410 Gone")

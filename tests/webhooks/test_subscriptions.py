@@ -1,0 +1,253 @@
+"""Signatures, URL rules, 410 Gone, dead letters and slow endpoints."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+
+import pytest
+
+from tallybook.errors import AlreadyExists, NotFound, ValidationError
+from tallybook.ledger import Ledger
+from tallybook.webhooks import WebhookVerificationError, sign, verify
+from tallybook.webhooks.delivery import MAX_PAYLOAD_BYTES, RetryPolicy, body_of
+from tallybook.webhooks.events import Event
+from tallybook.webhooks.sender import Response
+from tallybook.webhooks.signing import new_secret, signature
+from tallybook.webhooks.subscriptions import check_url
+
+from .receiver import running_receiver
+
+FAST = RetryPolicy(base_seconds=0.01, cap_seconds=0.05, timeout_seconds=5.0)
+
+
+# --- signatures (Standard Webhooks v1) -------------------------------------------
+
+
+def test_signature_matches_the_standard_webhooks_example() -> None:
+    # the example of the Standard Webhooks specification's reference libraries
+    secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    body = b'{"test": 2432232314}'
+    sig = signature(secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body)
+    assert sig == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+
+def test_verify_accepts_a_signed_delivery_and_refuses_tampering() -> None:
+    secret = new_secret()
+    body = b'{"type":"transaction.posted"}'
+    headers = sign(secret, "evt_1", body, timestamp=1_000_000)
+    assert verify(secret, headers, body, now=1_000_010) == "evt_1"
+    upper = {k.title(): v for k, v in headers.items()}
+    assert verify(secret, upper, body, now=1_000_010) == "evt_1"
+    with pytest.raises(WebhookVerificationError):
+        verify(secret, headers, body + b" ", now=1_000_010)
+    with pytest.raises(WebhookVerificationError):
+        verify(new_secret(), headers, body, now=1_000_010)
+    with pytest.raises(WebhookVerificationError, match="tolerance"):
+        verify(secret, headers, body, now=1_000_000 + 3600)
+    with pytest.raises(WebhookVerificationError, match="missing"):
+        verify(secret, {"webhook-id": "evt_1"}, body)
+
+
+def test_secrets_are_32_random_bytes() -> None:
+    secret = new_secret()
+    assert secret.startswith("whsec_")
+    assert len(base64.b64decode(secret[6:])) == 32
+    assert secret != new_secret()
+
+
+def test_a_large_event_is_sent_without_its_data() -> None:
+    big = Event(
+        "evt_x",
+        "transaction.posted",
+        "shop",
+        ("a",),
+        "t",
+        {"txn_id": "t1", "x": "y" * MAX_PAYLOAD_BYTES},
+    )
+    body = json.loads(body_of(big))
+    assert body["data"] == {"txn_id": "t1", "truncated": True}
+    assert len(body_of(big)) < 1024
+
+
+# --- subscriptions ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "allow_http", "error"),
+    [
+        ("ftp://example.com/x", False, "https://"),
+        ("http://example.com/x", True, "loopback"),
+        ("http://127.0.0.1:9/x", False, "development flag"),
+        ("https://user:pw@example.com/x", False, "credentials"),
+        ("https:///x", False, "host"),
+        ("https://example.com/x#frag", False, "fragment"),
+        ("https://example.com:99999/x", False, "not a valid URL"),
+    ],
+)
+def test_urls_are_validated(url: str, allow_http: bool, error: str) -> None:
+    with pytest.raises(ValidationError, match=error):
+        check_url(url, allow_http=allow_http)
+
+
+@pytest.mark.parametrize(
+    ("url", "allow_http"),
+    [
+        ("https://example.com/hooks", False),
+        ("http://127.0.0.1:8080/h", True),
+        ("http://[::1]/h", True),
+        ("http://localhost/h", True),
+    ],
+)
+def test_good_urls_pass(url: str, allow_http: bool) -> None:
+    assert check_url(url, allow_http=allow_http) == url
+
+
+def test_subscriptions_never_show_their_secret_again(ledger: Ledger) -> None:
+    created = ledger.webhooks.create(
+        "shop", "https://example.com/h", types=["hold.expired"], sub_id="s1"
+    )
+    listed = ledger.webhooks.list("shop")
+    assert [s.id for s in listed] == ["s1"]
+    public = listed[0].public()
+    assert created.secret not in json.dumps(public)
+    assert public["secret_hint"] == "…" + created.secret[-4:]
+    assert public["types"] == ["hold.expired"]
+    with pytest.raises(AlreadyExists):
+        ledger.webhooks.create("shop", "https://example.com/h", sub_id="s1")
+    with pytest.raises(ValidationError, match="unknown event type"):
+        ledger.webhooks.create("shop", "https://example.com/h", types=["points.earned"])
+    with pytest.raises(NotFound):
+        ledger.webhooks.disable("shop", "nope")
+    ledger.webhooks.disable("shop", "s1")
+    assert ledger.webhooks.get("shop", "s1").status == "disabled"
+    ledger.webhooks.enable("shop", "s1")
+    assert ledger.webhooks.get("shop", "s1").status == "active"
+    ledger.webhooks.delete("shop", "s1")
+    assert ledger.webhooks.list("shop") == []
+
+
+def test_a_type_filter_is_honoured(ledger: Ledger) -> None:
+    with running_receiver() as receiver:
+        sub = ledger.webhooks.create(
+            "shop", receiver.url, types=["hold.authorized"], allow_http=True
+        )
+        receiver.secret = sub.secret
+        ledger.accounts.open("shop", "alice")
+        ledger.wallet.credit("shop", "alice", "cash", 500, txn_id="w1")
+        ledger.wallet.authorize("shop", "alice", 100, hold_id="h1")
+        ledger.webhooks.worker(policy=FAST).run_once()
+    assert [b["type"] for _, b in receiver.accepted] == ["hold.authorized"]
+    assert receiver.accepted[0][1]["data"]["hold_id"] == "h1"
+
+
+# --- delivery faults ------------------------------------------------------------------
+
+
+def test_a_410_answer_disables_the_subscription(ledger: Ledger) -> None:
+    with running_receiver() as receiver:
+        sub = ledger.webhooks.create("shop", receiver.url, allow_http=True)
+        receiver.secret = sub.secret
+        receiver.fail_status, receiver.fail_count = 410, 1
+        ledger.accounts.open("shop", "alice")
+        ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t1")
+        ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t2")
+        stats = ledger.webhooks.worker(policy=FAST).run_once()
+        assert stats.disabled == 1
+        got = ledger.webhooks.get("shop", sub.subscription.id)
+        assert got.status == "disabled"
+        assert "410" in (got.disabled_reason or "")
+        ledger.webhooks.worker(policy=FAST).run_once()
+        assert receiver.accepted == []
+        ledger.webhooks.enable("shop", sub.subscription.id)
+        for _ in range(50):
+            ledger.webhooks.worker(policy=FAST).run_once()
+            if len(receiver.ids()) == 2:
+                break
+    assert [b["data"]["txn_id"] for _, b in receiver.accepted] == ["t1", "t2"]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 1_900_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class _Down:
+    """A receiver that is always down (no network: its answer is a 503)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def post(self, url: str, headers: Mapping[str, str], body: bytes, timeout: float) -> Response:
+        self.calls.append(headers["webhook-id"])
+        return Response(503, 1)
+
+
+def test_retries_back_off_then_dead_letter_after_three_days(ledger: Ledger) -> None:
+    clock, down = _Clock(), _Down()
+    sub = ledger.webhooks.create("shop", "https://example.com/h")
+    ledger.accounts.open("shop", "alice")
+    ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t1")
+    ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t2")
+    worker = ledger.webhooks.worker(sender=down, now=clock)
+    delays = []
+    for _ in range(200):
+        before = len(down.calls)
+        stats = worker.run_once()
+        if stats.dead:
+            break
+        assert len(down.calls) == before + (1 if stats.failed else 0)  # t2 waits behind t1
+        row = ledger.store.query(f"WHQ#shop#{sub.subscription.id}").items[0]
+        delays.append(row["next_us"] / 1e6 - clock.t)
+        clock.t = row["next_us"] / 1e6
+    assert stats.dead == 1
+    assert delays[0] == pytest.approx(5, rel=0.21)
+    assert delays[1] == pytest.approx(10, rel=0.21)
+    assert max(delays) <= 6 * 3600 * 1.2
+    assert 3 * 86_400 <= sum(delays) <= 3 * 86_400 + 6 * 3600 * 1.2
+    records = ledger.webhooks.deliveries("shop", sub.subscription.id)[0]
+    assert {d.event_id: d.status for d in records}[down.calls[0]] == "dead"
+    # the dead letter no longer holds the account's next event back
+    worker.run_once()
+    assert down.calls[-1] != down.calls[0]
+
+
+def test_resend_queues_a_delivered_event_again(ledger: Ledger) -> None:
+    with running_receiver() as receiver:
+        sub = ledger.webhooks.create("shop", receiver.url, allow_http=True)
+        receiver.secret = sub.secret
+        ledger.accounts.open("shop", "alice")
+        ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t1")
+        worker = ledger.webhooks.worker(policy=FAST)
+        worker.run_once()
+        (done,), _ = ledger.webhooks.deliveries("shop", sub.subscription.id)
+        assert done.status == "delivered"
+        ledger.webhooks.resend("shop", sub.subscription.id, done.position)
+        worker.run_once()
+    assert [i for i, _ in receiver.accepted] == [done.event_id, done.event_id]
+
+
+def test_a_slow_endpoint_does_not_hold_up_another(ledger: Ledger) -> None:
+    with running_receiver() as fast, running_receiver() as slow:
+        slow.delay = 2.0
+        a = ledger.webhooks.create("shop", fast.url, allow_http=True)
+        b = ledger.webhooks.create("shop", slow.url, allow_http=True)
+        fast.secret, slow.secret = a.secret, b.secret
+        ledger.accounts.open("shop", "alice")
+        ledger.accounts.open("shop", "bob")
+        for i in range(5):
+            ledger.transactions.credit(
+                "shop", "alice" if i % 2 else "bob", "cash", 1, txn_id=f"t{i}"
+            )
+        policy = RetryPolicy(base_seconds=60, timeout_seconds=0.3)
+        stats = ledger.webhooks.worker(policy=policy).run_once()
+    assert len(fast.ids()) == 5
+    assert stats.delivered == 5
+    slow_records = ledger.webhooks.deliveries("shop", b.subscription.id)[0]
+    timed_out = [d for d in slow_records if d.attempts]
+    assert len(timed_out) == 2  # the first of each account; the rest wait behind them
+    assert all("timed out" in (d.last_error or "") for d in timed_out)
