@@ -1,8 +1,8 @@
 """One retry policy for every layer: bounded attempts and time, shared so retries never multiply.
 
-A layer that retries (the DynamoDB engine on throttling and transaction
-conflicts, the SQLite engine on a locked file, the posting engine on a version
-conflict, a notification's dismissal, the torture client on an ambiguous
+A layer that retries (the DynamoDB engine on throttling, transaction conflicts
+and unprocessed batch items, the posting engine on a version conflict,
+notifications on a concurrent change, the torture client on an ambiguous
 answer) runs its loop inside :func:`retrying`. The outermost loop opens the
 operation's :class:`Budget`: at most ``attempts`` sends in all and no retry
 starting after ``seconds``. A loop opened inside it (the engine under a

@@ -36,6 +36,7 @@ from tallybook.errors import (
     TooManyRetries,
     TransactionConflict,
 )
+from tallybook.retry import retrying
 from tallybook.services import notification_items as items
 from tallybook.services.notification_dismiss import active_key, mark
 from tallybook.store import keys
@@ -80,65 +81,69 @@ def add(
     )
     targets = ([type_] if rule.listed else []) + [t for t in rule.dismisses if t != type_]
     no_history: set[str] = set()
-    for _ in service.backoff.delays():
-        now = service.clock.now()
-        current = _actives(service, program.id, account, targets)
-        prev = current.get(type_)
-        created_us = max(to_us(now), items.created_us(prev) + 1 if prev else 0)
-        created = from_us(created_us)
-        expiry = expires_at
-        if expiry is None and rule.expires_after_days is not None:
-            expiry = created + timedelta(days=rule.expires_after_days)
-        n = Notification(
-            program=program.id,
-            account=account,
-            id=make_id(created_us, secrets.token_hex(5)),
-            type=type_,
-            payload=payload,
-            created_at=created,
-            status=Status.ACTIVE if rule.listed else Status.UNLISTED,
-            listed=rule.listed,
-            expires_at=expiry,
-            source=key,
-        )
-        ttl = items.epoch(created) + rules.retention_days * 86_400
-        actions: list[Action] = []
-        if key is not None:
-            actions.append(Put(items.idempotency_item(n, key, fp, ttl), NotExists("pk")))
-        if rule.listed:
-            guard = Compare("id", "=", prev["id"]) if prev else NotExists("pk")
-            actions.append(Put(items.active_item(n, created_us), guard))
-        actions.append(Put(items.history_item(n, created_us, ttl), NotExists("pk")))
-        history_updates: dict[int, str] = {}
-        for t, old in current.items():
-            superseded = t == type_
-            if not superseded:
-                actions.append(Delete(active_key(old), Compare("id", "=", old["id"])))
-            old_id = cast(str, old["id"])
-            if old_id in no_history or not items.live(old, now):
+    with retrying(service.retry_policy) as tries:
+        for _ in tries:
+            now = service.clock.now()
+            current = _actives(service, program.id, account, targets)
+            prev = current.get(type_)
+            created_us = max(to_us(now), items.created_us(prev) + 1 if prev else 0)
+            created = from_us(created_us)
+            expiry = expires_at
+            if expiry is None and rule.expires_after_days is not None:
+                expiry = created + timedelta(days=rule.expires_after_days)
+            n = Notification(
+                program=program.id,
+                account=account,
+                id=make_id(created_us, secrets.token_hex(5)),
+                type=type_,
+                payload=payload,
+                created_at=created,
+                status=Status.ACTIVE if rule.listed else Status.UNLISTED,
+                listed=rule.listed,
+                expires_at=expiry,
+                source=key,
+            )
+            ttl = items.epoch(created) + rules.retention_days * 86_400
+            actions: list[Action] = []
+            if key is not None:
+                actions.append(Put(items.idempotency_item(n, key, fp, ttl), NotExists("pk")))
+            if rule.listed:
+                guard = Compare("id", "=", prev["id"]) if prev else NotExists("pk")
+                actions.append(Put(items.active_item(n, created_us), guard))
+            actions.append(Put(items.history_item(n, created_us, ttl), NotExists("pk")))
+            history_updates: dict[int, str] = {}
+            for t, old in current.items():
+                superseded = t == type_
+                if not superseded:
+                    actions.append(Delete(active_key(old), Compare("id", "=", old["id"])))
+                old_id = cast(str, old["id"])
+                if old_id in no_history or not items.live(old, now):
+                    continue
+                history_updates[len(actions)] = old_id
+                reason = DismissReason.SUPERSEDED if superseded else DismissReason.RULE
+                actions.append(mark(old, now, n.id, reason))
+            try:
+                store.transact_write(actions)
+            except ConditionFailed as exc:
+                if key is not None and exc.index == 0:
+                    replayed = _replay(service, program.id, account, key, fp, now)
+                    if replayed is not None:
+                        return replayed
+                    continue
+                failed = {i for i, r in enumerate(exc.reasons) if r}
+                if failed and failed <= history_updates.keys():
+                    # those history rows are past retention: dismiss without them
+                    no_history.update(history_updates[i] for i in failed)
                 continue
-            history_updates[len(actions)] = old_id
-            reason = DismissReason.SUPERSEDED if superseded else DismissReason.RULE
-            actions.append(mark(old, now, n.id, reason))
-        try:
-            store.transact_write(actions)
-        except ConditionFailed as exc:
-            if key is not None and exc.index == 0:
-                replayed = _replay(service, program.id, account, key, fp, now)
-                if replayed is not None:
-                    return replayed
+            except TransactionConflict:
                 continue
-            failed = {i for i, r in enumerate(exc.reasons) if r}
-            if failed and failed <= history_updates.keys():
-                # those history rows are past retention: dismiss without them
-                no_history.update(history_updates[i] for i in failed)
-            continue
-        except TransactionConflict:
-            continue
-        return deliver(service, n, created_us) if rule.deliver else n
-    raise TooManyRetries(
-        f"adding {type_} to {account} kept conflicting with concurrent writers; retry it"
-    )
+            break
+        else:
+            raise TooManyRetries(
+                f"adding {type_} to {account} kept conflicting with concurrent writers; retry it"
+            )
+    # delivery is an operation of its own, outside the retry budget of the add
+    return deliver(service, n, created_us) if rule.deliver else n
 
 
 def _actives(

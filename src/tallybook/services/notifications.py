@@ -43,18 +43,18 @@ from tallybook.errors import (
     TooManyRetries,
     ValidationError,
 )
+from tallybook.retry import RetryPolicy, retrying
 from tallybook.services import notification_add as adding
 from tallybook.services import notification_dismiss as dismissing
 from tallybook.services import notification_items as items
 from tallybook.services import notification_triggers as triggers
 from tallybook.services.accounts import check_limit
-from tallybook.store.records.codec import to_us
 from tallybook.services.notification_delivery import Delivery, delivery_from_env
-from tallybook.services.retry import Backoff
 from tallybook.store import keys
 from tallybook.store.port import (
     SortCondition,
 )
+from tallybook.store.records.codec import to_us
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
@@ -73,14 +73,14 @@ class NotificationService:
         ledger: Ledger,
         *,
         delivery: Delivery | None = None,
-        backoff: Backoff | None = None,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
         self.ledger = ledger
         self.store = ledger.store
         self.clock = ledger.clock
         self.programs = ledger.programs
         self.delivery: Delivery = delivery or delivery_from_env()
-        self.backoff = backoff or Backoff(attempts=20)
+        self.retry_policy = retry_policy or RetryPolicy(attempts=20)
         triggers.attach(self, ledger)
 
     @cached_property
@@ -137,18 +137,21 @@ class NotificationService:
         us = created_us_of(notification_id)
         if us is None:
             raise NotFound(f"notification {notification_id[:80]} not found")
-        for _ in self.backoff.delays():
-            now = self.clock.now()
-            found = dismissing.find(self.store, program, account, notification_id, us, now)
-            if found is None:
-                raise NotFound(f"notification {notification_id} not found on account {account}")
-            hist, active = found
-            if active is None:
-                assert hist is not None
-                return items.from_item(hist, now)
-            done = dismissing.dismiss_active(self.store, active, now, "user", DismissReason.USER)
-            if done is not None:
-                return done
+        with retrying(self.retry_policy) as tries:
+            for _ in tries:
+                now = self.clock.now()
+                found = dismissing.find(self.store, program, account, notification_id, us, now)
+                if found is None:
+                    raise NotFound(f"notification {notification_id} not found on account {account}")
+                hist, active = found
+                if active is None:
+                    assert hist is not None
+                    return items.from_item(hist, now)
+                done = dismissing.dismiss_active(
+                    self.store, active, now, "user", DismissReason.USER
+                )
+                if done is not None:
+                    return done
         raise TooManyRetries(f"dismissing {notification_id} kept conflicting; retry it")
 
     def dismiss_type(
@@ -165,16 +168,17 @@ class NotificationService:
         check_id(account, "account id")
         check_type(type)
         self.programs.get(program)
-        for _ in self.backoff.delays():
-            now = self.clock.now()
-            active = self.store.get(keys.notification_active(program, account, type))
-            if active is None or not items.live(active, now):
-                return None
-            if where is not None and not where(items.from_item(active, now)):
-                return None
-            done = dismissing.dismiss_active(self.store, active, now, by, reason)
-            if done is not None:
-                return done
+        with retrying(self.retry_policy) as tries:
+            for _ in tries:
+                now = self.clock.now()
+                active = self.store.get(keys.notification_active(program, account, type))
+                if active is None or not items.live(active, now):
+                    return None
+                if where is not None and not where(items.from_item(active, now)):
+                    return None
+                done = dismissing.dismiss_active(self.store, active, now, by, reason)
+                if done is not None:
+                    return done
         raise TooManyRetries(f"dismissing {type} on {account} kept conflicting; retry it")
 
     # -- reads -----------------------------------------------------------------
