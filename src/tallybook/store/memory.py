@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tallybook.errors import StoreValidationError, TallybookError
@@ -121,6 +121,10 @@ class MemoryStore(ItemStore):
 
     def __init__(self, name: str = "") -> None:
         self.name = name
+        #: a change hook, as the SQLite engine's: given the new image of every item
+        #: a transaction puts or updates, the extra items to insert in that same
+        #: transaction (an item already at their key is kept)
+        self.capture: Callable[[Sequence[Item]], list[Item]] | None = None
         self.metrics = StoreMetrics()
         self._table = _Table()
         self._lock = threading.Lock()
@@ -249,8 +253,19 @@ class MemoryStore(ItemStore):
                 writes.append((key, new))
             elif isinstance(action, Delete):
                 writes.append((key, None))
-        for key, item in writes:
-            self._write(key, item)
+        written = [item for _, item in writes if item is not None]
+        extras = self.capture(written) if self.capture is not None and written else []
+        rows = [(key, None if item is None else _row(item)) for key, item in writes]
+        extra_rows = [(str(e["pk"]), str(e["sk"]), _row(e)) for e in extras]
+        # nothing can fail from here on: the transaction applies whole
+        for key, row in rows:
+            if row is None:
+                self._table.delete(key.pk, key.sk)
+            else:
+                self._table.put(key.pk, key.sk, row)
+        for pk, sk, row in extra_rows:
+            if (pk, sk) not in self._table.rows:
+                self._table.put(pk, sk, row)
 
     def _write(self, key: Key, item: Item | None) -> None:
         if item is None:

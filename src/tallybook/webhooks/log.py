@@ -68,12 +68,13 @@ def capture(images: Sequence[Item]) -> list[Item]:
 
 
 def install(store: ItemStore) -> None:
-    """Make a SQLite engine write the event log with every change (a no-op on
-    DynamoDB, whose stream is read instead)."""
+    """Make a SQLite or in-memory engine write the event log with every change
+    (a no-op on DynamoDB, whose stream is read instead)."""
+    from tallybook.store.memory import MemoryStore
     from tallybook.store.sqlite import SqliteStore
 
     engine = unwrap(store)
-    if isinstance(engine, SqliteStore):
+    if isinstance(engine, SqliteStore | MemoryStore):
         engine.capture = capture
 
 
