@@ -23,8 +23,8 @@ from typing import Any
 from tallybook.domain.model import FundState
 from tallybook.ledger import Ledger
 from tallybook.reliability.workload import TOKENS, Workload
-from tallybook.store.records.codec import account_from_item
 from tallybook.store import keys
+from tallybook.store.records.codec import account_from_item
 
 
 @dataclass

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, cast
 
 from tallybook.domain.ids import check_id
 from tallybook.errors import ConditionFailed, NotFound, Unauthorized, ValidationError
-from tallybook.store.records.codec import iso, parse_iso
 from tallybook.store import keys
 from tallybook.store.port import Exists, Item, NotExists, Set, Value
+from tallybook.store.records.codec import iso, parse_iso
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger

@@ -15,9 +15,9 @@ from datetime import datetime
 from typing import Any, cast
 
 from tallybook.domain.notifications import Notification, Status
-from tallybook.store.records.codec import iso, parse_iso
 from tallybook.store import keys
 from tallybook.store.port import Item, Key, Value
+from tallybook.store.records.codec import iso, parse_iso
 
 #: what a dismissal writes onto a history row
 DISMISS_FIELDS = ("status", "dismissed_at", "dismissed_by", "dismiss_reason")

@@ -28,8 +28,8 @@ from typing import cast
 
 from tallybook.domain.model import Account
 from tallybook.domain.wallet import BONUS, Grant, GrantTake
-from tallybook.store.records.codec import iso, parse_iso
 from tallybook.store.port import Value
+from tallybook.store.records.codec import iso, parse_iso
 
 WALLET_ATTR = "wallet"
 NEVER = "never"

@@ -15,8 +15,8 @@ from typing import Any, cast
 from tallybook.domain.ids import is_system_account
 from tallybook.domain.model import Account, Transaction
 from tallybook.domain.wallet import BONUS, SPEND_ORDER, Grant, GrantTake, unexpired_bonus
-from tallybook.store.records.codec import iso
 from tallybook.store.port import Value
+from tallybook.store.records.codec import iso
 
 
 @dataclass(frozen=True, slots=True)

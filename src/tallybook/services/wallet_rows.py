@@ -13,7 +13,6 @@ from typing import Any, cast
 
 from tallybook.domain.model import Account
 from tallybook.domain.wallet import BONUS, Grant, GrantTake, Hold, HoldKind, HoldStatus
-from tallybook.store.records.codec import iso, parse_iso, to_us
 from tallybook.store import keys
 from tallybook.store.port import (
     Add,
@@ -27,6 +26,7 @@ from tallybook.store.port import (
     Update,
     Value,
 )
+from tallybook.store.records.codec import iso, parse_iso, to_us
 
 #: finished holds stay readable this long, then their row expires (TTL); the
 #: transaction records that created and settled them are kept for ever

@@ -21,12 +21,12 @@ from tallybook.domain.wallet import (
     split_capture,
 )
 from tallybook.errors import InvalidState, ValidationError
-from tallybook.store.records.codec import iso
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.wallet_marks import wallet_marks, with_takes
 from tallybook.services.wallet_records import availability_after, present_funds, takes_value
 from tallybook.services.wallet_rows import account_grants, finish_hold, return_to_grant
 from tallybook.store.port import Action, Value
+from tallybook.store.records.codec import iso
 
 #: what each settlement makes of a hold, for messages
 DONE = {"capture": "captured", "void": "voided", "expire": "expired", "release": "released"}
