@@ -4,7 +4,9 @@ A secret looks like ``tb_<key id>_<random>``. Only the sha256 of the secret is
 stored, in one item per key (``APIKEY#{key id}``), so authenticating is one
 strongly consistent read by the key id parsed from the secret followed by a
 constant-time comparison of hashes. Revocation updates that same item, so it
-takes effect on the very next request: nothing is cached.
+takes effect on the very next call here: this service caches nothing. (The
+HTTP layer remembers an authenticated key for a few seconds per process, see
+:mod:`tallybook.http.keycache`.)
 """
 
 from __future__ import annotations
