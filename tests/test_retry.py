@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 import pytest
 
-from tallybook.errors import TooManyRetries
+from tallybook.errors import Throttled, TooManyRetries
 from tallybook.ledger import Ledger
 from tallybook.reliability.faults import FaultPlan, FaultyStore
 from tallybook.retry import RetryPolicy, current_budget, retrying
 from tallybook.services.clock import ManualClock
 from tallybook.store.memory import MemoryStore
+from tallybook.store.sqlite import SqliteStore
+from tallybook.store.testing.helpers import item, key
 
 FAST = RetryPolicy(attempts=4, base_seconds=0.0001, cap_seconds=0.0001)
 
@@ -67,3 +72,22 @@ def test_a_posting_that_always_conflicts_sends_its_budget_once(clock: ManualCloc
     with retrying(RetryPolicy(attempts=2)), pytest.raises(TooManyRetries):
         conflicted.transactions.credit("shop", "alice", "points", 5, txn_id="t1")
     assert faulty.counts["conflict"] == 4 + 2
+
+
+def test_a_locked_sqlite_file_is_retried_on_the_operation_s_budget(tmp_path: Path) -> None:
+    """Another program holds the write lock: the engine retries its BEGIN within
+    the budget of the operation around it, then says the file stayed locked."""
+    store = SqliteStore(tmp_path / "locked.db", busy_timeout_ms=1)
+    other = sqlite3.connect(tmp_path / "locked.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with retrying(FAST) as tries:
+            with pytest.raises(Throttled, match="stayed locked"):
+                store.put(item("x"))
+            assert tries.budget.retries == 3  # 4 tries in all, FAST's attempts
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    store.put(item("x"))
+    assert store.get(key("x")) == item("x")
+    store.close()

@@ -27,12 +27,12 @@ import json
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tallybook.errors import StoreUnavailable, StoreValidationError, TallybookError, Throttled
+from tallybook.retry import RetryPolicy, retrying
 from tallybook.store.checks import (
     check_actions,
     check_batch_write,
@@ -78,7 +78,11 @@ CREATE INDEX IF NOT EXISTS items_gsi2 ON items (gsi2pk, gsi2sk, pk, sk)
 """
 
 _SORT_SQL = {"=": "=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
-_LOCK_RETRIES = 50
+T = TypeVar("T")
+
+#: retries of a statement that found the database locked (after SQLite's own busy
+#: wait); within a service operation they draw from its budget (:mod:`tallybook.retry`)
+LOCK_RETRY = RetryPolicy(attempts=50, seconds=120.0, base_seconds=0.002, cap_seconds=0.1)
 
 #: ``synchronous`` settings accepted, and what an acknowledged commit survives
 SYNCHRONOUS: dict[str, str] = {
@@ -262,14 +266,8 @@ class SqliteStore(ItemStore):
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         conn = self._conn()
-        for attempt in range(_LOCK_RETRIES):
-            try:
-                return conn.execute(sql, params).fetchall()
-            except sqlite3.OperationalError as exc:
-                _wait_if_locked(exc, attempt, "read")
-            except sqlite3.Error as exc:  # e.g. a corrupt file
-                raise StoreUnavailable(f"SQLite read failed: {exc}") from exc
-        raise Throttled("SQLite database stayed locked")
+        rows: list[Any] = _unless_locked(lambda: conn.execute(sql, params).fetchall(), "read")
+        return rows
 
     # -- writes -------------------------------------------------------------
 
@@ -423,23 +421,16 @@ def _row(item: Item) -> tuple[Any, ...]:
 def _write_transaction(conn: sqlite3.Connection, work: Callable[[], None]) -> None:
     """Run ``work`` between ``BEGIN IMMEDIATE`` and ``COMMIT`` (``ROLLBACK`` if it
     raises), retrying a ``BEGIN`` that finds the database locked, with backoff."""
-    for attempt in range(1, _LOCK_RETRIES + 1):
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            _wait_if_locked(exc, attempt, "write")
-            continue
-        try:
-            work()
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):  # read-only file, disk full, corruption
-                raise StoreUnavailable(f"SQLite write failed: {exc}") from exc
-            raise
-        return
-    raise Throttled("SQLite database stayed locked; try again")
+    _unless_locked(lambda: conn.execute("BEGIN IMMEDIATE"), "write")
+    try:
+        work()
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already
+            conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):  # read-only file, disk full, corruption
+            raise StoreUnavailable(f"SQLite write failed: {exc}") from exc
+        raise
 
 
 class _WriterLock:
@@ -486,8 +477,28 @@ class _WriterLock:
                 self._fd = None
 
 
-def _wait_if_locked(exc: sqlite3.OperationalError, attempt: int, what: str) -> None:
-    """Back off before another try if the database was locked; else raise."""
-    if "locked" not in str(exc) and "busy" not in str(exc):
+def _unless_locked(statement: Callable[[], T], what: str) -> T:
+    """Run ``statement``; while the database is locked, again under the retry budget
+    (the loop is entered only after a first try failed, off the hot path)."""
+    try:
+        return statement()
+    except sqlite3.Error as exc:
+        _raise_unless_locked(exc, what)
+    with retrying(LOCK_RETRY) as tries:
+        for attempt in tries:
+            if attempt == 0:
+                continue  # the first try, made above
+            try:
+                return statement()
+            except sqlite3.Error as exc:
+                _raise_unless_locked(exc, what)
+    raise Throttled(f"SQLite database stayed locked ({what}); try again")
+
+
+def _raise_unless_locked(exc: sqlite3.Error, what: str) -> None:
+    """Return if the database was locked (worth another try); else raise the port's error."""
+    text = str(exc)
+    if not isinstance(exc, sqlite3.OperationalError) or (
+        "locked" not in text and "busy" not in text
+    ):
         raise StoreUnavailable(f"SQLite {what} failed: {exc}") from exc
-    time.sleep(min(0.001 * 2**attempt, 0.1))
