@@ -60,7 +60,7 @@ from tallybook.store.port import (
     action_key,
     key_of,
 )
-from tallybook.store.queries import cursor_start, key_attrs, next_cursor
+from tallybook.store.queries import cursor_start, next_cursor, query_attrs
 
 BATCH_GET_MAX = 100
 BATCH_WRITE_MAX = 25
@@ -147,11 +147,7 @@ class DynamoStore(DynamoConnection):
         cursor: str | None = None,
         consistent: bool = True,
     ) -> Page:
-        pk_attr, sk_attr = key_attrs(index)
-        if not partition or not isinstance(partition, str):
-            raise StoreValidationError("a query needs a partition value")
-        if limit is not None and limit < 1:
-            raise StoreValidationError("limit must be at least 1")
+        pk_attr, sk_attr = query_attrs(partition, index, limit)
         start: dict[str, Any] | None = None
         if cursor is not None:
             last = cursor_start(cursor, partition, pk_attr, sk_attr)

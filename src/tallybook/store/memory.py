@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tallybook.errors import StoreValidationError, TallybookError
+from tallybook.errors import TallybookError
 from tallybook.store.checks import (
     check_actions,
     check_batch_write,
@@ -47,7 +47,7 @@ from tallybook.store.port import (
     Update,
     action_key,
 )
-from tallybook.store.queries import cursor_start, key_attrs, next_cursor
+from tallybook.store.queries import cursor_start, next_cursor, query_attrs
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _decode = json.JSONDecoder().decode
@@ -168,11 +168,7 @@ class MemoryStore(ItemStore):
         cursor: str | None = None,
         consistent: bool = True,
     ) -> Page:
-        pk_attr, sk_attr = key_attrs(index)
-        if not partition:
-            raise StoreValidationError("a query needs a partition value")
-        if limit is not None and limit < 1:
-            raise StoreValidationError("limit must be at least 1")
+        pk_attr, sk_attr = query_attrs(partition, index, limit)
         after: _Position | None = None
         if cursor is not None:
             last = cursor_start(cursor, partition, pk_attr, sk_attr)

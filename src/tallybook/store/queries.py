@@ -25,6 +25,17 @@ def key_attrs(index: str | None) -> tuple[str, str]:
     raise StoreValidationError(f"unknown index {index!r}; indexes: gsi1, gsi2")
 
 
+def query_attrs(partition: str, index: str | None, limit: int | None) -> tuple[str, str]:
+    """:func:`key_attrs` of a query, refusing what every engine refuses: an
+    unknown index, no partition value, a limit below 1."""
+    attrs = key_attrs(index)
+    if not partition or not isinstance(partition, str):
+        raise StoreValidationError("a query needs a partition value")
+    if limit is not None and limit < 1:
+        raise StoreValidationError("limit must be at least 1")
+    return attrs
+
+
 def encode_cursor(last_key: Mapping[str, Value]) -> str:
     raw = json.dumps(dict(last_key), sort_keys=True, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")

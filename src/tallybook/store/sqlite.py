@@ -59,7 +59,7 @@ from tallybook.store.port import (
     Update,
     action_key,
 )
-from tallybook.store.queries import cursor_start, key_attrs, next_cursor
+from tallybook.store.queries import cursor_start, next_cursor, query_attrs
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
@@ -222,11 +222,7 @@ class SqliteStore(ItemStore):
         cursor: str | None = None,
         consistent: bool = True,
     ) -> Page:
-        pk_col, sk_col = key_attrs(index)
-        if not partition:
-            raise StoreValidationError("a query needs a partition value")
-        if limit is not None and limit < 1:
-            raise StoreValidationError("limit must be at least 1")
+        pk_col, sk_col = query_attrs(partition, index, limit)
         self.metrics.record("query")
         where = [f"{pk_col} = ?", "(ttl IS NULL OR ttl > ?)"]
         params: list[Any] = [partition, now_epoch()]
