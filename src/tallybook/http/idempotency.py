@@ -38,13 +38,13 @@ import re
 from collections.abc import Iterable
 from typing import Any, cast
 
-import anyio
+from starlette.requests import Request
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tallybook.domain.ids import check_id
 from tallybook.errors import ConditionFailed, TallybookError
-from tallybook.http.deps import Principal
+from tallybook.http.deps import Principal, authenticate, run_blocking
 from tallybook.http.metrics import Metrics
 from tallybook.http.problems import problem_body
 from tallybook.ledger import Ledger
@@ -128,7 +128,7 @@ class IdempotencyMiddleware:
         body = cast(bytes, state.get("body", b""))
         fp = fingerprint(scope["method"], scope["path"], scope.get("query_string", b""), body)
         record_key = keys.idempotent_response(principal.program, idem_key)
-        stored = await anyio.to_thread.run_sync(self.ledger.store.get, record_key)
+        stored = await run_blocking(self.ledger, self.ledger.store.get, record_key)
         if stored is not None:
             _match_route(scope)
             if not _may_replay(principal, stored):
@@ -153,8 +153,8 @@ class IdempotencyMiddleware:
         await self.app(scope, receive, capture)
         content = b"".join(chunks)
         if 200 <= status < 300 and len(content) <= MAX_STORED_BODY:
-            await anyio.to_thread.run_sync(
-                self._store, record_key, principal, fp, status, headers, content
+            await run_blocking(
+                self.ledger, self._store, record_key, principal, fp, status, headers, content
             )
 
     def _count_replays(self, send: Send) -> Send:
@@ -170,17 +170,11 @@ class IdempotencyMiddleware:
         return counting
 
     async def _principal(self, scope: Scope) -> Principal | None:
-        header = _header(scope, b"authorization") or ""
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return None
+        """The caller, as the routes authenticate it (the same key cache)."""
         try:
-            key = await anyio.to_thread.run_sync(self.ledger.keys.authenticate, token.strip())
+            return await authenticate(Request(scope))
         except TallybookError:
             return None  # the route answers 401 / 503 itself
-        principal = Principal(key.id, key.program, frozenset(key.scopes))
-        scope.setdefault("state", {})["principal"] = principal
-        return principal
 
     async def _answer_stored(self, scope: Scope, send: Send, stored: Item, fp: str) -> None:
         if stored.get("fingerprint") != fp:
