@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -147,3 +149,24 @@ def test_emf_lines_for_lambda(ledger, engine, mint_key, capsys) -> None:
     assert sum(line["StoreRequests"][0] for line in by_operation.values()) == used
     if engine == "dynamodb":
         assert by_operation["transact_write"]["PricedWriteUnits"][0] >= 4
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--metrics", "public"], "choose key, open or off"),
+        (["--metrics-bind", "9100"], "give HOST:PORT"),
+    ],
+)
+def test_serve_refuses_bad_metrics_options(tmp_path: Path, option, message) -> None:
+    tallybook = Path(sys.executable).parent / "tallybook"
+    store = f"sqlite:///{tmp_path / 'serve.db'}"
+    result = subprocess.run(
+        [str(tallybook), "serve", "--store", store, *option],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
