@@ -14,6 +14,8 @@ from tallybook.store import keys
 
 from .helpers import MIN, aligned_start, ingest, record
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 
 def test_ingest_files_by_bucket_and_replays(ledger: Ledger, clock: ManualClock) -> None:
     t0 = aligned_start(clock)

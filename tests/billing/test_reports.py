@@ -17,6 +17,8 @@ from tallybook.services.reports import ReportService
 
 from .helpers import MIN, aligned_start, billing_docs, ingest, snapshot
 
+pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
+
 
 def _run(ledger: Ledger, out: Path, interval: str = "15m") -> list[str]:
     results = ledger.billing.reports.run(

@@ -60,7 +60,7 @@ _Position = tuple[str, str, str]
 class _Row:
     body: str
     ttl: int | None
-    #: per index name, (partition, sort value) when the item is in that index
+    #: (index name, partition, sort value) of each index the item is in
     indexed: tuple[tuple[str, str, str], ...]
 
     def live(self, now: int) -> bool:
