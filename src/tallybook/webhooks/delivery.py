@@ -125,6 +125,8 @@ class QueueRunner:
         for row in queue:
             accounts = cast(list[str], row.get("accounts") or [])
             if any(a in blocked for a in accounts):
+                # it waits for one account, so its other accounts wait for it
+                blocked.update(accounts)
                 stats.waiting += 1
                 continue
             if cast(int, row.get("next_us", 0)) > int(self.now() * 1e6):
