@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from tallybook.http.emf import EmfMetrics
 
 #: capability routers included when their module is present
-CAPABILITY_ROUTERS = ("wallet", "loyalty", "notifications", "billing")
+CAPABILITY_ROUTERS = ("wallet", "loyalty", "notifications", "billing", "webhooks")
 ADMIN_MODULE = "tallybook.admin"
 
 log = logging.getLogger("tallybook.http")

@@ -1,0 +1,172 @@
+"""Webhook subscriptions over HTTP (admin scope): the API key's program only.
+
+- ``POST /v1/webhooks``: subscribe a URL; the answer carries the signing
+  secret, the only time it is shown;
+- ``GET /v1/webhooks``, ``GET /v1/webhooks/{id}``: never the secret;
+- ``POST /v1/webhooks/{id}/disable`` and ``/enable``, ``DELETE /v1/webhooks/{id}``;
+- ``GET /v1/webhooks/{id}/deliveries``: newest first, with their last attempts;
+- ``POST /v1/webhooks/{id}/deliveries/{position}/resend``.
+
+``http://`` URLs (loopback only) are accepted when the request says
+``allow_http`` *and* the server runs with ``TALLYBOOK_WEBHOOKS_ALLOW_HTTP=1``,
+a development setting.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from tallybook.errors import ValidationError
+from tallybook.http.deps import AdminPrincipal, LedgerDep
+from tallybook.http.models import ID_PATTERN
+from tallybook.http.routers.ledger import Cursor, Limit
+from tallybook.webhooks.events import EVENT_TYPES
+from tallybook.webhooks.subscriptions import MAX_DESCRIPTION, MAX_URL_LENGTH
+
+router = APIRouter(prefix="/v1", tags=["webhooks"])
+ALLOW_HTTP_ENV = "TALLYBOOK_WEBHOOKS_ALLOW_HTTP"
+
+SubId = Annotated[
+    str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="subscription id")
+]
+Position = Annotated[str, Path(pattern=r"^\d{1,40}\.\d{3}$", description="delivery position")]
+
+
+class SubscriptionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(max_length=MAX_URL_LENGTH, examples=["https://example.com/hooks"])
+    types: list[str] = Field(
+        default_factory=list,
+        max_length=len(EVENT_TYPES),
+        description=f"event types to receive (empty: all): {', '.join(EVENT_TYPES)}",
+    )
+    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION)
+    allow_http: bool = Field(
+        default=False,
+        description=f"http:// to a loopback host; only when the server sets {ALLOW_HTTP_ENV}=1",
+    )
+
+
+class SubscriptionOut(BaseModel):
+    id: str
+    program: str
+    url: str
+    types: list[str]
+    status: str
+    created_at: str
+    secret_hint: str = Field(description="the secret's last four characters")
+    description: str | None = None
+    disabled_reason: str | None = None
+
+
+class CreatedOut(SubscriptionOut):
+    secret: str = Field(description="whsec_...: signs every delivery; shown only this once")
+
+
+class SubscriptionListOut(BaseModel):
+    subscriptions: list[SubscriptionOut]
+
+
+class DeliveryOut(BaseModel):
+    subscription: str
+    position: str
+    event_id: str
+    type: str
+    accounts: list[str]
+    status: str
+    attempts: int
+    at: str
+    last_code: int | None = None
+    last_error: str | None = None
+    last_latency_ms: int | None = None
+    log: list[dict[str, Any]]
+
+
+class DeliveryPageOut(BaseModel):
+    deliveries: list[DeliveryOut]
+    cursor: str | None = None
+
+
+@router.post(
+    "/webhooks",
+    status_code=status.HTTP_201_CREATED,
+    summary="Subscribe a URL to events (the secret is in this answer only)",
+)
+def create_subscription(
+    body: SubscriptionIn, principal: AdminPrincipal, ledger: LedgerDep
+) -> CreatedOut:
+    if body.allow_http and os.environ.get(ALLOW_HTTP_ENV) != "1":
+        raise ValidationError(f"allow_http needs the server to run with {ALLOW_HTTP_ENV}=1")
+    created = ledger.webhooks.create(
+        principal.program,
+        body.url,
+        types=body.types,
+        allow_http=body.allow_http,
+        description=body.description,
+    )
+    return CreatedOut(**created.subscription.public(), secret=created.secret)
+
+
+@router.get("/webhooks", summary="The program's subscriptions (never their secrets)")
+def list_subscriptions(principal: AdminPrincipal, ledger: LedgerDep) -> SubscriptionListOut:
+    subs = ledger.webhooks.list(principal.program)
+    return SubscriptionListOut(subscriptions=[SubscriptionOut(**s.public()) for s in subs])
+
+
+@router.get("/webhooks/{sub_id}", summary="One subscription")
+def get_subscription(
+    sub_id: SubId, principal: AdminPrincipal, ledger: LedgerDep
+) -> SubscriptionOut:
+    return SubscriptionOut(**ledger.webhooks.get(principal.program, sub_id).public())
+
+
+@router.post("/webhooks/{sub_id}/disable", summary="Stop delivering (the queue waits)")
+def disable_subscription(
+    sub_id: SubId, principal: AdminPrincipal, ledger: LedgerDep
+) -> SubscriptionOut:
+    ledger.webhooks.disable(principal.program, sub_id)
+    return SubscriptionOut(**ledger.webhooks.get(principal.program, sub_id).public())
+
+
+@router.post("/webhooks/{sub_id}/enable", summary="Deliver again")
+def enable_subscription(
+    sub_id: SubId, principal: AdminPrincipal, ledger: LedgerDep
+) -> SubscriptionOut:
+    ledger.webhooks.enable(principal.program, sub_id)
+    return SubscriptionOut(**ledger.webhooks.get(principal.program, sub_id).public())
+
+
+@router.delete("/webhooks/{sub_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete it")
+def delete_subscription(sub_id: SubId, principal: AdminPrincipal, ledger: LedgerDep) -> None:
+    ledger.webhooks.delete(principal.program, sub_id)
+
+
+@router.get("/webhooks/{sub_id}/deliveries", summary="Deliveries, newest first")
+def list_deliveries(
+    sub_id: SubId,
+    principal: AdminPrincipal,
+    ledger: LedgerDep,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> DeliveryPageOut:
+    found, next_cursor = ledger.webhooks.deliveries(
+        principal.program, sub_id, limit=limit, cursor=cursor
+    )
+    return DeliveryPageOut(
+        deliveries=[DeliveryOut(**d.public()) for d in found], cursor=next_cursor
+    )
+
+
+@router.post(
+    "/webhooks/{sub_id}/deliveries/{position}/resend",
+    summary="Queue a delivery again (the next worker pass sends it)",
+)
+def resend_delivery(
+    sub_id: SubId, position: Position, principal: AdminPrincipal, ledger: LedgerDep
+) -> DeliveryOut:
+    return DeliveryOut(**ledger.webhooks.resend(principal.program, sub_id, position).public())

@@ -1,0 +1,105 @@
+"""Webhook subscriptions over HTTP: admin scope, the secret once, validation as
+problem+json, deliveries and resend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+Headers = dict[str, str]
+
+
+def test_subscriptions_need_the_admin_scope(
+    app_client: TestClient, write_headers: Headers, idem: Callable[..., Headers]
+) -> None:
+    r = app_client.post(
+        "/v1/webhooks", json={"url": "https://example.com/h"}, headers=idem(write_headers)
+    )
+    assert r.status_code == 403
+    assert r.headers["content-type"].startswith("application/problem+json")
+
+
+def test_create_list_disable_delete(
+    app_client: TestClient, admin_headers: Headers, idem: Callable[..., Headers]
+) -> None:
+    r = app_client.post(
+        "/v1/webhooks",
+        json={"url": "https://example.com/h", "types": ["hold.expired", "tier.changed"]},
+        headers=idem(admin_headers),
+    )
+    assert r.status_code == 201, r.text
+    created = r.json()
+    secret, sub_id = created["secret"], created["id"]
+    assert secret.startswith("whsec_")
+    listed = app_client.get("/v1/webhooks", headers=admin_headers)
+    assert secret not in listed.text
+    assert [s["id"] for s in listed.json()["subscriptions"]] == [sub_id]
+    assert listed.json()["subscriptions"][0]["secret_hint"] == "…" + secret[-4:]
+    r = app_client.post(f"/v1/webhooks/{sub_id}/disable", headers=idem(admin_headers))
+    assert r.json()["status"] == "disabled"
+    r = app_client.post(f"/v1/webhooks/{sub_id}/enable", headers=idem(admin_headers))
+    assert r.json()["status"] == "active"
+    assert app_client.get(f"/v1/webhooks/{sub_id}/deliveries", headers=admin_headers).json() == {
+        "deliveries": [],
+        "cursor": None,
+    }
+    assert app_client.delete(f"/v1/webhooks/{sub_id}", headers=admin_headers).status_code == 204
+    assert app_client.get(f"/v1/webhooks/{sub_id}", headers=admin_headers).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        ({"url": "http://example.com/h"}, "https://"),
+        ({"url": "http://127.0.0.1:9/h", "allow_http": True}, "TALLYBOOK_WEBHOOKS_ALLOW_HTTP"),
+        ({"url": "https://example.com/h", "types": ["nope"]}, "unknown event type"),
+        ({"url": "https://example.com/h", "secret": "x"}, ""),
+    ],
+)
+def test_bad_subscriptions_are_problems(
+    app_client: TestClient,
+    admin_headers: Headers,
+    idem: Callable[..., Headers],
+    body: dict[str, Any],
+    detail: str,
+) -> None:
+    r = app_client.post("/v1/webhooks", json=body, headers=idem(admin_headers))
+    assert r.status_code in (400, 422), r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert detail in r.text
+
+
+def test_deliveries_and_resend(
+    app_client: TestClient,
+    admin_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., Any],
+    credit: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TALLYBOOK_WEBHOOKS_ALLOW_HTTP", "1")
+    r = app_client.post(
+        "/v1/webhooks",
+        json={"url": "http://127.0.0.1:9/h", "allow_http": True},
+        headers=idem(admin_headers),
+    )
+    sub_id = r.json()["id"]
+    open_account("alice")
+    credit("alice", 100)
+    ledger = app_client.app.state.ledger  # type: ignore[attr-defined]
+    ledger.webhooks.worker().run_once()  # nothing listens on port 9: a failed attempt
+    page = app_client.get(f"/v1/webhooks/{sub_id}/deliveries", headers=admin_headers).json()
+    (delivery,) = page["deliveries"]
+    assert delivery["type"] == "transaction.posted"
+    assert delivery["status"] == "pending"
+    assert delivery["attempts"] == 1
+    assert delivery["last_error"]
+    r = app_client.post(
+        f"/v1/webhooks/{sub_id}/deliveries/{delivery['position']}/resend",
+        headers=idem(admin_headers),
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["event_id"] == delivery["event_id"]
