@@ -45,7 +45,6 @@ from tallybook.domain.postings import fingerprint
 from tallybook.errors import (
     ConditionFailed,
     IdempotencyConflict,
-    InvalidState,
     NotFound,
     StoreValidationError,
     TallybookError,
@@ -63,11 +62,12 @@ from tallybook.services.billing_rows import (
 )
 from tallybook.services.billing_state import (
     BillingState,
+    check_unchanged,
+    configure_open,
     create_state,
     default_state,
     fix,
     read_state,
-    reset_unfixed,
 )
 from tallybook.store import keys
 from tallybook.store.port import Action, Set, Value
@@ -140,31 +140,12 @@ class BillingService:
         if bucket is None and grace is None and first is None:
             return current if current is not None else self.state(program)
         if current is None or not current.fixed:
-            settled = current.config if current is not None else BillingConfig()
-            config = BillingConfig(
-                bucket or settled.bucket_seconds,
-                grace if grace is not None else settled.grace_seconds,
-            )
-            if first is not None and first % config.bucket_seconds:
-                raise ValidationError("start must fall on a bucket boundary")
-            if first is None and current is not None and current.start % config.bucket_seconds == 0:
-                first = current.start
             now = self.clock.now()
-            if current is None:
-                current = create_state(self.store, program, config, first, now, fixed=False)
-            elif reset_unfixed(self.store, program, default_state(config, first, now)):
-                current = self.state(program)
-            else:
-                current = self.fixed_state(program)  # fixed meanwhile: the checks below apply
+            current = configure_open(self.store, program, current, bucket, grace, first, now)
             if not current.fixed:
                 return current
-        if bucket and bucket != current.config.bucket_seconds:
-            raise InvalidState(
-                "the bucket size is fixed once billing has started "
-                f"({current.config.bucket_seconds // 60} min)"
-            )
-        if start is not None and epoch(check_time(start, "start")) != current.start:
-            raise InvalidState("the reporting start is fixed once billing has started")
+            self._buckets[program] = current.config.bucket_seconds  # fixed meanwhile
+        check_unchanged(current, bucket, first)
         if grace is not None and grace != current.config.grace_seconds:
             self.store.update(keys.billing_state(program), [Set("grace_seconds", grace)])
             return self.state(program)
