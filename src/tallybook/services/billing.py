@@ -51,6 +51,7 @@ from tallybook.errors import (
     TooManyRetries,
     ValidationError,
 )
+from tallybook.retry import RetryPolicy, retrying
 from tallybook.services.accounts import check_limit
 from tallybook.services.billing_rows import (
     bucket_label,
@@ -81,7 +82,8 @@ BATCH_RECORDS = 48
 #: buckets one listing may span (a quarter hour bucket: about 3 months)
 MAX_LIST_BUCKETS = 10_000
 QUERY_PAGE = 1000
-_ATTEMPTS = 8
+#: filing a record: a bucket closed meanwhile moves it to the first open one
+INGEST_RETRY = RetryPolicy(attempts=8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,17 +225,18 @@ class BillingService:
         self._check_not_future(draft, now)
         target = bucket_start(epoch(draft.time), size)
         late = False
-        for _ in range(_ATTEMPTS):
-            actions, record = record_actions(program, draft, target, late, now, size)
-            try:
-                self.store.transact_write(actions)
-            except ConditionFailed as exc:
-                if exc.index == 0:
-                    return self._replay(program, draft)
-                if exc.index == 2:
-                    target, late = self._first_open(program, now, size), True
-                continue
-            return record
+        with retrying(INGEST_RETRY) as tries:
+            for _ in tries:
+                actions, record = record_actions(program, draft, target, late, now, size)
+                try:
+                    self.store.transact_write(actions)
+                except ConditionFailed as exc:
+                    if exc.index == 0:
+                        return self._replay(program, draft)
+                    if exc.index == 2:
+                        target, late = self._first_open(program, now, size), True
+                    continue
+                return record
         raise TooManyRetries(f"billing record {draft.id} could not be filed; retry it")
 
     def ingest_many(

@@ -35,6 +35,7 @@ from tallybook.errors import (
     PaymentDeclined,
     ValidationError,
 )
+from tallybook.retry import retrying
 from tallybook.services.charges import ChargeDeclined, ChargeTimeout
 from tallybook.services.postings import Plan, Snapshot
 from tallybook.services.wallet_marks import wallet_marks, with_takes
@@ -103,15 +104,17 @@ class DebitOps:
         }
         if on_shortfall == "reject" or self.engine.existing(program, txn_id) is not None:
             return self._commit(program, account, amount, txn_id, body, 0, None)
-        for _ in range(3):
-            shortfall = self._preview(program, account, amount).shortfall
-            intent = self._intent(program, account, txn_id)
-            if intent is None and shortfall == 0:
-                try:
-                    return self._commit(program, account, amount, txn_id, body, 0, None)
-                except InsufficientFunds:
-                    continue  # spent concurrently: charge the new shortfall
-            return self._charge_and_commit(program, account, amount, txn_id, body, shortfall)
+        with retrying(self.engine.retry_policy) as tries:
+            # at most 3 rounds, and their postings' retries, on one budget
+            for _, _ in zip(range(3), tries, strict=False):
+                shortfall = self._preview(program, account, amount).shortfall
+                intent = self._intent(program, account, txn_id)
+                if intent is None and shortfall == 0:
+                    try:
+                        return self._commit(program, account, amount, txn_id, body, 0, None)
+                    except InsufficientFunds:
+                        continue  # spent concurrently: charge the new shortfall
+                return self._charge_and_commit(program, account, amount, txn_id, body, shortfall)
         raise InsufficientFunds(f"the wallet of {account} kept changing; retry the debit")
 
     # -- steps ------------------------------------------------------------------
