@@ -103,3 +103,32 @@ def test_deliveries_and_resend(
     )
     assert r.status_code == 200, r.text
     assert r.json()["event_id"] == delivery["event_id"]
+
+
+def test_metrics_count_deliveries_failures_and_lag(
+    app_client: TestClient,
+    admin_headers: Headers,
+    open_account: Callable[..., Any],
+    credit: Callable[..., Any],
+) -> None:
+    from tallybook.webhooks.delivery import RetryPolicy
+    from webhooks.receiver import running_receiver
+
+    ledger = app_client.app.state.ledger  # type: ignore[attr-defined]
+    open_account("alice")
+    with running_receiver() as receiver:
+        sub = ledger.webhooks.create("shop", receiver.url, allow_http=True)
+        receiver.secret = sub.secret
+        receiver.fail_count = 1
+        credit("alice", 100)
+        credit("alice", 50)
+        worker = ledger.webhooks.worker(policy=RetryPolicy(base_seconds=3600))
+        worker.run_once()  # the first fails and waits an hour; the second waits behind it
+        text = app_client.get("/metrics", headers=admin_headers).text
+    sid = sub.subscription.id
+    labels = f'program="shop",subscription="{sid}"'
+    assert f'tallybook_webhook_deliveries_total{{outcome="failed",{labels}}} 1.0' in text
+    assert f'tallybook_webhook_deliveries_total{{outcome="delivered",{labels}}} 0.0' in text
+    assert f"tallybook_webhook_queued{{{labels}}} 1.0" in text
+    lag = next(line for line in text.splitlines() if line.startswith("tallybook_webhook_lag"))
+    assert float(lag.rsplit(" ", 1)[1]) >= 0.0

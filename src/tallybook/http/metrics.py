@@ -34,6 +34,7 @@ from prometheus_client.registry import Collector
 
 from tallybook.ledger import Ledger
 from tallybook.store.port import OperationStats
+from tallybook.webhooks.metrics import WebhookCollector
 
 if TYPE_CHECKING:
     from tallybook.http.emf import EmfMetrics
@@ -149,6 +150,7 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(StoreCollector(ledger))
+        self.registry.register(WebhookCollector(ledger))
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         code = str(status)

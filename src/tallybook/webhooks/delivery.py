@@ -28,6 +28,7 @@ from tallybook.store.port import (
     Add,
     Compare,
     Delete,
+    Exists,
     Item,
     ItemStore,
     Set,
@@ -46,6 +47,9 @@ MAX_PAYLOAD_BYTES = 64 * 1024
 _KEEP_WHEN_TRUNCATED = ("txn_id", "txn_type", "notification_id", "kind", "window")
 DELIVERED = "delivered"
 DEAD = "dead"
+FAILED = "failed"
+#: the outcomes counted on each subscription (``n_delivered``, ...)
+OUTCOMES = (DELIVERED, FAILED, DEAD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,10 +207,12 @@ class QueueRunner:
         """The row is done (delivered or dead): its record says so, the row goes."""
         attempt = self._attempt(answer, why)
         queued = keys.webhook_queued(sub.program, sub.id, cast(str, row["sk"]))
+        outcomes = [status] if answer is None or answer.ok else [FAILED, status]
         self._write(
             [
                 Delete(queued, Compare("attempts", "=", row.get("attempts", 0))),
                 self._record_update(sub, row, status, attempt),
+                _count(sub, outcomes),
             ]
         )
 
@@ -225,6 +231,7 @@ class QueueRunner:
             [
                 Update(queued, tuple(updates), Compare("attempts", "=", row.get("attempts", 0))),
                 self._record_update(sub, row, None, self._attempt(answer, None)),
+                _count(sub, [FAILED]),
             ]
         )
 
@@ -234,6 +241,12 @@ class QueueRunner:
             self.store.transact_write(actions)
         except (ConditionFailed, TransactionConflict):
             return
+
+
+def _count(sub: Subscription, outcomes: list[str]) -> Update:
+    """Add to the subscription's outcome counters (``/metrics`` reads them)."""
+    ops = tuple(Add(f"n_{outcome}", 1) for outcome in outcomes)
+    return Update(keys.webhook_subscription(sub.program, sub.id), ops, Exists("pk"))
 
 
 def _epoch(at: str) -> float:

@@ -60,6 +60,7 @@ def delivery_items(sub: Subscription, event: Event, pos: str) -> tuple[Item, Ite
         **common,
         "next_us": 0,
         "first_us": 0,
+        "at": event.at,
     }
     return record, queued
 

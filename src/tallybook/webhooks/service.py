@@ -146,6 +146,7 @@ class WebhookService:
             "attempts": 0,
             "next_us": 0,
             "first_us": 0,
+            "at": item.get("at", ""),
         }
         with contextlib.suppress(ConditionFailed):
             self.store.transact_write(

@@ -1,0 +1,82 @@
+"""Webhook figures for ``/metrics``, read from the store at scrape time.
+
+The delivery worker usually runs in another process than the HTTP server, so
+it keeps its counts where every process sees them: each outcome adds to a
+counter on the subscription item, in the same transaction that records it.
+Per subscription:
+
+- ``tallybook_webhook_deliveries{program,subscription,outcome}``: attempts
+  that delivered, failed (each failed attempt) and deliveries dead-lettered;
+- ``tallybook_webhook_lag_seconds{program,subscription}``: the age of the
+  oldest event still queued (0 when the queue is empty);
+- ``tallybook_webhook_queued{program,subscription}``: 1 when something is
+  queued (the scrape reads one queue row per subscription, not the queue).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from tallybook.store import keys
+from tallybook.store.port import SortCondition
+from tallybook.store.records.codec import parse_iso
+from tallybook.webhooks.delivery import OUTCOMES
+
+if TYPE_CHECKING:
+    from tallybook.ledger import Ledger
+
+
+class WebhookCollector(Collector):
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def describe(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        """The families without reading the store (the registry describes at registration)."""
+        return iter(self._families())
+
+    def _families(self) -> tuple[CounterMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+        labels = ["program", "subscription"]
+        deliveries = CounterMetricFamily(
+            "tallybook_webhook_deliveries",
+            "webhook attempts delivered or failed, and deliveries dead-lettered",
+            labels=[*labels, "outcome"],
+        )
+        lag = GaugeMetricFamily(
+            "tallybook_webhook_lag_seconds",
+            "age of the oldest event waiting in a subscription's queue (0: none)",
+            labels=labels,
+        )
+        queued = GaugeMetricFamily(
+            "tallybook_webhook_queued", "1 when a subscription's queue is not empty", labels=labels
+        )
+        return deliveries, lag, queued
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        deliveries, lag, queued = self._families()
+        store = self.ledger.store
+        now = time.time()
+        for program in self.ledger.programs.list():
+            subs = store.query_all(
+                keys.webhook_subscriptions(program),
+                SortCondition.begins_with(keys.WEBHOOK_SUBSCRIPTION_PREFIX),
+            )
+            for sub in subs:
+                sub_id = str(sub["id"])
+                for outcome in OUTCOMES:
+                    count = sub.get(f"n_{outcome}")
+                    value = float(count) if isinstance(count, int) else 0.0
+                    deliveries.add_metric([program, sub_id, outcome], value)
+                head = store.query(keys.webhook_queue(program, sub_id), limit=1).items
+                age = 0.0
+                if head and isinstance(head[0].get("at"), str) and head[0]["at"]:
+                    age = max(0.0, now - parse_iso(str(head[0]["at"])).timestamp())
+                lag.add_metric([program, sub_id], age)
+                queued.add_metric([program, sub_id], 1.0 if head else 0.0)
+        yield deliveries
+        yield lag
+        yield queued
