@@ -62,13 +62,20 @@ class DeliveryWorker:
         self._renewed: dict[str, float] = {}
         self._reader = stream_reader(self.store)
 
+    def subscriptions(self) -> dict[str, list[Subscription]]:
+        """Every program's subscriptions."""
+        return {p: self.subs.list(p) for p in self.ledger.programs.list()}
+
     def run_once(self) -> PassStats:
         """One pass: take in new events, then deliver what is due."""
-        programs = self.ledger.programs.list()
-        subs = {p: self.subs.list(p) for p in programs}
+        subs = self.subscriptions()
         self.take_in(subs)
+        return self.deliver_due(subs)
+
+    def deliver_due(self, subs: dict[str, list[Subscription]]) -> PassStats:
+        """Send what is due in every active subscription's queue, one thread each."""
         stats = PassStats()
-        active = [s for p in programs for s in subs[p] if s.status == ACTIVE]
+        active = [s for group in subs.values() for s in group if s.status == ACTIVE]
         if not active:
             return stats
         with ThreadPoolExecutor(max_workers=min(self.threads, len(active))) as pool:

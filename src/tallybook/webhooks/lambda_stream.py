@@ -1,0 +1,44 @@
+"""The webhooks Lambda: events from the table's stream, deliveries, retries.
+
+Wired in ``deploy/template.yaml`` to the table's stream (a batch of records:
+their events are fanned out, then what is due is sent) and to a schedule
+(retries come due without new records: a pass sends them). Records of the
+worker's own bookkeeping (deliveries, attempts, leases) carry no event; a
+batch of only those sends nothing, so its own writes do not keep re-invoking
+the function. A failed invocation is retried by Lambda with the same batch,
+which the fan-out skips as already stored.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tallybook.ledger import Ledger
+from tallybook.webhooks.fanout import fan_out_new
+from tallybook.webhooks.stream import events_of
+from tallybook.webhooks.worker import DeliveryWorker
+
+_worker: DeliveryWorker | None = None
+
+
+def _get_worker() -> DeliveryWorker:
+    global _worker
+    if _worker is None:
+        _worker = Ledger.open(os.environ.get("TALLYBOOK_STORE")).webhooks.worker()
+    return _worker
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    worker = _get_worker()
+    records = event.get("Records")
+    subs = worker.subscriptions()
+    if records is None:  # the schedule
+        stats = worker.deliver_due(subs)
+        return {"events": 0, "delivered": stats.delivered, "failed": stats.failed}
+    events = events_of(records)
+    if not events:
+        return {"events": 0, "delivered": 0, "failed": 0}
+    new = fan_out_new(worker.store, events, subs)
+    stats = worker.deliver_due(subs)
+    return {"events": new, "delivered": stats.delivered, "failed": stats.failed}

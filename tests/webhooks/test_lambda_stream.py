@@ -1,0 +1,61 @@
+"""The webhooks Lambda on DynamoDB Local: stream batches as Lambda hands them over."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tallybook.ledger import Ledger
+from tallybook.webhooks import lambda_stream
+from tallybook.webhooks.delivery import RetryPolicy
+from tallybook.webhooks.stream import stream_reader
+
+from .receiver import running_receiver
+
+
+def _stream_batches(ledger: Ledger) -> list[list[dict[str, Any]]]:
+    """The stream's records so far, in pages (what Lambda's event source mapping reads)."""
+    reader = stream_reader(ledger.store)
+    assert reader is not None
+    arn = reader.stream_arn()
+    batches = []
+    for shard in reader.shards(arn):
+        iterator = reader.client.get_shard_iterator(
+            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        while iterator:
+            page = reader.client.get_records(ShardIterator=iterator, Limit=100)
+            if not page["Records"]:
+                break
+            batches.append(page["Records"])
+            iterator = page.get("NextShardIterator")
+    return batches
+
+
+def test_the_lambda_fans_out_stream_batches_and_retries_on_schedule(
+    ledger: Ledger, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if engine != "dynamodb":
+        pytest.skip("the stream is DynamoDB's")
+    worker = ledger.webhooks.worker(policy=RetryPolicy(base_seconds=0.01, cap_seconds=0.02))
+    monkeypatch.setattr(lambda_stream, "_worker", worker)
+    with running_receiver() as receiver:
+        sub = ledger.webhooks.create("shop", receiver.url, allow_http=True)
+        receiver.secret = sub.secret
+        receiver.fail_count = 1
+        ledger.accounts.open("shop", "alice")
+        ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t1")
+        ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t2")
+        results = [lambda_stream.handler({"Records": b}, None) for b in _stream_batches(ledger)]
+        assert sum(r["events"] for r in results) == 2
+        assert sum(r["failed"] for r in results) == 1  # t1's first attempt got a 500
+        # the same batches again (Lambda retrying): nothing new is stored
+        again = [lambda_stream.handler({"Records": b}, None) for b in _stream_batches(ledger)]
+        assert sum(r["events"] for r in again) == 0
+        for _ in range(50):
+            lambda_stream.handler({"source": "aws.events"}, None)
+            if len(receiver.ids()) == 2:
+                break
+    assert [b["data"]["txn_id"] for _, b in receiver.accepted] == ["t1", "t2"]
+    assert receiver.rejected_signatures == 0
