@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import cast
 
 from tallybook.ledger import Ledger
-from tallybook.store.records.codec import iso, to_us
 from tallybook.store import keys
 from tallybook.store.port import Item, OperationStats, Value
+from tallybook.store.records.codec import iso, to_us
 
 
 def build_history(ledger: Ledger, account: str, entries: int) -> None:

@@ -26,7 +26,8 @@ RULES: dict[str, Any] = {
 def _as_layout_1(ledger: Ledger, program: str) -> None:
     """Rewrite the program item as tallybook 0.1 wrote it (no layout attribute)."""
     item = ledger.store.get(keys.program(program))
-    assert item is not None and item["layout"] == LAYOUT
+    assert item is not None
+    assert item["layout"] == LAYOUT
     del item["layout"]
     ledger.store.put(item)
     assert ledger.programs.get(program, fresh=True).layout == 1
@@ -42,7 +43,8 @@ def test_an_earn_writes_three_items_and_no_lot_of_its_own(ledger: Ledger) -> Non
     [entry] = [i for i in ledger.store.query_all(partition) if str(i["sk"]).startswith("E#")]
     assert (entry["cum_end"], entry["lot_amount"]) == (200, 200)
     head = ledger.store.get(keys.account_head("shop", "alice"))
-    assert head is not None and "gsi1pk" not in head  # no index entry rewritten per posting
+    assert head is not None
+    assert "gsi1pk" not in head  # no index entry rewritten per posting
     assert ledger.loyalty.members("shop", "silver").accounts == ["alice"]
 
 
