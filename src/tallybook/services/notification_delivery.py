@@ -2,9 +2,13 @@
 
 A hook is anything with ``deliver(notification) -> None`` that raises when the
 delivery failed; the notification service records the outcome in history.
-``LogDelivery`` is the default sink; ``WebhookDelivery`` POSTs JSON to a URL
-(``$TALLYBOOK_NOTIFY_WEBHOOK`` selects it); ``RecordingDelivery`` keeps what
-it was given, for tests.
+``LogDelivery`` is the default sink; ``RecordingDelivery`` keeps what it was
+given, for tests.
+
+The synchronous, unsigned webhook hook (``$TALLYBOOK_NOTIFY_WEBHOOK``) was
+removed: webhooks are signed, retried and recorded deliveries of the ledger's
+events now (``notification.raised`` and ``notification.dismissed``,
+docs/webhooks.md). Setting the variable is refused with that note.
 """
 
 from __future__ import annotations
@@ -13,8 +17,6 @@ import json
 import logging
 import os
 import threading
-import urllib.error
-import urllib.request
 from typing import Any, Protocol
 
 from tallybook.domain.notifications import Notification
@@ -67,35 +69,13 @@ class RecordingDelivery:
             self.delivered.append(notification)
 
 
-class WebhookDelivery:
-    """POSTs the notification as JSON; any status outside 2xx is a failure."""
-
-    def __init__(self, url: str, *, timeout: float = 5.0, headers: dict[str, str] | None = None):
-        if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"webhook URL must be http:// or https://, got {url[:60]!r}")
-        self.url = url
-        self.timeout = timeout
-        self.headers = headers or {}
-
-    def deliver(self, notification: Notification) -> None:
-        body = json.dumps(notification_json(notification)).encode()
-        request = urllib.request.Request(  # noqa: S310 - the scheme is checked in __init__
-            self.url,
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/json", **self.headers},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                status = response.status
-        except urllib.error.HTTPError as exc:
-            raise ConnectionError(f"webhook answered HTTP {exc.code}") from exc
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            raise ConnectionError(f"webhook unreachable: {exc}") from exc
-        if not 200 <= status < 300:
-            raise ConnectionError(f"webhook answered HTTP {status}")
-
-
 def delivery_from_env() -> Delivery:
     url = os.environ.get(WEBHOOK_ENV, "").strip()
-    return WebhookDelivery(url) if url else LogDelivery()
+    if url:
+        raise ConfigError(
+            f"{WEBHOOK_ENV} was removed: subscribe the URL instead, signed and retried: "
+            f"tallybook webhooks create {url[:80]} --program PROGRAM "
+            "--types notification.raised,notification.dismissed (docs/webhooks.md); "
+            f"then unset {WEBHOOK_ENV}"
+        )
+    return LogDelivery()
