@@ -16,7 +16,18 @@ from tallybook._version import __version__
 #: extra -> the modules it brings
 EXTRAS: dict[str, tuple[str, ...]] = {
     "cli": ("typer", "rich"),
-    "server": ("fastapi", "uvicorn", "pydantic", "mangum", "jinja2", "multipart"),
+    "server": (
+        "fastapi",
+        "uvicorn",
+        "pydantic",
+        "mangum",
+        "jinja2",
+        "multipart",
+        "prometheus_client",
+        "pythonjsonlogger",
+        "fastapi_offline",
+        "aws_lambda_powertools",
+    ),
 }
 
 
