@@ -2,9 +2,10 @@
 
 ``create_app`` wires the problem+json handlers, the middleware (request id,
 JSON access logs, metrics, body limit, idempotency) and one router per
-capability. Capability routers (``http/routers/<name>.py``) and the admin page
-(``tallybook.admin``) are included when their module exists and imports; each
-exposes a module-level ``router``.
+capability (``http/routers/<name>.py``) plus the admin page
+(``tallybook.admin``). They are imported like any module: one that fails to
+import fails the app's start, so a broken capability never silently
+disappears from the API.
 
 ``app`` (``uvicorn tallybook.http.app:app``) is built on first access from
 ``$TALLYBOOK_STORE`` (default ``./tallybook.db``), so importing this module
@@ -13,16 +14,13 @@ opens nothing.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
 import os
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import FastAPI
 
-from tallybook import __version__
+from tallybook import __version__, admin
 from tallybook.http import problems
 from tallybook.http.idempotency import IdempotencyMiddleware
 from tallybook.http.keycache import DEFAULT_KEY_CACHE_SECONDS, KeyCache
@@ -30,16 +28,26 @@ from tallybook.http.metrics import Metrics, MetricsAccess
 from tallybook.http.middleware import DEFAULT_MAX_BODY, RequestMiddleware
 from tallybook.http.openapi import install_docs, install_openapi, operation_id
 from tallybook.http.problems import STANDARD_PROBLEMS
+from tallybook.http.routers import billing as billing_routes
 from tallybook.http.routers import ledger as ledger_routes
+from tallybook.http.routers import loyalty as loyalty_routes
+from tallybook.http.routers import notifications as notification_routes
 from tallybook.http.routers import system
+from tallybook.http.routers import wallet as wallet_routes
+from tallybook.http.routers import webhooks as webhook_routes
 from tallybook.ledger import Ledger
 
 if TYPE_CHECKING:
     from tallybook.http.emf import EmfMetrics
 
-#: capability routers included when their module is present
-CAPABILITY_ROUTERS = ("wallet", "loyalty", "notifications", "billing", "webhooks")
-ADMIN_MODULE = "tallybook.admin"
+#: the capability routers, in the order the OpenAPI document lists them
+CAPABILITY_ROUTERS = (
+    wallet_routes.router,
+    loyalty_routes.router,
+    notification_routes.router,
+    billing_routes.router,
+    webhook_routes.router,
+)
 
 log = logging.getLogger("tallybook.http")
 
@@ -54,22 +62,6 @@ Rewards, loyalty and wallet ledger.
 * Amounts are integers in minor units. Errors are RFC 9457
   `application/problem+json` with a stable `type` URI.
 """
-
-
-def _optional_module(name: str) -> ModuleType | None:
-    """The module if it exists and imports; ``None`` (logged) otherwise."""
-    try:
-        if importlib.util.find_spec(name) is None:
-            return None
-        return importlib.import_module(name)
-    except Exception:  # a half-written module must not take the whole API down
-        log.warning("skipping %s: it does not import", name, exc_info=True)
-        return None
-
-
-def _module_router(module: ModuleType) -> APIRouter | None:
-    router = getattr(module, "router", None)
-    return router if isinstance(router, APIRouter) else None
 
 
 def create_app(
@@ -106,11 +98,8 @@ def create_app(
 
     app.include_router(system.router)
     app.include_router(ledger_routes.router, responses=STANDARD_PROBLEMS)
-    for name in CAPABILITY_ROUTERS:
-        module = _optional_module(f"tallybook.http.routers.{name}")
-        router = _module_router(module) if module else None
-        if router is not None:
-            app.include_router(router, responses=STANDARD_PROBLEMS)
+    for router in CAPABILITY_ROUTERS:
+        app.include_router(router, responses=STANDARD_PROBLEMS)
     _include_admin(app)
 
     # added innermost first: the request passes request -> idempotency -> app
@@ -128,15 +117,10 @@ def _emf(ledger: Ledger) -> EmfMetrics:
 
 
 def _include_admin(app: FastAPI) -> None:
-    module = _optional_module(ADMIN_MODULE)
-    router = _module_router(module) if module else None
-    if module is None or router is None:
-        return
+    router = admin.router
     prefix = "" if router.prefix.startswith("/admin") else "/admin"
     app.include_router(router, prefix=prefix, include_in_schema=False)
-    install = getattr(module, "install", None)
-    if callable(install):  # e.g. static files the admin page mounts itself
-        install(app)
+    admin.install(app)  # static files the admin page mounts itself
 
 
 _app: FastAPI | None = None
