@@ -12,7 +12,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from tallybook.admin import actions, auth, overview, views
+from tallybook.admin import actions, auth, overview, views, webhooks
 from tallybook.admin.session import SessionSigner
 from tallybook.admin.web import HERE
 
@@ -21,6 +21,7 @@ router.include_router(auth.router)
 router.include_router(views.router)
 router.include_router(actions.router)
 router.include_router(overview.router)
+router.include_router(webhooks.router)
 
 
 def install(app: FastAPI, *, secret: bytes | str | None = None) -> None:
