@@ -10,6 +10,7 @@ from tallybook.services.clock import Clock, SystemClock
 from tallybook.services.events import EventBus
 from tallybook.services.postings import PostingEngine
 from tallybook.services.programs import ProgramService
+from tallybook.services.responses import StoredResponses
 from tallybook.services.transactions import TransactionService
 from tallybook.store.port import ItemStore
 from tallybook.store.url import open_store
@@ -40,6 +41,7 @@ class Ledger:
         self.engine = PostingEngine(store, self.programs, self.clock)
         self.transactions = TransactionService(self.engine)
         self.events = EventBus()
+        self.responses = StoredResponses(store, self.clock)
         install_event_log(store)
         self._attach_subscribers()
 

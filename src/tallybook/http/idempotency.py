@@ -17,17 +17,20 @@ under the transaction id and answers every retry with it
 Replays are only served to a caller holding the scopes of the original caller
 (or ``admin``); anyone else goes through to the route, which checks scopes.
 
-Ledger postings (:data:`LEDGER_IDEMPOTENT`: ``POST /v1/transactions`` and
-``/v1/transfers``) store no HTTP response: the key is their transaction id and
-the transaction record already is the idempotency record, so the route itself
-answers a replay (same status and body, ``Idempotent-Replayed: true``) or a 409
-for another body. That saves a read and a write per posting.
+A route whose service answers its own replays declares it next to its
+definition with ``openapi_extra=replays_answered_by(...)`` (shown in the
+OpenAPI document as ``x-idempotency``), and no HTTP response is stored for it:
 
-Notification adds and billing records (:data:`SERVICE_IDEMPOTENT`) are
-idempotent in their service too (the notification's idempotency key is the
-``Idempotency-Key``; a billing record's is its id, kept for ever): their
-routes answer a replay themselves, 200 with ``Idempotent-Replayed: true``,
-and no HTTP response is stored for them either.
+* ``"ledger"``: ``POST /v1/transactions`` and ``/v1/transfers``, whose key is
+  the transaction id; the transaction record already is the idempotency record,
+  so the route answers a replay (same status and body, ``Idempotent-Replayed:
+  true``) or a 409 for another body. That saves a read and a write per posting.
+* ``"service"``: notification adds and billing records, idempotent in their
+  service (the notification's idempotency key is the ``Idempotency-Key``; a
+  billing record's is its id, kept for ever); their routes answer a replay
+  themselves, 200 with ``Idempotent-Replayed: true``.
+
+Stored responses are kept through :class:`tallybook.services.responses.StoredResponses`.
 """
 
 from __future__ import annotations
@@ -36,33 +39,52 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import Any, Literal, cast
 
+from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tallybook.domain.ids import check_id
-from tallybook.errors import ConditionFailed, TallybookError
+from tallybook.errors import TallybookError
 from tallybook.http.deps import Principal, authenticate, run_blocking
 from tallybook.http.metrics import Metrics
 from tallybook.http.problems import problem_body
 from tallybook.ledger import Ledger
-from tallybook.store import keys
-from tallybook.store.port import Item, Key, NotExists, Value
+from tallybook.store.records.responses import StoredResponse
 
-TTL_SECONDS = 24 * 3600
 REPLAYED_HEADER = "Idempotent-Replayed"
 #: responses larger than this are not stored (a replay then re-executes)
 MAX_STORED_BODY = 256 * 1024
 _KEPT_HEADERS = (b"content-type", b"location")
-#: POST routes whose Idempotency-Key is a ledger transaction id: the posting
-#: engine's transaction record replays them (same status and body) and refuses
-#: another body with the same key (409), so no HTTP response is stored for them
-LEDGER_IDEMPOTENT = frozenset(("/v1/transactions", "/v1/transfers"))
-#: POST routes whose service is idempotent by itself and answers replays (200)
-SERVICE_IDEMPOTENT = re.compile(r"/v1/(?:accounts/[^/]+/notifications|billing/records)")
+#: the ``openapi_extra`` key by which a POST route declares who answers its replays
+REPLAYS = "x-idempotency"
 _REPLAYED = REPLAYED_HEADER.lower().encode()
+
+
+def replays_answered_by(owner: Literal["ledger", "service"]) -> dict[str, Any]:
+    """``openapi_extra`` for a POST route that answers its own replays: ``"ledger"``
+    (the Idempotency-Key is the transaction id) or ``"service"`` (the service is
+    idempotent by itself). The middleware stores no response for such a route."""
+    return {REPLAYS: owner}
+
+
+def _self_answering(routes: Iterable[Any]) -> tuple[re.Pattern[str], ...]:
+    """Path patterns of the POST routes that declared :func:`replays_answered_by`
+    (walking into included routers, as :func:`_find_route` does)."""
+    found: list[re.Pattern[str]] = []
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            found += _self_answering(inner.routes)
+        elif (
+            isinstance(route, APIRoute)
+            and "POST" in (route.methods or ())
+            and (route.openapi_extra or {}).get(REPLAYS)
+        ):
+            found.append(route.path_regex)
+    return tuple(found)
 
 
 def fingerprint(method: str, path: str, query: bytes, body: bytes) -> str:
@@ -107,6 +129,7 @@ class IdempotencyMiddleware:
         self.app = app
         self.ledger = ledger
         self.metrics = metrics
+        self._answering: tuple[re.Pattern[str], ...] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -116,7 +139,9 @@ class IdempotencyMiddleware:
         ):
             await self.app(scope, receive, send)
             return
-        if scope["path"] in LEDGER_IDEMPOTENT or SERVICE_IDEMPOTENT.fullmatch(scope["path"]):
+        if self._answering is None:
+            self._answering = _self_answering(getattr(scope.get("app"), "routes", ()))
+        if any(pattern.match(scope["path"]) for pattern in self._answering):
             await self.app(scope, receive, self._count_replays(send))
             return
         idem_key = _header(scope, b"idempotency-key")
@@ -127,8 +152,8 @@ class IdempotencyMiddleware:
         state = scope.setdefault("state", {})
         body = cast(bytes, state.get("body", b""))
         fp = fingerprint(scope["method"], scope["path"], scope.get("query_string", b""), body)
-        record_key = keys.idempotent_response(principal.program, idem_key)
-        stored = await run_blocking(self.ledger, self.ledger.store.get, record_key)
+        responses = self.ledger.responses
+        stored = await run_blocking(self.ledger, responses.get, principal.program, idem_key)
         if stored is not None:
             _match_route(scope)
             if not _may_replay(principal, stored):
@@ -153,8 +178,18 @@ class IdempotencyMiddleware:
         await self.app(scope, receive, capture)
         content = b"".join(chunks)
         if 200 <= status < 300 and len(content) <= MAX_STORED_BODY:
+            try:
+                text = content.decode("utf-8")
+            except UnicodeDecodeError:
+                return
+            kept = tuple(
+                (k.decode("latin-1"), v.decode("latin-1"))
+                for k, v in headers
+                if k.lower() in _KEPT_HEADERS
+            )
+            response = StoredResponse(fp, status, kept, frozenset(principal.scopes), text)
             await run_blocking(
-                self.ledger, self._store, record_key, principal, fp, status, headers, content
+                self.ledger, responses.remember, principal.program, idem_key, response
             )
 
     def _count_replays(self, send: Send) -> Send:
@@ -176,8 +211,10 @@ class IdempotencyMiddleware:
         except TallybookError:
             return None  # the route answers 401 / 503 itself
 
-    async def _answer_stored(self, scope: Scope, send: Send, stored: Item, fp: str) -> None:
-        if stored.get("fingerprint") != fp:
+    async def _answer_stored(
+        self, scope: Scope, send: Send, stored: StoredResponse, fp: str
+    ) -> None:
+        if stored.fingerprint != fp:
             state = scope.setdefault("state", {})
             state["problem_code"] = "idempotency-conflict"
             request_id = state.get("request_id")
@@ -193,48 +230,10 @@ class IdempotencyMiddleware:
             await _send(send, 409, [(b"content-type", b"application/problem+json")], body)
             return
         self.metrics.observe_replay()
-        headers = [
-            (k.encode("latin-1"), v.encode("latin-1"))
-            for k, v in cast(list[list[str]], stored.get("headers") or [])
-        ]
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in stored.headers]
         headers.append((REPLAYED_HEADER.lower().encode(), b"true"))
-        content = _marked_replay(cast(str, stored.get("body") or "")).encode("utf-8")
-        await _send(send, int(cast(int, stored["status"])), headers, content)
-
-    def _store(
-        self,
-        record_key: Key,
-        principal: Principal,
-        fp: str,
-        status: int,
-        headers: list[tuple[bytes, bytes]],
-        content: bytes,
-    ) -> None:
-        try:
-            text = content.decode("utf-8")
-        except UnicodeDecodeError:
-            return
-        kept: list[Value] = [
-            [k.decode("latin-1"), v.decode("latin-1")]
-            for k, v in headers
-            if k.lower() in _KEPT_HEADERS
-        ]
-        item: Item = {
-            **record_key.as_item(),
-            "fingerprint": fp,
-            "status": status,
-            "headers": kept,
-            "scopes": cast(Value, sorted(principal.scopes)),
-            "ttl": int(self.ledger.clock.now().timestamp()) + TTL_SECONDS,
-        }
-        if text:  # older DynamoDB engines refuse empty strings
-            item["body"] = text
-        try:
-            self.ledger.store.put(item, NotExists("pk"))
-        except ConditionFailed:
-            pass  # a concurrent request with the same key stored its response first
-        except TallybookError:
-            pass  # the write is done; failing to remember it only costs a re-execution
+        content = _marked_replay(stored.body).encode("utf-8")
+        await _send(send, stored.status, headers, content)
 
 
 def _marked_replay(text: str) -> str:
@@ -285,9 +284,8 @@ def _valid(idem_key: str) -> bool:
     return True
 
 
-def _may_replay(principal: Principal, stored: Item) -> bool:
-    original = set(cast(list[str], stored.get("scopes") or []))
-    return "admin" in principal.scopes or original <= principal.scopes
+def _may_replay(principal: Principal, stored: StoredResponse) -> bool:
+    return "admin" in principal.scopes or stored.scopes <= principal.scopes
 
 
 async def _send(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:

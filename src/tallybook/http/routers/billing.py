@@ -21,7 +21,7 @@ from tallybook.domain.billing import BillingRecord, iso
 from tallybook.domain.money import MAX_AMOUNT
 from tallybook.domain.reports import kind_of_file
 from tallybook.http.deps import AdminPrincipal, LedgerDep, ReadPrincipal, WritePrincipal
-from tallybook.http.idempotency import REPLAYED_HEADER
+from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
 from tallybook.http.models import ID_PATTERN, Id
 from tallybook.services.accounts import MAX_PAGE
 from tallybook.services.report_sinks import open_sink
@@ -155,6 +155,7 @@ OptionalIdempotencyKey = Annotated[
 
 @router.post(
     "/billing/records",
+    openapi_extra=replays_answered_by("service"),
     status_code=status.HTTP_201_CREATED,
     summary="Ingest a billing record (idempotent by its id)",
     responses={200: {"model": BillingRecordOut, "description": "ingested before: the original"}},

@@ -27,7 +27,7 @@ from tallybook.http.deps import (
     WritePrincipal,
     run_blocking,
 )
-from tallybook.http.idempotency import REPLAYED_HEADER
+from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
 from tallybook.http.models import (
     FUND_PATTERN,
     ID_PATTERN,
@@ -211,6 +211,7 @@ def get_account_transactions(
 
 @router.post(
     "/transactions",
+    openapi_extra=replays_answered_by("ledger"),
     status_code=status.HTTP_201_CREATED,
     summary="Post a credit, debit, adjustment or raw balanced transaction",
     description="`type` selects the shape. The `Idempotency-Key` is the transaction id.",
@@ -298,6 +299,7 @@ def get_order_transactions(
 
 @router.post(
     "/transfers",
+    openapi_extra=replays_answered_by("ledger"),
     status_code=status.HTTP_201_CREATED,
     summary="Move an amount of a fund between two accounts, all or nothing",
     description=f"Amounts are 1 to {MAX_AMOUNT} minor units. "

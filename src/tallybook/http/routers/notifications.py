@@ -40,7 +40,7 @@ from tallybook.http.deps import (
     ReadPrincipal,
     WritePrincipal,
 )
-from tallybook.http.idempotency import REPLAYED_HEADER
+from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
 from tallybook.http.models import ID_PATTERN
 from tallybook.http.problems import problem_response
 from tallybook.http.routers.ledger import Cursor, Limit, _utc
@@ -178,6 +178,7 @@ def list_notifications(
 
 @router.post(
     "/accounts/{account}/notifications",
+    openapi_extra=replays_answered_by("service"),
     status_code=status.HTTP_201_CREATED,
     summary="Add a notification (supersedes the active one of its type)",
     responses={200: {"model": NotificationOut, "description": "a replay of the same key"}},

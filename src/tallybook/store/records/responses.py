@@ -1,0 +1,53 @@
+"""How stored HTTP responses are kept: one item per (program, Idempotency-Key),
+with a TTL (see :mod:`tallybook.services.responses`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+from tallybook.store import keys
+from tallybook.store.port import Item, Key, Value
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """The first successful answer to a POST, replayed for its Idempotency-Key."""
+
+    fingerprint: str
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    #: the scopes of the key that made the request: a replay needs them (or admin)
+    scopes: frozenset[str]
+    body: str
+
+
+def response_key(program: str, idempotency_key: str) -> Key:
+    return keys.idempotent_response(program, idempotency_key)
+
+
+def response_item(
+    program: str, idempotency_key: str, response: StoredResponse, expires: int
+) -> Item:
+    item: Item = {
+        **response_key(program, idempotency_key).as_item(),
+        "fingerprint": response.fingerprint,
+        "status": response.status,
+        "headers": [[k, v] for k, v in response.headers],
+        "scopes": cast(Value, sorted(response.scopes)),
+        "ttl": expires,
+    }
+    if response.body:
+        item["body"] = response.body
+    return item
+
+
+def response_of(item: Item) -> StoredResponse:
+    headers = cast(list[list[str]], item.get("headers") or [])
+    return StoredResponse(
+        fingerprint=cast(str, item.get("fingerprint") or ""),
+        status=cast(int, item["status"]),
+        headers=tuple((k, v) for k, v in headers),
+        scopes=frozenset(cast(list[str], item.get("scopes") or [])),
+        body=cast(str, item.get("body") or ""),
+    )
