@@ -1,0 +1,66 @@
+"""``tallybook webhooks`` as a user runs it: the secret once, bad URLs as one
+line and exit 2, deliveries and a worker pass against a real receiver."""
+
+from __future__ import annotations
+
+import pytest
+
+from tallybook.ledger import Ledger
+from tallybook.store.port import ItemStore
+from webhooks.receiver import running_receiver
+
+from .test_ledger_cli import Cli
+
+
+@pytest.fixture
+def wh_cli(ledger: Ledger, store: ItemStore, monkeypatch: pytest.MonkeyPatch, capsys) -> Cli:
+    monkeypatch.delenv("TALLYBOOK_STORE", raising=False)
+    monkeypatch.delenv("TALLYBOOK_PROGRAM", raising=False)
+    return Cli(monkeypatch, capsys, store.describe())
+
+
+def test_subscribe_deliver_and_list(wh_cli: Cli, ledger: Ledger) -> None:
+    cli = wh_cli
+    with running_receiver() as receiver:
+        code, out, err = cli(
+            "webhooks", "create", receiver.url, "--program", "shop", "--allow-http", "--id", "s1"
+        )
+        assert code == 0, err
+        secret = out.strip()
+        assert secret.startswith("whsec_")
+        assert "store the secret now" in err
+        receiver.secret = secret
+        listed = cli.json("webhooks", "list", "--program", "shop")
+        assert isinstance(listed, list)
+        assert [s["id"] for s in listed] == ["s1"]
+        assert secret not in str(listed)
+        cli.ok("account", "open", "alice", "--program", "shop")
+        cli.ok("post", "credit", "alice", "cash", "5", "--txn", "t1", "--program", "shop")
+        assert "delivered 1" in cli.ok("webhooks", "deliver", "--once")
+    assert [b["data"]["txn_id"] for _, b in receiver.accepted] == ["t1"]
+    (delivery,) = cli.json("webhooks", "deliveries", "s1", "--program", "shop")  # type: ignore[misc]
+    assert delivery["status"] == "delivered"
+    assert delivery["last_code"] == 204
+    assert "queued again" in cli.ok(
+        "webhooks", "resend", "s1", delivery["position"], "--program", "shop"
+    )
+    assert "disabled" in cli.ok("webhooks", "disable", "s1", "--program", "shop")
+    assert "deleted" in cli.ok("webhooks", "delete", "s1", "--program", "shop")
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["http://example.com/h"], "https://"),
+        (["http://127.0.0.1:9/h"], "--allow-http"),
+        (["https://example.com/h", "--types", "nope"], "unknown event type"),
+    ],
+)
+def test_bad_subscriptions_are_one_line(wh_cli: Cli, args: list[str], message: str) -> None:
+    code, out, err = wh_cli("webhooks", "create", *args, "--program", "shop")
+    assert code == 2
+    assert out == ""
+    assert err.startswith("error: ")
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
