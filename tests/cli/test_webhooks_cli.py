@@ -13,7 +13,12 @@ from .test_ledger_cli import Cli
 
 
 @pytest.fixture
-def wh_cli(ledger: Ledger, store: ItemStore, monkeypatch: pytest.MonkeyPatch, capsys) -> Cli:
+def wh_cli(
+    ledger: Ledger,
+    store: ItemStore,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> Cli:
     monkeypatch.delenv("TALLYBOOK_STORE", raising=False)
     monkeypatch.delenv("TALLYBOOK_PROGRAM", raising=False)
     return Cli(monkeypatch, capsys, store.describe())
@@ -38,7 +43,9 @@ def test_subscribe_deliver_and_list(wh_cli: Cli, ledger: Ledger) -> None:
         cli.ok("post", "credit", "alice", "cash", "5", "--txn", "t1", "--program", "shop")
         assert "delivered 1" in cli.ok("webhooks", "deliver", "--once")
     assert [b["data"]["txn_id"] for _, b in receiver.accepted] == ["t1"]
-    (delivery,) = cli.json("webhooks", "deliveries", "s1", "--program", "shop")  # type: ignore[misc]
+    listed_deliveries = cli.json("webhooks", "deliveries", "s1", "--program", "shop")
+    assert isinstance(listed_deliveries, list)
+    (delivery,) = listed_deliveries
     assert delivery["status"] == "delivered"
     assert delivery["last_code"] == 204
     assert "queued again" in cli.ok(

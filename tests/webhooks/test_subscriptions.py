@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
+from typing import cast
 
 import pytest
 
@@ -202,8 +203,9 @@ def test_retries_back_off_then_dead_letter_after_three_days(ledger: Ledger) -> N
             break
         assert len(down.calls) == before + (1 if stats.failed else 0)  # t2 waits behind t1
         row = ledger.store.query(f"WHQ#shop#{sub.subscription.id}").items[0]
-        delays.append(row["next_us"] / 1e6 - clock.t)
-        clock.t = row["next_us"] / 1e6
+        next_at = cast(int, row["next_us"]) / 1e6
+        delays.append(next_at - clock.t)
+        clock.t = next_at
     assert stats.dead == 1
     assert delays[0] == pytest.approx(5, rel=0.21)
     assert delays[1] == pytest.approx(10, rel=0.21)
