@@ -223,6 +223,13 @@ class TransactionListOut(BaseModel):
     transactions: list[TransactionOut]
 
 
+class SystemBalanceOut(BaseModel):
+    """A system account's balance per fund (negative: what it issued)."""
+
+    account: str
+    balances: dict[str, int]
+
+
 # --- requests ----------------------------------------------------------------
 
 

@@ -43,6 +43,7 @@ from tallybook.http.models import (
     OpenAccountIn,
     ProgramOut,
     RawIn,
+    SystemBalanceOut,
     ThresholdIn,
     TransactionIn,
     TransactionListOut,
@@ -279,6 +280,19 @@ def _system_legs_need_admin(body: RawIn, principal: Principal) -> None:
         raise Forbidden(
             f"a raw posting touching system account(s) {', '.join(system)} needs the 'admin' scope"
         )
+
+
+@router.get(
+    "/system-accounts/{account}",
+    summary="A system account's balance per fund (admin; reads every account head)",
+    description="`account` is one of `@issuance`, `@redemption`, `@expiry`, `@external`, "
+    "`@adjustment`. Customer balances plus these sum to zero per unit (invariant 5).",
+)
+def get_system_balance(
+    account: Annotated[str, Path(max_length=32)], principal: AdminPrincipal, ledger: LedgerDep
+) -> SystemBalanceOut:
+    balances = ledger.transactions.system_balance(principal.program, account)
+    return SystemBalanceOut(account=account, balances=balances)
 
 
 @router.get("/transactions/{txn_id}", summary="A transaction by id")
