@@ -1,9 +1,10 @@
 """One retry policy for every layer: bounded attempts and time, shared so retries never multiply.
 
 A layer that retries (the DynamoDB engine on throttling, transaction conflicts
-and unprocessed batch items, the SQLite engine on a locked file, the posting engine on a version conflict,
-notifications on a concurrent change, the torture client on an ambiguous
-answer) runs its loop inside :func:`retrying`. The outermost loop opens the
+and unprocessed batch items, the SQLite engine on a locked file, the posting
+engine on a version conflict, notifications on a concurrent change, billing
+ingest and the wallet debit, the torture client on an ambiguous answer) runs
+its loop inside :func:`retrying`. The outermost loop opens the
 operation's :class:`Budget`: at most ``attempts`` sends in all and no retry
 starting after ``seconds``. A loop opened inside it (the engine under a
 posting) joins that budget instead of opening its own, so every send a retry
