@@ -88,13 +88,6 @@ class DeliveryWorker:
             return self._reader.read(lambda events: fan_out_new(self.store, events, subs))
         return sum(fan_out_pending(self.store, p, s) for p, s in subs.items())
 
-    def run(self, *, interval: float = 1.0, stop: Callable[[], bool] = lambda: False) -> None:
-        """Passes until ``stop()``; sleeps ``interval`` after a pass that sent nothing."""
-        while not stop():
-            stats = self.run_once()
-            if not (stats.delivered or stats.failed):
-                time.sleep(interval)
-
     # -- one subscription --------------------------------------------------------
 
     def _deliver(self, sub: Subscription) -> PassStats:
