@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tallybook.domain.loyalty import LoyaltyConfig, load_toml, parse_config, quote, round_points
+from tallybook.domain.loyalty import LoyaltyConfig, parse_config, quote, round_points
 from tallybook.domain.tiers import (
     MemberState,
     add_months,
@@ -20,6 +20,7 @@ from tallybook.domain.tiers import (
     record_earn,
 )
 from tallybook.errors import ConfigError
+from tallybook.services.loyalty import load_toml
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "loyalty.toml"
 T0 = datetime(2026, 1, 15, tzinfo=UTC)

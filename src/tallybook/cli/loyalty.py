@@ -14,8 +14,9 @@ from rich.progress import Progress
 from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import StoreOption, TxnIdAlias, TxnOption, txn_of
 from tallybook.cli.output import console, err_console, open_ledger, print_json, table
-from tallybook.domain.loyalty import instant, load_toml
+from tallybook.domain.loyalty import instant
 from tallybook.errors import ValidationError
+from tallybook.services.loyalty import load_toml
 
 app = typer.Typer(
     help="Loyalty: rules, earn per order, redeem, tiers, expiring points.", no_args_is_help=True

@@ -17,7 +17,6 @@ from tallybook.domain.loyalty_parse import (
     ident,
     instant,
     integer,
-    load_toml,
     number,
     parse_config,
 )
@@ -59,7 +58,6 @@ __all__ = [
     "ident",
     "instant",
     "integer",
-    "load_toml",
     "number",
     "parse_config",
     "quote",

@@ -1,5 +1,7 @@
-"""Parsing and validating a loyalty configuration (a TOML file, a JSON body, or
-the ``loyalty`` key of a program's settings) into :class:`LoyaltyConfig`.
+"""Parsing and validating a loyalty configuration (the data of a TOML file, a
+JSON body, or the ``loyalty`` key of a program's settings) into
+:class:`LoyaltyConfig`. Pure: reading the file is
+:func:`tallybook.services.loyalty_values.load_toml`'s job.
 
 Every error is a :class:`~tallybook.errors.ConfigError` naming the source and
 the exact field at fault (``loyalty.toml: tiers[1].threshold: ...``).
@@ -7,12 +9,10 @@ the exact field at fault (``loyalty.toml: tiers[1].threshold: ...``).
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 from tallybook.domain.ids import check_fund, check_id, check_unit
@@ -33,20 +33,6 @@ from tallybook.domain.loyalty_rules import (
     Tier,
 )
 from tallybook.errors import ConfigError, TallybookError
-
-
-def load_toml(path: str | Path) -> LoyaltyConfig:
-    """Read and validate a loyalty configuration file."""
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{p}: no such file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{p}: cannot read: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: invalid TOML: {exc}") from exc
-    return parse_config(data, source=str(p))
 
 
 def parse_config(data: Any, *, source: str = "loyalty config") -> LoyaltyConfig:

@@ -63,6 +63,7 @@ from tallybook.services.loyalty_values import (
     TierChange,
     TierChangePage,
     config_of,
+    load_toml,
     order_txn_id,
     scoped_txn_id,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "TierChange",
     "TierChangePage",
     "config_of",
+    "load_toml",
     "order_txn_id",
     "scoped_txn_id",
 ]

@@ -7,8 +7,10 @@ earning an order twice replays the first result and an order lookup is one get.
 from __future__ import annotations
 
 import hashlib
+import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import cast
 
 from tallybook.domain.ids import check_id
@@ -163,3 +165,17 @@ def config_of(program: Program) -> LoyaltyConfig:
             "'Layout versions')"
         )
     return parse_config(raw, source=f"program {program.id} loyalty settings")
+
+
+def load_toml(path: str | Path) -> LoyaltyConfig:
+    """Read and validate a loyalty configuration file."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{p}: no such file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p}: cannot read: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: invalid TOML: {exc}") from exc
+    return parse_config(data, source=str(p))
