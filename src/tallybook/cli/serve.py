@@ -43,7 +43,7 @@ def serve(
     """
     import logging
 
-    from tallybook.console import install_hint, missing
+    from tallybook.extras import install_hint, missing
 
     if missing("server"):
         err_console.print(install_hint("server"), style="red", markup=False)
