@@ -16,6 +16,12 @@ to 100 ms), so several writer processes on one file would spend most of their
 time asleep while the lock is free; ``flock`` wakes the next writer as soon as
 the lock is released. The busy handler stays as the fallback for writers that
 do not take the lock file (another program on the same database).
+
+The WAL is copied back into the database by a checkpointer thread of the
+store's own (:class:`_Checkpointer`), not by whichever writer happens to
+commit the page that crosses SQLite's threshold: a commit then never waits
+for that disk work. SQLite's automatic checkpoint stays on, further out, as a
+backstop.
 """
 
 from __future__ import annotations
@@ -84,6 +90,11 @@ T = TypeVar("T")
 #: wait); within a service operation they draw from its budget (:mod:`tallybook.retry`)
 LOCK_RETRY = RetryPolicy(attempts=50, seconds=120.0, base_seconds=0.002, cap_seconds=0.1)
 
+#: commits between two background checkpoints, and SQLite's own threshold (pages)
+#: kept as a backstop should the checkpointer fall behind
+_CHECKPOINT_EVERY = 200
+_AUTOCHECKPOINT_BACKSTOP = 20_000
+
 #: ``synchronous`` settings accepted, and what an acknowledged commit survives
 SYNCHRONOUS: dict[str, str] = {
     "full": "process crash, operating-system crash and power cut (fsync at every commit)",
@@ -137,6 +148,7 @@ class SqliteStore(ItemStore):
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self._writer = _WriterLock(self.path + "-writer.lock")
+        self._checkpointer = _Checkpointer(self.path)
         try:
             self._conn().executescript(_SCHEMA)
         except sqlite3.Error as exc:  # e.g. a read-only file without the schema yet
@@ -157,6 +169,7 @@ class SqliteStore(ItemStore):
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+                conn.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT_BACKSTOP}")
             except sqlite3.Error as exc:  # not a database, corrupt, unreadable
                 conn.close()
                 raise StoreUnavailable(f"cannot use SQLite file {self.path}: {exc}") from exc
@@ -173,6 +186,7 @@ class SqliteStore(ItemStore):
             self._all.clear()
         self._local = threading.local()
         self._writer.close()
+        self._checkpointer.close()
 
     def describe(self) -> str:
         url = f"sqlite:///{self.path}"
@@ -276,6 +290,7 @@ class SqliteStore(ItemStore):
         try:
             with self._writer:
                 _write_transaction(conn, lambda: self._apply(conn, actions, encoded))
+            self._checkpointer.committed()
         except TallybookError:
             self.metrics.stat("transact_write").failed += 1
             raise
@@ -353,6 +368,7 @@ class SqliteStore(ItemStore):
             self.metrics.record("batch_write")
             with self._writer:
                 _write_transaction(conn, functools.partial(self._write_chunk, conn, chunk))
+            self._checkpointer.committed()
 
     def _write_chunk(
         self, conn: sqlite3.Connection, chunk: Sequence[tuple[str, Item | Key]]
@@ -427,6 +443,63 @@ def _write_transaction(conn: sqlite3.Connection, work: Callable[[], None]) -> No
         if isinstance(exc, sqlite3.Error):  # read-only file, disk full, corruption
             raise StoreUnavailable(f"SQLite write failed: {exc}") from exc
         raise
+
+
+class _Checkpointer:
+    """Runs ``PRAGMA wal_checkpoint(PASSIVE)`` from a daemon thread with its own
+    connection, every ``_CHECKPOINT_EVERY`` commits (started on first need, again
+    in a forked child). A passive checkpoint never blocks writers or readers;
+    what it cannot copy yet, the next one does."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._commits = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    def committed(self) -> None:
+        self._commits += 1
+        if self._commits % _CHECKPOINT_EVERY == 0:
+            self._ensure_running()
+            self._wake.set()
+
+    def _ensure_running(self) -> None:
+        with self._lock:
+            alive = self._thread is not None and self._thread.is_alive()
+            if (alive and self._pid == os.getpid()) or self._stop.is_set():
+                return
+            self._pid = os.getpid()
+            self._thread = threading.Thread(
+                target=self._run, name="tallybook-sqlite-checkpoint", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error:
+            return  # SQLite's own automatic checkpoint still runs
+        try:
+            conn.execute("PRAGMA busy_timeout = 1000")
+            while not self._stop.is_set():
+                self._wake.wait(1.0)
+                self._wake.clear()
+                if self._stop.is_set():
+                    break
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread.is_alive() and self._pid == os.getpid():
+            thread.join(timeout=5)
 
 
 class _WriterLock:
