@@ -32,7 +32,7 @@ from tallybook.store.capacity import (
     read_units,
     write_units,
 )
-from tallybook.store.dynamodb_values import to_item
+from tallybook.store.dynamodb.values import to_item
 from tallybook.store.port import Item
 
 

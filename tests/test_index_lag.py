@@ -88,7 +88,7 @@ def test_lots_by_expiry_day_under_lag(
 def test_rewards_report_rerun_after_the_index_caught_up(
     lagged: Ledger, lagging: LaggingStore, clock: ManualClock, tmp_path: Path
 ) -> None:
-    from tallybook.services.report_sinks import DirectorySink
+    from tallybook.services.billing.sinks import DirectorySink
 
     t0 = clock.now().replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     clock.set(t0)

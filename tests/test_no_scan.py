@@ -26,8 +26,8 @@ from tallybook.domain.model import ISSUANCE, Leg
 from tallybook.http.app import create_app
 from tallybook.jobs import JOBS, run_job
 from tallybook.ledger import Ledger
+from tallybook.services.billing.sinks import DirectorySink
 from tallybook.services.clock import ManualClock
-from tallybook.services.report_sinks import DirectorySink
 from tallybook.store.port import ItemStore
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tallybook"

@@ -8,8 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from tallybook.ledger import Ledger
+from tallybook.services.billing.sinks import DirectorySink
 from tallybook.services.clock import ManualClock
-from tallybook.services.report_sinks import DirectorySink
 
 LOYALTY = Path(__file__).resolve().parents[2] / "examples" / "loyalty.toml"
 

@@ -8,8 +8,8 @@ import pytest
 
 from tallybook.errors import IdempotencyConflict, InvalidState, NotFound, ValidationError
 from tallybook.ledger import Ledger
+from tallybook.services.billing.sinks import DirectorySink
 from tallybook.services.clock import ManualClock
-from tallybook.services.report_sinks import DirectorySink
 from tallybook.store import keys
 
 from .helpers import MIN, aligned_start, ingest, record

@@ -11,9 +11,9 @@ import pytest
 from tallybook.domain.model import EXPIRY, ISSUANCE, REDEMPTION, Leg
 from tallybook.errors import InvalidState, ValidationError
 from tallybook.ledger import Ledger
+from tallybook.services.billing.reports import ReportService
+from tallybook.services.billing.sinks import DirectorySink
 from tallybook.services.clock import ManualClock
-from tallybook.services.report_sinks import DirectorySink
-from tallybook.services.reports import ReportService
 
 from .helpers import MIN, aligned_start, billing_docs, ingest, snapshot
 

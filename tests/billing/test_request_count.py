@@ -11,10 +11,10 @@ import pytest
 
 from tallybook.domain.billing import bucket_start, draft_from_mapping, epoch, from_epoch, iso
 from tallybook.ledger import Ledger
-from tallybook.services.billing import QUERY_PAGE
-from tallybook.services.billing_rows import bucket_label, record_actions
+from tallybook.services.billing.rows import bucket_label, record_actions
+from tallybook.services.billing.service import QUERY_PAGE
+from tallybook.services.billing.sinks import DirectorySink
 from tallybook.services.clock import ManualClock
-from tallybook.services.report_sinks import DirectorySink
 from tallybook.store import keys
 from tallybook.store.port import Item, ItemStore, Put
 

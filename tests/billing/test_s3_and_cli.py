@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from tallybook.cli import app
 from tallybook.ledger import Ledger
+from tallybook.services.billing.sinks import DirectorySink, S3Sink, open_sink
 from tallybook.services.clock import ManualClock
-from tallybook.services.report_sinks import DirectorySink, S3Sink, open_sink
 from tallybook.store.port import ItemStore
 
 from .helpers import MIN, aligned_start, ingest, record, snapshot

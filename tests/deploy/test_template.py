@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tallybook.jobs import JOBS
-from tallybook.store.dynamodb_table import cloudformation_template
+from tallybook.store.dynamodb.table import cloudformation_template
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "template.yaml"
 
@@ -65,7 +65,7 @@ def test_the_table_is_the_one_table_create_makes(template: dict[str, Any]) -> No
     actual = template["Resources"]["Table"]
     assert actual == expected, (
         "deploy/template.yaml's Table differs from tallybook's table definition "
-        "(src/tallybook/store/dynamodb_table.py); write this resource there, as YAML:\n"
+        "(src/tallybook/store/dynamodb/table.py); write this resource there, as YAML:\n"
         + yaml.safe_dump({"Table": expected}, sort_keys=False)
     )
 

@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tallybook.ledger import Ledger
-from tallybook.services.charges import FakeChargeProcessor
 from tallybook.services.clock import ManualClock
+from tallybook.services.wallet.charges import FakeChargeProcessor
 
 Headers = dict[str, str]
 

@@ -20,7 +20,7 @@ from tallybook.domain.tiers import (
     record_earn,
 )
 from tallybook.errors import ConfigError
-from tallybook.services.loyalty import load_toml
+from tallybook.services.loyalty.service import load_toml
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "loyalty.toml"
 T0 = datetime(2026, 1, 15, tzinfo=UTC)

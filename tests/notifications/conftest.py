@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tallybook.ledger import Ledger
-from tallybook.services.notification_delivery import RecordingDelivery
+from tallybook.services.notifications.delivery import RecordingDelivery
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 
 from tallybook.errors import ConfigError
 from tallybook.ledger import Ledger
-from tallybook.services.notification_delivery import RecordingDelivery, delivery_from_env
+from tallybook.services.notifications.delivery import RecordingDelivery, delivery_from_env
 
 pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tallybook.ledger import Ledger
-from tallybook.services.events_ingest import EventIngestor, RejectedMessage, parse_envelope
+from tallybook.services.notifications.ingest import EventIngestor, RejectedMessage, parse_envelope
 
 pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
 

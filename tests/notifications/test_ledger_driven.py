@@ -12,7 +12,7 @@ from tallybook.domain.notifications import Notification, Status
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.services.events import LedgerEvent
-from tallybook.services.notification_delivery import RecordingDelivery
+from tallybook.services.notifications.delivery import RecordingDelivery
 
 pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
 

@@ -12,7 +12,7 @@ from tallybook.domain.notifications import Status
 from tallybook.errors import IdempotencyConflict, NotFound, StoreUnavailable, ValidationError
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
-from tallybook.services.notification_delivery import RecordingDelivery
+from tallybook.services.notifications.delivery import RecordingDelivery
 from tallybook.store import keys
 from tallybook.store.port import Action, Set, Update, action_key
 from tallybook.store.records.codec import to_us

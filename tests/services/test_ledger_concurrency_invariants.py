@@ -17,7 +17,7 @@ from functools import partial
 from tallybook.domain.model import Leg
 from tallybook.errors import InsufficientFunds, TooManyRetries
 from tallybook.ledger import Ledger
-from tallybook.services.postings import Plan, Snapshot
+from tallybook.services.ledger.postings import Plan, Snapshot
 
 from .ledger_helpers import PROGRAM, balance, history, open_accounts
 

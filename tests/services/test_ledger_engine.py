@@ -8,7 +8,7 @@ from tallybook.domain.model import Leg
 from tallybook.errors import InsufficientFunds, TooManyRetries, ValidationError
 from tallybook.ledger import Ledger
 from tallybook.retry import RetryPolicy
-from tallybook.services.postings import Plan, Snapshot
+from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.store import keys
 from tallybook.store.port import Exists, Key, NotExists, Put
 

@@ -8,7 +8,7 @@ from tallybook.errors import IdempotencyConflict, StoreUnavailable
 from tallybook.ledger import Ledger
 from tallybook.reliability.faults import FaultyStore, touches
 from tallybook.services.clock import ManualClock
-from tallybook.services.postings import Plan, Snapshot
+from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.store.port import ItemStore
 
 from .ledger_helpers import PROGRAM, balance, history, open_accounts, state

@@ -24,7 +24,7 @@ from tallybook.domain.model import FundSpec, Transaction
 from tallybook.errors import IdempotencyConflict, InsufficientFunds, ValidationError
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
-from tallybook.services.postings import Plan, Snapshot
+from tallybook.services.ledger.postings import Plan, Snapshot
 
 ACCOUNTS = ("a", "b", "c")
 FUNDS = {"points": "points", "cash": "USD", "line": "USD"}

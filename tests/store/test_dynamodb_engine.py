@@ -30,9 +30,9 @@ from tallybook.errors import (
 )
 from tallybook.retry import RetryPolicy, retrying
 from tallybook.store.dynamodb import DynamoStore
-from tallybook.store.dynamodb_errors import MAX_ATTEMPTS
-from tallybook.store.dynamodb_expressions import Expression, compile_sort, fold_updates
-from tallybook.store.dynamodb_table import cloudformation_template
+from tallybook.store.dynamodb.errors import MAX_ATTEMPTS
+from tallybook.store.dynamodb.expressions import Expression, compile_sort, fold_updates
+from tallybook.store.dynamodb.table import cloudformation_template
 from tallybook.store.port import (
     Add,
     And,

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from tallybook.ledger import Ledger
-from tallybook.services.charges import FakeChargeProcessor
+from tallybook.services.wallet.charges import FakeChargeProcessor
 
 P = "shop"
 

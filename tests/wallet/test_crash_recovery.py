@@ -25,9 +25,9 @@ import pytest
 
 from tallybook.ledger import Ledger
 from tallybook.reliability.faults import Crash, CrashMode, FaultyStore
-from tallybook.services.charges import FakeChargeProcessor
 from tallybook.services.clock import ManualClock
-from tallybook.services.wallet_debit import CHARGE_GRACE, charge_key
+from tallybook.services.wallet.charges import FakeChargeProcessor
+from tallybook.services.wallet.debit import CHARGE_GRACE, charge_key
 
 from .conftest import P, fund
 

@@ -8,8 +8,8 @@ import pytest
 
 from tallybook.errors import IdempotencyConflict, InsufficientFunds, PaymentDeclined
 from tallybook.ledger import Ledger
-from tallybook.services.charges import FakeChargeProcessor
 from tallybook.services.clock import ManualClock
+from tallybook.services.wallet.charges import FakeChargeProcessor
 
 from .conftest import P, assert_consistent, available, fund
 

@@ -16,8 +16,8 @@ from tallybook.domain.ids import RESERVED_RULE, check_client_txn_id, is_derived
 from tallybook.errors import ValidationError
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
-from tallybook.services.loyalty_jobs import _expire_txn
-from tallybook.services.loyalty_values import order_txn_id, scoped_txn_id
+from tallybook.services.loyalty.jobs import _expire_txn
+from tallybook.services.loyalty.values import order_txn_id, scoped_txn_id
 
 from .conftest import P, fund
 

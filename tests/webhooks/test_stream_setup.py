@@ -10,7 +10,7 @@ import pytest
 from tallybook.errors import ConfigError
 from tallybook.ledger import Ledger
 from tallybook.store.dynamodb import DynamoStore
-from tallybook.store.dynamodb_table import table_definition
+from tallybook.store.dynamodb.table import table_definition
 from tallybook.webhooks.stream import stream_reader
 
 DYNAMODB_ENDPOINT = os.environ.get("TALLYBOOK_TEST_DYNAMODB", "")

@@ -122,7 +122,7 @@ def idempotent_response(p: str, idempotency_key: str) -> Key:
     return Key(f"IDEM#{p}#{idempotency_key}", "IDEM")
 
 
-# --- notifications (services/notifications.py) -------------------------------
+# --- notifications (services/notifications/service.py) -------------------------------
 # In the account partition: one active row per type (invariant 6 by
 # construction), history rows by creation time, idempotency rows per key.
 
@@ -184,7 +184,7 @@ def wallet_due(p: str, kind: str, shard: int) -> str:
 # --- loyalty (capability C) --------------------------------------------------
 # Lots sort by their cumulative end (earning order, which is also expiry order);
 # tier history rows by time; the tier index and the lot-expiry index sit on gsi1
-# (account heads) and gsi2 (lots). See services/loyalty.py.
+# (account heads) and gsi2 (lots). See services/loyalty/service.py.
 
 LOT_PREFIX = "L#"
 TIER_LOG_PREFIX = "TL#"
@@ -223,7 +223,7 @@ def loyalty_checkpoint(p: str) -> Key:
 # id makes ingestion idempotent. One state row per program holds the bucket
 # size, grace and the checkpoints; one row per written report lists it. Entries
 # posted against @issuance/@redemption/@expiry are indexed on gsi1 by hour for
-# the rewards-issued report. See services/billing.py and docs/billing.md.
+# the rewards-issued report. See services/billing/service.py and docs/billing.md.
 
 #: shards of each hour of the rewards index (the report queries them all)
 REWARD_INDEX_SHARDS = 4

@@ -36,17 +36,17 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.retry import retrying
-from tallybook.services.charges import ChargeDeclined, ChargeTimeout
-from tallybook.services.postings import Plan, Snapshot
-from tallybook.services.wallet_marks import wallet_marks, with_takes
-from tallybook.services.wallet_records import (
+from tallybook.services.ledger.postings import Plan, Snapshot
+from tallybook.services.wallet.charges import ChargeDeclined, ChargeTimeout
+from tallybook.services.wallet.marks import wallet_marks, with_takes
+from tallybook.services.wallet.records import (
     WalletTransaction,
     availability_after,
     present_funds,
     takes_value,
     wallet_transaction,
 )
-from tallybook.services.wallet_rows import (
+from tallybook.services.wallet.rows import (
     DUE_CHARGE,
     account_grants,
     due_attrs,
@@ -58,7 +58,7 @@ from tallybook.store.port import Action, Compare, Delete, Item, NotExists, Value
 from tallybook.store.records.codec import iso
 
 if TYPE_CHECKING:
-    from tallybook.services.wallet import WalletService
+    from tallybook.services.wallet.service import WalletService
 
 #: how long a charge may stay in flight before reconcile cancels it
 CHARGE_GRACE = timedelta(minutes=10)

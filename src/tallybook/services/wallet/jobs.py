@@ -19,12 +19,12 @@ from tallybook.domain.ids import derived_id
 from tallybook.domain.model import EXPIRY, Account, Leg, Transaction, TxnType
 from tallybook.domain.wallet import BONUS, Hold, HoldKind, HoldStatus, unexpired_bonus
 from tallybook.errors import ConditionFailed, InvalidState
-from tallybook.services.charges import ChargeProcessor
-from tallybook.services.postings import Plan, Snapshot
-from tallybook.services.wallet_debit import CANCELLING, CHARGE_GRACE, PENDING, charge_key
-from tallybook.services.wallet_marks import bonus_without_grants, marks_of, wallet_marks
-from tallybook.services.wallet_records import availability_after, present_funds
-from tallybook.services.wallet_rows import (
+from tallybook.services.ledger.postings import Plan, Snapshot
+from tallybook.services.wallet.charges import ChargeProcessor
+from tallybook.services.wallet.debit import CANCELLING, CHARGE_GRACE, PENDING, charge_key
+from tallybook.services.wallet.marks import bonus_without_grants, marks_of, wallet_marks
+from tallybook.services.wallet.records import availability_after, present_funds
+from tallybook.services.wallet.rows import (
     DUE_CHARGE,
     DUE_GRANT,
     DUE_HOLD,
@@ -42,7 +42,7 @@ from tallybook.store.records.codec import iso, parse_iso
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
-    from tallybook.services.wallet_holds import HoldOps
+    from tallybook.services.wallet.holds import HoldOps
 
 Progress = Callable[[int], None]
 

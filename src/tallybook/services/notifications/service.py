@@ -44,12 +44,12 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.retry import RetryPolicy, retrying
-from tallybook.services import notification_add as adding
-from tallybook.services import notification_dismiss as dismissing
-from tallybook.services import notification_items as items
-from tallybook.services import notification_triggers as triggers
-from tallybook.services.accounts import check_limit
-from tallybook.services.notification_delivery import Delivery, delivery_from_env
+from tallybook.services.ledger.accounts import check_limit
+from tallybook.services.notifications import add as adding
+from tallybook.services.notifications import dismiss as dismissing
+from tallybook.services.notifications import items as items
+from tallybook.services.notifications import triggers as triggers
+from tallybook.services.notifications.delivery import Delivery, delivery_from_env
 from tallybook.store import keys
 from tallybook.store.port import (
     SortCondition,
@@ -58,7 +58,7 @@ from tallybook.store.records.codec import to_us
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
-    from tallybook.services.events_ingest import EventIngestor
+    from tallybook.services.notifications.ingest import EventIngestor
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,7 @@ class NotificationService:
     @cached_property
     def ingestor(self) -> EventIngestor:
         """Inbound events (SNS envelopes, NDJSON); counts what it accepts and rejects."""
-        from tallybook.services.events_ingest import EventIngestor
+        from tallybook.services.notifications.ingest import EventIngestor
 
         return EventIngestor(self)
 

@@ -38,15 +38,15 @@ from typing import Any
 
 from tallybook.errors import ConditionFailed, StoreValidationError, Throttled
 from tallybook.store.checks import check_actions, check_batch_write, check_item, check_key
-from tallybook.store.dynamodb_connection import DynamoConnection
-from tallybook.store.dynamodb_expressions import (
+from tallybook.store.dynamodb.connection import DynamoConnection
+from tallybook.store.dynamodb.expressions import (
     Expression,
     compile_action,
     compile_sort,
     fold_updates,
 )
-from tallybook.store.dynamodb_table import TableAdmin, TableSetup, table_definition
-from tallybook.store.dynamodb_values import from_item, key_av, serialize, to_item
+from tallybook.store.dynamodb.table import TableAdmin, TableSetup, table_definition
+from tallybook.store.dynamodb.values import from_item, key_av, serialize, to_item
 from tallybook.store.evaluate import apply_updates, cancelled, evaluate, is_expired, now_epoch
 from tallybook.store.meter import CapacityMeter, Price, is_transactional, record_price
 from tallybook.store.port import (

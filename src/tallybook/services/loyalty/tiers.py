@@ -17,17 +17,17 @@ from tallybook.domain.loyalty import LoyaltyConfig
 from tallybook.domain.model import Transaction
 from tallybook.domain.tiers import MemberState, TierDecision, decide_tier, qualifying_points
 from tallybook.errors import NotFound
-from tallybook.services.accounts import check_limit
 from tallybook.services.events import LedgerEvent
-from tallybook.services.loyalty_pages import standings
-from tallybook.services.loyalty_values import (
+from tallybook.services.ledger.accounts import check_limit
+from tallybook.services.ledger.postings import Plan, Snapshot
+from tallybook.services.loyalty.pages import standings
+from tallybook.services.loyalty.values import (
     MemberPage,
     MemberStatus,
     TierChange,
     TierChangePage,
     config_of,
 )
-from tallybook.services.postings import Plan, Snapshot
 from tallybook.store import keys
 from tallybook.store.port import Item, Put, SortCondition, Value
 from tallybook.store.records.codec import iso, parse_iso, to_us

@@ -14,7 +14,7 @@ from typing import Any
 
 from tallybook.errors import StoreValidationError
 from tallybook.store.checks import check_attribute, check_value
-from tallybook.store.dynamodb_values import from_item, key_av, serialize
+from tallybook.store.dynamodb.values import from_item, key_av, serialize
 from tallybook.store.evaluate import evaluate
 from tallybook.store.port import (
     INDEX_ATTRS,

@@ -39,23 +39,23 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.services.events import LedgerEvent
-from tallybook.services.postings import Plan, Snapshot
-from tallybook.services.wallet_marks import wallet_marks, with_takes
-from tallybook.services.wallet_records import (
+from tallybook.services.ledger.postings import Plan, Snapshot
+from tallybook.services.wallet.marks import wallet_marks, with_takes
+from tallybook.services.wallet.records import (
     WalletTransaction,
     availability_after,
     present_funds,
     takes_value,
     wallet_transaction,
 )
-from tallybook.services.wallet_rows import (
+from tallybook.services.wallet.rows import (
     account_grants,
     hold_from_item,
     hold_item,
     read_hold,
     spend_grant,
 )
-from tallybook.services.wallet_settle import (
+from tallybook.services.wallet.settle import (
     HoldNotActive,
     HoldOverdue,
     expired_message,

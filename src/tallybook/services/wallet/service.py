@@ -35,19 +35,19 @@ from tallybook.domain.wallet import (
     fund_views,
 )
 from tallybook.errors import ValidationError
-from tallybook.services.charges import ChargeProcessor, processor_from_env
-from tallybook.services.postings import Plan, Snapshot
-from tallybook.services.wallet_debit import DebitOps, Shortfall
-from tallybook.services.wallet_holds import HoldOps, HoldResult
-from tallybook.services.wallet_jobs import GrantExpiry, ReconcileReport, WalletJobs
-from tallybook.services.wallet_marks import bonus_without_grants, holds_may_be_due, wallet_marks
-from tallybook.services.wallet_records import (
+from tallybook.services.ledger.postings import Plan, Snapshot
+from tallybook.services.wallet.charges import ChargeProcessor, processor_from_env
+from tallybook.services.wallet.debit import DebitOps, Shortfall
+from tallybook.services.wallet.holds import HoldOps, HoldResult
+from tallybook.services.wallet.jobs import GrantExpiry, ReconcileReport, WalletJobs
+from tallybook.services.wallet.marks import bonus_without_grants, holds_may_be_due, wallet_marks
+from tallybook.services.wallet.records import (
     WalletTransaction,
     availability_after,
     present_funds,
     wallet_transaction,
 )
-from tallybook.services.wallet_rows import account_grants, grant_item, read_grants, read_holds
+from tallybook.services.wallet.rows import account_grants, grant_item, read_grants, read_holds
 from tallybook.store.port import NotExists, Put
 from tallybook.store.records.codec import iso
 

@@ -16,8 +16,8 @@ from datetime import datetime
 from tallybook.domain.loyalty import LoyaltyConfig
 from tallybook.domain.model import Account
 from tallybook.domain.tiers import MemberState, qualifying_points
-from tallybook.services.loyalty_lots import lots_until
-from tallybook.services.loyalty_values import MemberStanding
+from tallybook.services.loyalty.lots import lots_until
+from tallybook.services.loyalty.values import MemberStanding
 from tallybook.store import keys
 from tallybook.store.port import ItemStore, Value
 from tallybook.store.queries import decode_cursor, encode_cursor

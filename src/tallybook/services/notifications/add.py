@@ -37,8 +37,8 @@ from tallybook.errors import (
     TransactionConflict,
 )
 from tallybook.retry import retrying
-from tallybook.services import notification_items as items
-from tallybook.services.notification_dismiss import active_key, mark
+from tallybook.services.notifications import items as items
+from tallybook.services.notifications.dismiss import active_key, mark
 from tallybook.store import keys
 from tallybook.store.port import (
     Action,
@@ -54,7 +54,7 @@ from tallybook.store.port import (
 from tallybook.store.records.codec import from_us, iso, to_us
 
 if TYPE_CHECKING:
-    from tallybook.services.notifications import NotificationService
+    from tallybook.services.notifications.service import NotificationService
 
 log = logging.getLogger("tallybook.notifications")
 

@@ -23,10 +23,10 @@ from tallybook.domain.model import (
 )
 from tallybook.domain.money import check_amount, check_signed_amount
 from tallybook.errors import NotFound, ValidationError
-from tallybook.services.accounts import check_limit
-from tallybook.services.loyalty_values import ORDER_PREFIX
-from tallybook.services.postings import Plan, PostingEngine, Snapshot
-from tallybook.services.refusals import is_refusal, refusal_error
+from tallybook.services.ledger.accounts import check_limit
+from tallybook.services.ledger.postings import Plan, PostingEngine, Snapshot
+from tallybook.services.ledger.refusals import is_refusal, refusal_error
+from tallybook.services.loyalty.values import ORDER_PREFIX
 from tallybook.store import keys
 from tallybook.store.queries import decode_cursor, encode_cursor
 from tallybook.store.records import ledger as records

@@ -43,16 +43,18 @@ from tallybook.errors import (
     NotFound,
     ValidationError,
 )
-from tallybook.services.accounts import check_limit
-from tallybook.services.loyalty_pages import ExpiringPage, expiring_page
-from tallybook.services.loyalty_tiers import (
+from tallybook.services.ledger.accounts import check_limit
+from tallybook.services.ledger.postings import Plan, Snapshot
+from tallybook.services.ledger.transactions import body_of
+from tallybook.services.loyalty.pages import ExpiringPage, expiring_page
+from tallybook.services.loyalty.tiers import (
     announce,
     apply_tier,
     member_status,
     tier_history,
     tier_members,
 )
-from tallybook.services.loyalty_values import (
+from tallybook.services.loyalty.values import (
     MAX_ORDER_ID,
     ORDER_PREFIX,
     EarnResult,
@@ -67,8 +69,6 @@ from tallybook.services.loyalty_values import (
     order_txn_id,
     scoped_txn_id,
 )
-from tallybook.services.postings import Plan, Snapshot
-from tallybook.services.transactions import body_of
 from tallybook.store import keys
 from tallybook.store.port import NotExists
 from tallybook.store.records import loyalty as lot_records
@@ -76,7 +76,7 @@ from tallybook.store.records.codec import LAYOUT, iso
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
-    from tallybook.services.loyalty_jobs import ExpiryReport, Progress, ReviewReport
+    from tallybook.services.loyalty.jobs import ExpiryReport, Progress, ReviewReport
 
 __all__ = [
     "MAX_ORDER_ID",
@@ -369,13 +369,13 @@ class LoyaltyService:
 
     def expire(self, program: str, *, progress: Progress | None = None) -> ExpiryReport:
         """Expire every lot past its date (idempotent) and warn about soon-expiring points."""
-        from tallybook.services.loyalty_jobs import ExpiryJob
+        from tallybook.services.loyalty.jobs import ExpiryJob
 
         return ExpiryJob(self).run(program, progress=progress)
 
     def review_tiers(self, program: str, *, progress: Progress | None = None) -> ReviewReport:
         """The downgrade job: apply the downgrade rule to every member above the base tier."""
-        from tallybook.services.loyalty_jobs import review_tiers
+        from tallybook.services.loyalty.jobs import review_tiers
 
         return review_tiers(self, program, progress=progress)
 

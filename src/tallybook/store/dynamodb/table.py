@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tallybook.errors import ConfigError, StoreUnavailable
-from tallybook.store.dynamodb_errors import error_code, error_message
+from tallybook.store.dynamodb.errors import error_code, error_message
 from tallybook.store.port import INDEX_DEFS, INDEXES, KEY_ATTRS, TTL_ATTR, IndexDef
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import cast
 
 from tallybook.domain.notifications import DismissReason, Notification, Status
 from tallybook.errors import ConditionFailed, TransactionConflict
-from tallybook.services import notification_items as items
+from tallybook.services.notifications import items as items
 from tallybook.store import keys
 from tallybook.store.port import (
     Action,

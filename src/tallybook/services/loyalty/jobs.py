@@ -20,15 +20,15 @@ from tallybook.domain.model import EXPIRY, Leg, TxnType
 from tallybook.domain.tiers import MemberState, decide_tier, qualifying_points
 from tallybook.errors import NotFound
 from tallybook.services.events import LedgerEvent
-from tallybook.services.loyalty_lots import lots_until
-from tallybook.services.postings import Plan, Snapshot
+from tallybook.services.ledger.postings import Plan, Snapshot
+from tallybook.services.loyalty.lots import lots_until
 from tallybook.store import keys
 from tallybook.store.port import Value
 from tallybook.store.records.codec import iso
 from tallybook.store.records.loyalty import accounts_due
 
 if TYPE_CHECKING:
-    from tallybook.services.loyalty import LoyaltyService
+    from tallybook.services.loyalty.service import LoyaltyService
 
 #: (done, total) after each step of a job
 Progress = Callable[[int, int], None]
@@ -209,7 +209,7 @@ class ExpiryJob:
 
 
 def _expire_txn(account: str, last: int) -> str:
-    from tallybook.services.loyalty_values import scoped_txn_id
+    from tallybook.services.loyalty.values import scoped_txn_id
 
     return scoped_txn_id("expire", account, str(last))
 
@@ -246,7 +246,7 @@ def _review(service: LoyaltyService, program: str, account: str) -> bool:
         head = service.ledger.accounts.get(program, account)
     except NotFound:
         return False
-    from tallybook.services.loyalty_values import config_of, scoped_txn_id
+    from tallybook.services.loyalty.values import config_of, scoped_txn_id
 
     cfg = config_of(service.ledger.programs.get(program))
     state = MemberState.from_value(head.attributes.get("loyalty"))

@@ -21,10 +21,10 @@ from tallybook.domain.wallet import (
     split_capture,
 )
 from tallybook.errors import InvalidState, ValidationError
-from tallybook.services.postings import Plan, Snapshot
-from tallybook.services.wallet_marks import wallet_marks, with_takes
-from tallybook.services.wallet_records import availability_after, present_funds, takes_value
-from tallybook.services.wallet_rows import account_grants, finish_hold, return_to_grant
+from tallybook.services.ledger.postings import Plan, Snapshot
+from tallybook.services.wallet.marks import wallet_marks, with_takes
+from tallybook.services.wallet.records import availability_after, present_funds, takes_value
+from tallybook.services.wallet.rows import account_grants, finish_hold, return_to_grant
 from tallybook.store.port import Action, Value
 from tallybook.store.records.codec import iso
 

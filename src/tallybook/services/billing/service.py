@@ -52,8 +52,7 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.retry import RetryPolicy, retrying
-from tallybook.services.accounts import check_limit
-from tallybook.services.billing_rows import (
+from tallybook.services.billing.rows import (
     bucket_label,
     decode_cursor,
     encode_cursor,
@@ -61,7 +60,7 @@ from tallybook.services.billing_rows import (
     record_actions,
     record_from_item,
 )
-from tallybook.services.billing_state import (
+from tallybook.services.billing.state import (
     BillingState,
     check_unchanged,
     configure_open,
@@ -70,12 +69,13 @@ from tallybook.services.billing_state import (
     fix,
     read_state,
 )
+from tallybook.services.ledger.accounts import check_limit
 from tallybook.store import keys
 from tallybook.store.port import Action, Set, Value
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
-    from tallybook.services.reports import ReportService
+    from tallybook.services.billing.reports import ReportService
 
 #: records per storage transaction when ingesting many (2 actions each + 1 check, max 100)
 BATCH_RECORDS = 48
@@ -117,7 +117,7 @@ class BillingService:
 
     @cached_property
     def reports(self) -> ReportService:
-        from tallybook.services.reports import ReportService
+        from tallybook.services.billing.reports import ReportService
 
         return ReportService(self)
 

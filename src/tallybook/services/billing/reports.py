@@ -43,13 +43,13 @@ from tallybook.domain.reports import (
     report_path,
 )
 from tallybook.errors import ConditionFailed, InvalidState, NotFound, ValidationError
-from tallybook.services.report_sinks import ReportSink
+from tallybook.services.billing.sinks import ReportSink
 from tallybook.store import keys
 from tallybook.store.port import Compare, Item, Put, Set, SortCondition, Update, Value, all_of
 
 if TYPE_CHECKING:
-    from tallybook.services.billing import BillingService
-    from tallybook.services.billing_state import BillingState
+    from tallybook.services.billing.service import BillingService
+    from tallybook.services.billing.state import BillingState
 
 Progress = Callable[[str], None]
 _HOUR = 3600
@@ -236,7 +236,7 @@ class ReportService:
 
     def list(self, program: str, *, kind: str | None = None, limit: int = 100) -> list[ReportInfo]:
         """Reports written, newest window first."""
-        from tallybook.services.accounts import check_limit
+        from tallybook.services.ledger.accounts import check_limit
 
         self.billing.ledger.programs.get(program)
         check_limit(limit)

@@ -64,8 +64,8 @@ from tallybook.errors import (
 )
 from tallybook.retry import RetryPolicy, retrying
 from tallybook.services.clock import Clock
-from tallybook.services.programs import ProgramService
-from tallybook.services.refusals import (
+from tallybook.services.ledger.programs import ProgramService
+from tallybook.services.ledger.refusals import (
     is_final,
     is_refusal,
     refusal_error,
@@ -201,7 +201,7 @@ class PostingEngine:
         """Apply ``planner``'s plan exactly once for ``txn_id``; replays return the original.
 
         An insufficient-funds refusal is stored under ``txn_id`` and given again
-        to every retry (:mod:`tallybook.services.refusals`), unless ``keep_refusal``
+        to every retry (:mod:`tallybook.services.ledger.refusals`), unless ``keep_refusal``
         is off (a caller that retries the same id itself, as a charged debit does).
         """
         check_id(txn_id, "transaction id")

@@ -26,11 +26,11 @@ from tallybook.domain.notifications import (
     threshold_crossing,
 )
 from tallybook.services.events import LedgerEvent
-from tallybook.services.postings import Committed
+from tallybook.services.ledger.postings import Committed
 
 if TYPE_CHECKING:
     from tallybook.ledger import Ledger
-    from tallybook.services.notifications import NotificationService
+    from tallybook.services.notifications.service import NotificationService
 
 log = logging.getLogger("tallybook.notifications")
 

@@ -16,7 +16,7 @@ from tallybook.domain.ids import check_fund, check_id
 from tallybook.domain.model import Account, Balance, Entry, Program
 from tallybook.errors import ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
-from tallybook.services.programs import ProgramService
+from tallybook.services.ledger.programs import ProgramService
 from tallybook.store import keys
 from tallybook.store.port import ItemStore, NotExists, Put, SortCondition, Value
 from tallybook.store.records.codec import account_from_item, entry_from_item, iso, to_us

@@ -35,7 +35,7 @@ from tallybook.domain.notifications import Notification, check_payload, check_ty
 from tallybook.errors import IdempotencyConflict, NotFound, TallybookError, ValidationError
 
 if TYPE_CHECKING:
-    from tallybook.services.notifications import NotificationService
+    from tallybook.services.notifications.service import NotificationService
 
 log = logging.getLogger("tallybook.events")
 

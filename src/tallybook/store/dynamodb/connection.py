@@ -1,11 +1,11 @@
 """The DynamoDB engine's side of the endpoint: one client, what the endpoint
 accepts, and requests sent with bounded retries, their consumed capacity
 counted in the store's metrics and their errors turned into the port's
-(:mod:`tallybook.store.dynamodb_errors`).
+(:mod:`tallybook.store.dynamodb.errors`).
 
 Only what is safe to repeat is repeated: a request whose outcome is unknown
 (timeout, dropped connection, 5xx) is sent again only when ``idempotent``;
-transactions carry request tokens (:mod:`tallybook.store.dynamodb_tokens`).
+transactions carry request tokens (:mod:`tallybook.store.dynamodb.tokens`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from tallybook.errors import (
     TransactionConflict,
 )
 from tallybook.retry import retrying
-from tallybook.store.dynamodb_errors import (
+from tallybook.store.dynamodb.errors import (
     NOT_SENT,
     RETRY_POLICY,
     RetryableError,
@@ -38,7 +38,7 @@ from tallybook.store.dynamodb_errors import (
     translate,
     unavailable,
 )
-from tallybook.store.dynamodb_tokens import RequestTokens
+from tallybook.store.dynamodb.tokens import RequestTokens
 from tallybook.store.port import ItemStore, StoreMetrics
 
 if TYPE_CHECKING:
