@@ -55,7 +55,7 @@ def _reconcile(ledger: Ledger, program: str, env: Mapping[str, str]) -> Any:
 
 
 def _reports(ledger: Ledger, program: str, env: Mapping[str, str]) -> Any:
-    from tallybook.services.report_sinks import open_sink
+    from tallybook.services.billing.sinks import open_sink
 
     out = env.get(REPORTS_OUT_ENV) or "reports"
     interval = env.get(REPORT_INTERVAL_ENV) or "15m"

@@ -5,24 +5,24 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from tallybook.services.accounts import AccountService
 from tallybook.services.clock import Clock, SystemClock
 from tallybook.services.events import EventBus
-from tallybook.services.postings import PostingEngine
-from tallybook.services.programs import ProgramService
+from tallybook.services.ledger.accounts import AccountService
+from tallybook.services.ledger.postings import PostingEngine
+from tallybook.services.ledger.programs import ProgramService
+from tallybook.services.ledger.transactions import TransactionService
 from tallybook.services.responses import StoredResponses
-from tallybook.services.transactions import TransactionService
 from tallybook.store.port import ItemStore
 from tallybook.store.url import open_store
 from tallybook.webhooks.log import install as install_event_log
 
 if TYPE_CHECKING:
-    from tallybook.services.billing import BillingService
-    from tallybook.services.check import CheckService
+    from tallybook.services.billing.service import BillingService
     from tallybook.services.keys import KeyService
-    from tallybook.services.loyalty import LoyaltyService
-    from tallybook.services.notifications import NotificationService
-    from tallybook.services.wallet import WalletService
+    from tallybook.services.ledger.check import CheckService
+    from tallybook.services.loyalty.service import LoyaltyService
+    from tallybook.services.notifications.service import NotificationService
+    from tallybook.services.wallet.service import WalletService
     from tallybook.webhooks.service import WebhookService
 
 
@@ -49,7 +49,7 @@ class Ledger:
         """Capabilities that react to ledger events subscribe when the ledger opens."""
         import importlib.util
 
-        if importlib.util.find_spec("tallybook.services.notifications") is not None:
+        if importlib.util.find_spec("tallybook.services.notifications.service") is not None:
             _ = self.notifications
 
     @classmethod
@@ -70,31 +70,31 @@ class Ledger:
 
     @cached_property
     def check(self) -> CheckService:
-        from tallybook.services.check import CheckService
+        from tallybook.services.ledger.check import CheckService
 
         return CheckService(self)
 
     @cached_property
     def wallet(self) -> WalletService:
-        from tallybook.services.wallet import WalletService
+        from tallybook.services.wallet.service import WalletService
 
         return WalletService(self)
 
     @cached_property
     def loyalty(self) -> LoyaltyService:
-        from tallybook.services.loyalty import LoyaltyService
+        from tallybook.services.loyalty.service import LoyaltyService
 
         return LoyaltyService(self)
 
     @cached_property
     def notifications(self) -> NotificationService:
-        from tallybook.services.notifications import NotificationService
+        from tallybook.services.notifications.service import NotificationService
 
         return NotificationService(self)
 
     @cached_property
     def billing(self) -> BillingService:
-        from tallybook.services.billing import BillingService
+        from tallybook.services.billing.service import BillingService
 
         return BillingService(self)
 

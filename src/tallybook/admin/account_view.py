@@ -123,7 +123,7 @@ def _section(read: Callable[[], T], wrap: Callable[[T], Section]) -> Section:
 def balances(ledger: Ledger, program: Program, account: Account) -> list[BalanceRow]:
     """Per fund: total, withheld, available; wallet funds as the wallet counts them
     (bonus: unexpired grants only)."""
-    from tallybook.services.accounts import balances_of
+    from tallybook.services.ledger.accounts import balances_of
 
     rows = {
         b.fund: BalanceRow(b.fund, b.unit, b.balance, b.held, b.available)

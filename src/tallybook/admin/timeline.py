@@ -28,7 +28,7 @@ from datetime import datetime
 from tallybook.domain.model import Entry
 from tallybook.errors import ValidationError
 from tallybook.ledger import Ledger
-from tallybook.services.accounts import EntryPage
+from tallybook.services.ledger.accounts import EntryPage
 
 #: a fund with no more entries in the range
 _DONE = "-"

@@ -16,7 +16,7 @@ from tallybook.cli.options import StoreOption, TxnIdAlias, TxnOption, txn_of
 from tallybook.cli.output import console, err_console, open_ledger, print_json, table
 from tallybook.domain.loyalty import instant
 from tallybook.errors import ValidationError
-from tallybook.services.loyalty import load_toml
+from tallybook.services.loyalty.service import load_toml
 
 app = typer.Typer(
     help="Loyalty: rules, earn per order, redeem, tiers, expiring points.", no_args_is_help=True

@@ -12,8 +12,8 @@ from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import StoreOption
 from tallybook.cli.output import console, err_console, open_ledger, print_json, table
 from tallybook.domain.reports import ALL_KINDS
-from tallybook.services.report_sinks import S3_ENDPOINT_ENV, open_sink
-from tallybook.services.reports import ReportResult
+from tallybook.services.billing.reports import ReportResult
+from tallybook.services.billing.sinks import S3_ENDPOINT_ENV, open_sink
 
 app = typer.Typer(
     help="Billing and rewards-issued reports: incremental runs, reruns, listing.",

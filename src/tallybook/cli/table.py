@@ -72,6 +72,6 @@ def template(
     Example: tallybook table template --table ledger > table.json &&
     aws cloudformation deploy --template-file table.json --stack-name ledger
     """
-    from tallybook.store.dynamodb_table import cloudformation_template
+    from tallybook.store.dynamodb.table import cloudformation_template
 
     typer.echo(json.dumps(cloudformation_template(table), indent=2))

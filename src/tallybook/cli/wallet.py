@@ -2,7 +2,7 @@
 ``ledger.wallet``.
 
 The charge hook for ``debit --on-shortfall charge`` comes from
-``$TALLYBOOK_CHARGE_PROCESSOR`` (``fake`` in development; see services/charges.py).
+``$TALLYBOOK_CHARGE_PROCESSOR`` (``fake`` in development; see services/wallet/charges.py).
 """
 
 from __future__ import annotations

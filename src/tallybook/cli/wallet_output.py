@@ -10,8 +10,8 @@ import typer
 from tallybook.cli.output import console, print_json
 from tallybook.domain.wallet import Hold
 from tallybook.errors import ValidationError
-from tallybook.services.wallet_holds import HoldResult
-from tallybook.services.wallet_records import WalletTransaction
+from tallybook.services.wallet.holds import HoldResult
+from tallybook.services.wallet.records import WalletTransaction
 
 AccountArg = Annotated[str, typer.Argument(help="Account (owner) id.")]
 AmountArg = Annotated[int, typer.Argument(help="Amount in minor units (cents).")]

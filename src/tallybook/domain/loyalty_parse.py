@@ -1,7 +1,7 @@
 """Parsing and validating a loyalty configuration (the data of a TOML file, a
 JSON body, or the ``loyalty`` key of a program's settings) into
 :class:`LoyaltyConfig`. Pure: reading the file is
-:func:`tallybook.services.loyalty_values.load_toml`'s job.
+:func:`tallybook.services.loyalty.values.load_toml`'s job.
 
 Every error is a :class:`~tallybook.errors.ConfigError` naming the source and
 the exact field at fault (``loyalty.toml: tiers[1].threshold: ...``).

@@ -12,7 +12,7 @@ because the services are idempotent themselves (ledger postings use the key as
 the transaction id, whose record never expires). A refusal that reached the
 ledger (insufficient funds) is final all the same: the posting engine stores it
 under the transaction id and answers every retry with it
-(:mod:`tallybook.services.refusals`).
+(:mod:`tallybook.services.ledger.refusals`).
 
 Replays are only served to a caller holding the scopes of the original caller
 (or ``admin``); anyone else goes through to the route, which checks scopes.

@@ -30,8 +30,8 @@ from typing import cast
 from tallybook.domain.ids import is_system_account
 from tallybook.domain.model import Transaction
 from tallybook.ledger import Ledger
-from tallybook.services.refusals import is_refusal
-from tallybook.services.wallet_rows import read_hold, read_holds
+from tallybook.services.ledger.refusals import is_refusal
+from tallybook.services.wallet.rows import read_hold, read_holds
 from tallybook.store import keys
 from tallybook.store.port import SortCondition
 from tallybook.store.records.codec import transaction_from_item

@@ -21,9 +21,9 @@ from botocore.exceptions import ClientError
 
 from tallybook.errors import ConfigError
 from tallybook.store import keys
-from tallybook.store.dynamodb_connection import DynamoConnection, _has_credentials
-from tallybook.store.dynamodb_errors import error_code
-from tallybook.store.dynamodb_values import to_item
+from tallybook.store.dynamodb.connection import DynamoConnection, _has_credentials
+from tallybook.store.dynamodb.errors import error_code
+from tallybook.store.dynamodb.values import to_item
 from tallybook.store.port import ItemStore
 from tallybook.webhooks.events import Event, derive
 from tallybook.webhooks.log import position, unwrap

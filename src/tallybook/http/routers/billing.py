@@ -23,9 +23,9 @@ from tallybook.domain.reports import kind_of_file
 from tallybook.http.deps import AdminPrincipal, LedgerDep, ReadPrincipal, WritePrincipal
 from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
 from tallybook.http.models import ID_PATTERN, Id
-from tallybook.services.accounts import MAX_PAGE
-from tallybook.services.report_sinks import open_sink
-from tallybook.services.reports import ReportInfo, ReportResult
+from tallybook.services.billing.reports import ReportInfo, ReportResult
+from tallybook.services.billing.sinks import open_sink
+from tallybook.services.ledger.accounts import MAX_PAGE
 
 router = APIRouter(prefix="/v1", tags=["billing"])
 

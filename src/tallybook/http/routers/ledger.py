@@ -52,7 +52,7 @@ from tallybook.http.models import (
     TransferIn,
 )
 from tallybook.ledger import Ledger
-from tallybook.services.accounts import MAX_PAGE, balances_of
+from tallybook.services.ledger.accounts import MAX_PAGE, balances_of
 
 router = APIRouter(prefix="/v1", tags=["ledger"])
 

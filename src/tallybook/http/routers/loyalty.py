@@ -24,8 +24,8 @@ from tallybook.http.deps import (
 )
 from tallybook.http.idempotency import REPLAYED_HEADER
 from tallybook.http.models import ID_PATTERN, TransactionOut
-from tallybook.services.accounts import MAX_PAGE
-from tallybook.services.loyalty import EarnResult, RedeemResult
+from tallybook.services.ledger.accounts import MAX_PAGE
+from tallybook.services.loyalty.service import EarnResult, RedeemResult
 
 router = APIRouter(prefix="/v1", tags=["loyalty"])
 

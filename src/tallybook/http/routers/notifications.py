@@ -45,7 +45,7 @@ from tallybook.http.models import ID_PATTERN
 from tallybook.http.problems import problem_response
 from tallybook.http.routers.ledger import Cursor, Limit, _utc
 from tallybook.ledger import Ledger
-from tallybook.services.events_ingest import IngestResult
+from tallybook.services.notifications.ingest import IngestResult
 
 router = APIRouter(prefix="/v1", tags=["notifications"])
 

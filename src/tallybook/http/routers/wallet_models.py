@@ -13,9 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tallybook.domain.money import MAX_AMOUNT
 from tallybook.domain.wallet import MAX_HOLD_SECONDS, Grant, Hold, WalletBalance
 from tallybook.http.models import ID_PATTERN
-from tallybook.services.wallet import MAX_GRANT_DAYS
-from tallybook.services.wallet_holds import HoldResult
-from tallybook.services.wallet_records import WalletTransaction
+from tallybook.services.wallet.holds import HoldResult
+from tallybook.services.wallet.records import WalletTransaction
+from tallybook.services.wallet.service import MAX_GRANT_DAYS
 
 Amount = Annotated[int, Field(strict=True, gt=0, le=MAX_AMOUNT, description="minor units")]
 Description = Annotated[str | None, Field(max_length=500)]
