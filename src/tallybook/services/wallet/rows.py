@@ -45,7 +45,12 @@ def due_attrs(program: str, kind: str, due: datetime, account: str, row_id: str)
 
 
 def due_rows(store: ItemStore, program: str, kind: str, now: datetime) -> Iterator[Item]:
-    """Index rows of ``kind`` due at or before ``now``, shard by shard (never a scan)."""
+    """Index rows of ``kind`` due at or before ``now``, shard by shard (never a scan).
+
+    The index is eventually consistent: an entry may show late, or still show
+    a row already resolved. Callers re-read each row by key before acting, so
+    a stale entry does nothing twice, and every run asks for everything due up
+    to ``now``, so an entry missed by one run is taken by the next."""
     bound = SortCondition.lt(iso(now) + "$")  # '$' sorts just after the '#' separator
     for shard in range(keys.SHARDS):
         yield from store.query_all(

@@ -101,7 +101,12 @@ def iter_live_lots(
 
 
 def accounts_due(store: ItemStore, program: str, day: str) -> list[str]:
-    """Accounts with a lot expiring on ``day`` (one query per shard of the day)."""
+    """Accounts with a lot expiring on ``day`` (one query per shard of the day).
+
+    Through an eventually consistent index, which is safe here: a lot's entry
+    is indexed when it is earned, a whole expiry period before its day comes,
+    so no lag hides it by then; the job then reads the account's lots from the
+    table, by key range."""
     accounts: list[str] = []
     for shard in range(LOT_EXPIRY_SHARDS):
         part = keys.lot_expiry_index(program, day, shard)
