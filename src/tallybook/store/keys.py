@@ -65,6 +65,11 @@ def entry_time_bound(fund: str, us: int) -> str:
     return f"{entry_prefix(fund)}{us:016d}"
 
 
+def entry_us(sort_key: str) -> int:
+    """The microseconds of a history entry's sort key (``E#{fund}#{us}#{seq}``)."""
+    return int(sort_key.split("#")[-2])
+
+
 def directory_partition(p: str, shard: int) -> str:
     return f"DIR#{p}#{shard:02d}"
 

@@ -275,7 +275,7 @@ class _Stream:
 
 def _position(item: Item, index: str | None) -> int:
     if index is None:  # an entry: E#{fund}#{us}#{seq}
-        return int(cast(str, item["sk"]).split("#")[-2])
+        return keys.entry_us(cast(str, item["sk"]))
     return to_us(parse_iso(cast(str, item["created_at"])))
 
 

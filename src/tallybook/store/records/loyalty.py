@@ -84,7 +84,7 @@ def lot_of(item: Item, used: int) -> ExpiringLot:
         order_id=cast(str | None, item.get("order_id")),
         txn_id=cast(str, item["txn_id"]),
         cum_end=cum_end,
-        at_us=int(cast(str, item["sk"]).split("#")[-2]),
+        at_us=keys.entry_us(cast(str, item["sk"])),
     )
 
 
