@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from tallybook.errors import StoreError, StoreUnavailable, Throttled, TransactionConflict
-from tallybook.store.port import Action, Item, ItemStore, Key, Page, SortCondition, action_key
+from tallybook.store.forwarding import ForwardingStore
+from tallybook.store.port import Action, Item, ItemStore, Key, action_key
 
 FAULT_KINDS = ("error_before", "error_after", "conflict", "throttle", "slow")
 
@@ -118,7 +119,7 @@ class _Armed:
     error: Callable[[], StoreError]
 
 
-class FaultyStore(ItemStore):
+class FaultyStore(ForwardingStore):
     """Delegates to ``inner``; injects the plan's random faults and the armed
     one-shot faults, and counts them (``counts`` by kind, ``fired`` for armed
     ones). With ``record_writes`` it keeps the keys of every transaction that
@@ -127,9 +128,8 @@ class FaultyStore(ItemStore):
     def __init__(
         self, inner: ItemStore, plan: FaultPlan | None = None, *, record_writes: bool = False
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.plan = plan or FaultPlan.none()
-        self.metrics = inner.metrics
         self.counts: Counter[str] = Counter()
         self._rng = random.Random(self.plan.seed)
         self._lock = threading.Lock()
@@ -234,9 +234,9 @@ class FaultyStore(ItemStore):
         if throttled:
             raise Throttled("injected: the store refused the request for capacity (burst)")
 
-    def _read(self, call: Callable[[], T]) -> T:
+    def around_read(self, read: Callable[[], T]) -> T:
         self._before_call()
-        return call()
+        return read()
 
     # -- the port -------------------------------------------------------------
 
@@ -262,42 +262,7 @@ class FaultyStore(ItemStore):
             self._count("error_after")
             raise StoreUnavailable("injected: timed out waiting for the store's response")
 
-    def get(self, key: Key, *, consistent: bool = True) -> Item | None:
-        return self._read(lambda: self.inner.get(key, consistent=consistent))
-
-    def query(
-        self,
-        partition: str,
-        sort: SortCondition | None = None,
-        *,
-        index: str | None = None,
-        forward: bool = True,
-        limit: int | None = None,
-        cursor: str | None = None,
-        consistent: bool = True,
-    ) -> Page:
-        return self._read(
-            lambda: self.inner.query(
-                partition,
-                sort,
-                index=index,
-                forward=forward,
-                limit=limit,
-                cursor=cursor,
-                consistent=consistent,
-            )
-        )
-
-    def batch_get(self, keys: Sequence[Key], *, consistent: bool = True) -> list[Item]:
-        return self._read(lambda: self.inner.batch_get(keys, consistent=consistent))
-
     def batch_write(self, puts: Sequence[Item] = (), deletes: Sequence[Key] = ()) -> None:
         self._before_call(write=True)
         self.inner.batch_write(puts, deletes)
         self._crash_after(write=True)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def describe(self) -> str:
-        return self.inner.describe()

@@ -20,8 +20,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tallybook.store.evaluate import is_expired
+from tallybook.store.forwarding import ForwardingStore
 from tallybook.store.port import (
     INDEX_ATTRS,
     INDEXES,
@@ -30,10 +32,12 @@ from tallybook.store.port import (
     ItemStore,
     Key,
     Page,
-    SortCondition,
+    Query,
     action_key,
     key_of,
 )
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -48,12 +52,11 @@ def _index_part(item: Item | None) -> dict[str, object]:
     return {} if item is None else {a: item[a] for a in INDEX_ATTRS if a in item}
 
 
-class LaggingStore(ItemStore):
+class LaggingStore(ForwardingStore):
     """``inner`` with index changes hidden for ``lag`` later calls (module docstring)."""
 
     def __init__(self, inner: ItemStore, lag: int | None = None) -> None:
-        self.inner = inner
-        self.metrics = inner.metrics
+        super().__init__(inner)
         self.lag = lag
         self.calls = 0
         self._stale: dict[Key, _Stale] = {}
@@ -101,47 +104,18 @@ class LaggingStore(ItemStore):
 
     # -- reads ----------------------------------------------------------------
 
-    def get(self, key: Key, *, consistent: bool = True) -> Item | None:
+    def around_read(self, read: Callable[[], T]) -> T:
         self._tick()
-        return self.inner.get(key, consistent=consistent)
+        return read()
 
-    def batch_get(self, keys: Sequence[Key], *, consistent: bool = True) -> list[Item]:
+    def run_query(self, q: Query) -> Page:
         self._tick()
-        return self.inner.batch_get(keys, consistent=consistent)
+        if q.index is None or not self._stale:
+            return self.inner.run_query(q)
+        return self._lagging_query(q, q.index)
 
-    def query(
-        self,
-        partition: str,
-        sort: SortCondition | None = None,
-        *,
-        index: str | None = None,
-        forward: bool = True,
-        limit: int | None = None,
-        cursor: str | None = None,
-        consistent: bool = True,
-    ) -> Page:
-        self._tick()
-        if index is None or not self._stale:
-            return self.inner.query(
-                partition,
-                sort,
-                index=index,
-                forward=forward,
-                limit=limit,
-                cursor=cursor,
-                consistent=consistent,
-            )
-        return self._lagging_query(partition, sort, index, forward, limit, cursor)
-
-    def _lagging_query(
-        self,
-        partition: str,
-        sort: SortCondition | None,
-        index: str,
-        forward: bool,
-        limit: int | None,
-        cursor: str | None,
-    ) -> Page:
+    def _lagging_query(self, q: Query, index: str) -> Page:
+        partition, sort, forward, limit, cursor = q.partition, q.sort, q.forward, q.limit, q.cursor
         hash_attr, range_attr = INDEXES[index]
         shown = [
             i
@@ -173,9 +147,6 @@ class LaggingStore(ItemStore):
             return Page(shown)
         last = order(shown[limit - 1])
         return Page(shown[:limit], json.dumps([last[0].decode(), last[1], last[2]]))
-
-    def close(self) -> None:
-        self.inner.close()
 
     def describe(self) -> str:
         return f"lagging({self.inner.describe()})"

@@ -42,12 +42,13 @@ from tallybook.store.port import (
     Key,
     Page,
     Put,
+    Query,
     SortCondition,
     StoreMetrics,
     Update,
     action_key,
 )
-from tallybook.store.queries import cursor_start, next_cursor, query_attrs
+from tallybook.store.queries import shape
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _decode = json.JSONDecoder().decode
@@ -157,30 +158,17 @@ class MemoryStore(ItemStore):
                 out.extend(r.item() for r in rows if r is not None and r.live(now))
         return out
 
-    def query(
-        self,
-        partition: str,
-        sort: SortCondition | None = None,
-        *,
-        index: str | None = None,
-        forward: bool = True,
-        limit: int | None = None,
-        cursor: str | None = None,
-        consistent: bool = True,
-    ) -> Page:
-        pk_attr, sk_attr = query_attrs(partition, index, limit)
+    def run_query(self, q: Query) -> Page:
+        shaped = shape(q)
         after: _Position | None = None
-        if cursor is not None:
-            last = cursor_start(cursor, partition, pk_attr, sk_attr)
-            after = (last[sk_attr], last["pk"], last["sk"])
+        if shaped.after is not None:
+            last = shaped.after
+            after = (last[shaped.sk_attr], last["pk"], last["sk"])
         with self._lock:
             self.metrics.record("query")
-            positions = self._table.partitions.get((index, partition), [])
-            items = self._page(positions, sort, forward, limit, after)
-        if limit is not None and len(items) > limit:
-            items = items[:limit]
-            return Page(items, next_cursor(items[-1], pk_attr, sk_attr))
-        return Page(items)
+            positions = self._table.partitions.get((q.index, q.partition), [])
+            items = self._page(positions, q.sort, q.forward, q.limit, after)
+        return shaped.page(items)
 
     def _page(
         self,

@@ -17,17 +17,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from tallybook.store.forwarding import ForwardingStore
 from tallybook.store.meter import CapacityMeter, Price, is_transactional, record_price
-from tallybook.store.port import (
-    Action,
-    Item,
-    ItemStore,
-    Key,
-    Page,
-    SortCondition,
-    action_key,
-    key_of,
-)
+from tallybook.store.port import Action, Item, ItemStore, Key, Page, Query, action_key, key_of
 
 
 def metered(store: ItemStore) -> ItemStore:
@@ -37,17 +29,16 @@ def metered(store: ItemStore) -> ItemStore:
     )
 
 
-class MeteredStore(ItemStore):
+class MeteredStore(ForwardingStore):
     """Delegates to ``inner`` and prices every call into ``inner.metrics``."""
 
     def __init__(self, inner: ItemStore, meter: CapacityMeter | None = None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.meter = meter or CapacityMeter()
-        self.metrics = inner.metrics
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
-        """The inner engine's own attributes (``path``, ``durability()``, ...)."""
+        """The inner engine's own attributes (``path``, ...)."""
         return getattr(self.inner, name)
 
     def _charge(self, operation: str, price: Price) -> None:
@@ -59,27 +50,9 @@ class MeteredStore(ItemStore):
         self._charge("get", self.meter.get(key, item, consistent=consistent))
         return item
 
-    def query(
-        self,
-        partition: str,
-        sort: SortCondition | None = None,
-        *,
-        index: str | None = None,
-        forward: bool = True,
-        limit: int | None = None,
-        cursor: str | None = None,
-        consistent: bool = True,
-    ) -> Page:
-        page = self.inner.query(
-            partition,
-            sort,
-            index=index,
-            forward=forward,
-            limit=limit,
-            cursor=cursor,
-            consistent=consistent,
-        )
-        self._charge("query", self.meter.query(page.items, index=index, consistent=consistent))
+    def run_query(self, q: Query) -> Page:
+        page = self.inner.run_query(q)
+        self._charge("query", self.meter.query(page.items, index=q.index, consistent=q.consistent))
         return page
 
     def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
@@ -104,9 +77,3 @@ class MeteredStore(ItemStore):
             self.meter.forget([*(key_of(i) for i in puts), *deletes])
             raise
         self._charge("batch_write", self.meter.batch_write(puts, deletes))
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def describe(self) -> str:
-        return self.inner.describe()

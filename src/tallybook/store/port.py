@@ -251,6 +251,19 @@ def _utf8(s: str) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
+class Query:
+    """One query's arguments, as :meth:`ItemStore.query` takes them."""
+
+    partition: str
+    sort: SortCondition | None = None
+    index: str | None = None
+    forward: bool = True
+    limit: int | None = None
+    cursor: str | None = None
+    consistent: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class Page:
     items: list[Item]
     cursor: str | None = None
@@ -366,7 +379,6 @@ class ItemStore(ABC):
     def get(self, key: Key, *, consistent: bool = True) -> Item | None:
         """The item at ``key``, or ``None`` when missing or past its TTL."""
 
-    @abstractmethod
     def query(
         self,
         partition: str,
@@ -381,7 +393,14 @@ class ItemStore(ABC):
         """Items of one partition in sort-key order; ``cursor`` continues a page.
 
         ``consistent`` is ignored on an index (GSIs are eventually consistent).
+        Engines and wrappers implement :meth:`run_query`, which takes the
+        arguments as one :class:`Query`.
         """
+        return self.run_query(Query(partition, sort, index, forward, limit, cursor, consistent))
+
+    @abstractmethod
+    def run_query(self, q: Query) -> Page:
+        """:meth:`query` (the way every engine and wrapper implements it)."""
 
     @abstractmethod
     def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from tallybook.errors import StoreValidationError
-from tallybook.store.port import INDEXES, KEY_ATTRS, Item, Value
+from tallybook.store.port import INDEXES, KEY_ATTRS, Item, Page, Query, Value
 
 
 def key_attrs(index: str | None) -> tuple[str, str]:
@@ -67,3 +68,31 @@ def next_cursor(last_item: Item, pk_attr: str, sk_attr: str) -> str:
     """The cursor of a page that ends with ``last_item``."""
     attrs = dict.fromkeys((*KEY_ATTRS, pk_attr, sk_attr))
     return encode_cursor({a: last_item[a] for a in attrs})
+
+
+@dataclass(frozen=True, slots=True)
+class QueryShape:
+    """What every engine works out before answering a :class:`Query`."""
+
+    #: the partition and sort attributes of the table or the index queried
+    pk_attr: str
+    sk_attr: str
+    #: the key the page continues after (table key plus index key), if any
+    after: dict[str, str] | None
+    limit: int | None
+
+    def page(self, items: list[Item]) -> Page:
+        """The page answering the query from up to ``limit + 1`` items read in
+        its order: the extra one only says that another page exists."""
+        if self.limit is not None and len(items) > self.limit:
+            items = items[: self.limit]
+            return Page(items, next_cursor(items[-1], self.pk_attr, self.sk_attr))
+        return Page(items)
+
+
+def shape(q: Query) -> QueryShape:
+    """Check ``q`` as every engine does (:func:`query_attrs`, the cursor's
+    partition) and say which attributes it reads and where it starts."""
+    pk_attr, sk_attr = query_attrs(q.partition, q.index, q.limit)
+    after = None if q.cursor is None else cursor_start(q.cursor, q.partition, pk_attr, sk_attr)
+    return QueryShape(pk_attr, sk_attr, after, q.limit)

@@ -60,12 +60,12 @@ from tallybook.store.port import (
     NotExists,
     Page,
     Put,
-    SortCondition,
+    Query,
     StoreMetrics,
     Update,
     action_key,
 )
-from tallybook.store.queries import cursor_start, next_cursor, query_attrs
+from tallybook.store.queries import shape
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
@@ -225,21 +225,12 @@ class SqliteStore(ItemStore):
             out.extend(_decode(r[0]) for r in rows)
         return out
 
-    def query(
-        self,
-        partition: str,
-        sort: SortCondition | None = None,
-        *,
-        index: str | None = None,
-        forward: bool = True,
-        limit: int | None = None,
-        cursor: str | None = None,
-        consistent: bool = True,
-    ) -> Page:
-        pk_col, sk_col = query_attrs(partition, index, limit)
+    def run_query(self, q: Query) -> Page:
+        shaped = shape(q)
+        pk_col, sk_col, index, sort = shaped.pk_attr, shaped.sk_attr, q.index, q.sort
         self.metrics.record("query")
         where = [f"{pk_col} = ?", "(ttl IS NULL OR ttl > ?)"]
-        params: list[Any] = [partition, now_epoch()]
+        params: list[Any] = [q.partition, now_epoch()]
         if index is not None:
             where.append(f"{sk_col} IS NOT NULL")
         if sort is not None:
@@ -252,10 +243,9 @@ class SqliteStore(ItemStore):
             elif sort.op == "between":
                 where.append(f"{sk_col} >= ? AND {sk_col} <= ?")
                 params += [sort.value, sort.upper]
-        order = "ASC" if forward else "DESC"
-        cmp = ">" if forward else "<"
-        if cursor is not None:
-            last = cursor_start(cursor, partition, pk_col, sk_col)
+        order = "ASC" if q.forward else "DESC"
+        cmp = ">" if q.forward else "<"
+        if (last := shaped.after) is not None:
             if index is None:
                 where.append(f"sk {cmp} ?")
                 params.append(last["sk"])
@@ -264,15 +254,11 @@ class SqliteStore(ItemStore):
                 params += [last[sk_col], last["pk"], last["sk"]]
         order_by = f"sk {order}" if index is None else f"{sk_col} {order}, pk {order}, sk {order}"
         sql = f"SELECT body FROM items WHERE {' AND '.join(where)} ORDER BY {order_by}"
-        if limit is not None:
+        if q.limit is not None:
             sql += " LIMIT ?"
-            params.append(limit + 1)
+            params.append(q.limit + 1)
         rows = self._read(sql, tuple(params))
-        items = [_decode(r[0]) for r in rows]
-        if limit is not None and len(items) > limit:
-            items = items[:limit]
-            return Page(items, next_cursor(items[-1], pk_col, sk_col))
-        return Page(items)
+        return shaped.page([_decode(r[0]) for r in rows])
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         conn = self._conn()

@@ -55,12 +55,12 @@ from tallybook.store.port import (
     Item,
     Key,
     Page,
-    SortCondition,
+    Query,
     Update,
     action_key,
     key_of,
 )
-from tallybook.store.queries import cursor_start, next_cursor, query_attrs
+from tallybook.store.queries import shape
 
 BATCH_GET_MAX = 100
 BATCH_WRITE_MAX = 25
@@ -136,26 +136,17 @@ class DynamoStore(DynamoConnection):
         self._charge("get", self.meter.get(key, item, consistent=consistent))
         return item
 
-    def query(
-        self,
-        partition: str,
-        sort: SortCondition | None = None,
-        *,
-        index: str | None = None,
-        forward: bool = True,
-        limit: int | None = None,
-        cursor: str | None = None,
-        consistent: bool = True,
-    ) -> Page:
-        pk_attr, sk_attr = query_attrs(partition, index, limit)
+    def run_query(self, q: Query) -> Page:
+        shaped = shape(q)
+        partition, index, limit, consistent = q.partition, q.index, q.limit, q.consistent
+        pk_attr, sk_attr = shaped.pk_attr, shaped.sk_attr
         start: dict[str, Any] | None = None
-        if cursor is not None:
-            last = cursor_start(cursor, partition, pk_attr, sk_attr)
-            start = {name: {"S": value} for name, value in last.items()}
+        if shaped.after is not None:
+            start = {name: {"S": value} for name, value in shaped.after.items()}
         expr = Expression()
         expr.names["#pk"] = pk_attr
         expr.values[":pk"] = serialize(partition)
-        sort_text, possible = compile_sort(sort, sk_attr, expr)
+        sort_text, possible = compile_sort(q.sort, sk_attr, expr)
         if not possible:
             return Page([])
         key_condition = "#pk = :pk" if sort_text is None else f"#pk = :pk AND {sort_text}"
@@ -164,7 +155,7 @@ class DynamoStore(DynamoConnection):
             "TableName": self.table,
             "KeyConditionExpression": key_condition,
             "FilterExpression": expr.ttl_live(now),
-            "ScanIndexForward": forward,
+            "ScanIndexForward": q.forward,
             "ReturnConsumedCapacity": "TOTAL",
             **expr.params(),
         }
@@ -185,11 +176,10 @@ class DynamoStore(DynamoConnection):
             self._charge("query", self.meter.query(page, index=index, consistent=consistent))
             items.extend(page)
             if limit is not None and len(items) > limit:
-                items = items[:limit]
-                return Page(items, next_cursor(items[-1], pk_attr, sk_attr))
+                return shaped.page(items)
             start = response.get("LastEvaluatedKey")
             if not start:
-                return Page(items)
+                return shaped.page(items)
 
     def batch_get(self, keys: Sequence[Key], *, consistent: bool = True) -> list[Item]:
         for key in keys:
