@@ -31,11 +31,11 @@ from tallybook.domain.ids import is_system_account
 from tallybook.domain.model import Transaction
 from tallybook.ledger import Ledger
 from tallybook.services.ledger.refusals import is_refusal
-from tallybook.services.wallet.rows import read_hold, read_holds
 from tallybook.store import keys
 from tallybook.store.port import SortCondition
 from tallybook.store.records.codec import transaction_from_item
 from tallybook.store.records.ledger import read_transactions
+from tallybook.store.records.wallet import read_hold, read_holds
 
 _SETTLED = {"capture": "captured", "void": "voided", "expire": "expired", "release": "released"}
 

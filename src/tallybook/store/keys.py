@@ -164,6 +164,7 @@ def notification_idempotency(p: str, a: str, idempotency_key: str) -> Key:
 
 WALLET_GRANT_PREFIX = "G#"
 WALLET_HOLD_PREFIX = "H#"
+WALLET_CHARGE_PREFIX = "C#"
 
 
 def wallet_grant(p: str, a: str, expires_us: int, grant_id: str) -> Key:
@@ -179,7 +180,7 @@ def wallet_hold(p: str, a: str, hold_id: str) -> Key:
 
 
 def wallet_charge(p: str, a: str, txn_id: str) -> Key:
-    return Key(account_partition(p, a), f"C#{txn_id}")
+    return Key(account_partition(p, a), f"{WALLET_CHARGE_PREFIX}{txn_id}")
 
 
 def wallet_due(p: str, kind: str, shard: int) -> str:

@@ -1,0 +1,349 @@
+"""How the wallet's aggregates are stored: bonus grants, holds and charge intents.
+
+Every row lives in the owner's account partition (see ``store/keys.py``). Rows
+that fall due later carry ``gsi1pk``/``gsi1sk`` in the sparse due index until
+they are resolved, which is how the jobs find them without scanning. A grant
+or hold taken by a transaction is listed in its record's ``details`` as
+``[grant id, expiry, amount]`` triples (:func:`takes_value`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from tallybook.domain.model import Account
+from tallybook.domain.wallet import BONUS, Grant, GrantTake, Hold, HoldKind, HoldStatus
+from tallybook.store import keys
+from tallybook.store.port import (
+    Add,
+    Compare,
+    Delete,
+    Item,
+    ItemStore,
+    Key,
+    NotExists,
+    Put,
+    Remove,
+    Set,
+    SortCondition,
+    Update,
+    Value,
+    any_of,
+    key_of,
+)
+from tallybook.store.records.codec import iso, parse_iso, to_us
+
+#: finished holds stay readable this long, then their row expires (TTL); the
+#: transaction records that created and settled them are kept for ever
+HOLD_RETENTION = timedelta(days=90)
+
+DUE_GRANT = "grant"
+DUE_HOLD = "hold"
+DUE_CHARGE = "charge"
+#: the due index's key attributes, removed from a row once it is resolved
+_DUE_ATTRS = ("gsi1pk", "gsi1sk")
+_NEW = NotExists("pk")
+
+
+def due_attrs(program: str, kind: str, due: datetime, account: str, row_id: str) -> Item:
+    pk, sk = _DUE_ATTRS
+    return {
+        pk: keys.wallet_due(program, kind, keys.shard_of(f"{account}#{row_id}")),
+        sk: f"{iso(due)}#{account}#{row_id}",
+    }
+
+
+def is_due(item: Item) -> bool:
+    """Whether a row is still in the due index (not resolved yet)."""
+    return _DUE_ATTRS[0] in item
+
+
+def _undue() -> tuple[Remove, Remove]:
+    return Remove(_DUE_ATTRS[0]), Remove(_DUE_ATTRS[1])
+
+
+def due_rows(store: ItemStore, program: str, kind: str, now: datetime) -> Iterator[Item]:
+    """Index rows of ``kind`` due at or before ``now``, shard by shard (never a scan).
+
+    The index is eventually consistent: an entry may show late, or still show
+    a row already resolved. Callers re-read each row by key before acting, so
+    a stale entry does nothing twice, and every run asks for everything due up
+    to ``now``, so an entry missed by one run is taken by the next."""
+    bound = SortCondition.lt(iso(now) + "$")  # '$' sorts just after the '#' separator
+    for shard in range(keys.SHARDS):
+        yield from store.query_all(
+            keys.wallet_due(program, kind, shard), bound, index="gsi1", consistent=False
+        )
+
+
+def row_key(item: Item) -> Key:
+    """The key of a row (or of the row a due-index entry stands for)."""
+    return key_of(item)
+
+
+# --- grants ------------------------------------------------------------------
+
+
+def grant_key(program: str, account: str, grant_id: str, expires_at: datetime) -> Key:
+    return keys.wallet_grant(program, account, to_us(expires_at), grant_id)
+
+
+def grant_item(program: str, account: str, grant: Grant) -> Item:
+    return {
+        **grant_key(program, account, grant.id, grant.expires_at).as_item(),
+        "program": program,
+        "account": account,
+        "grant_id": grant.id,
+        "awarded": grant.awarded,
+        "available": grant.available,
+        "expires_at": iso(grant.expires_at),
+        "granted_at": iso(grant.granted_at),
+        **due_attrs(program, DUE_GRANT, grant.expires_at, account, grant.id),
+    }
+
+
+def grant_put(program: str, account: str, grant: Grant) -> Put:
+    """A new grant (its id is never reused)."""
+    return Put(grant_item(program, account, grant), _NEW)
+
+
+def grant_account(item: Item) -> str:
+    return cast(str, item["account"])
+
+
+def grant_left(item: Item | None) -> int:
+    """What a stored grant has available (0 when it is gone)."""
+    return cast(int, item["available"]) if item else 0
+
+
+def undue_empty_grant(key: Key) -> Update:
+    """An expired grant with nothing left leaves the due index."""
+    return Update(key, _undue(), Compare("available", "=", 0))
+
+
+def expire_grant(key: Key, left: int) -> Update:
+    """An expired grant gives up the ``left`` it still had and leaves the due index."""
+    return Update(key, (Set("available", 0), *_undue()), Compare("available", "=", left))
+
+
+def grant_from_item(item: Item) -> Grant:
+    return Grant(
+        id=cast(str, item["grant_id"]),
+        awarded=cast(int, item["awarded"]),
+        available=cast(int, item["available"]),
+        expires_at=parse_iso(cast(str, item["expires_at"])),
+        granted_at=parse_iso(cast(str, item["granted_at"])),
+    )
+
+
+def read_grants(
+    store: ItemStore, program: str, account: str, now: datetime | None = None
+) -> list[Grant]:
+    """Grants earliest expiry first; with ``now``, only those unexpired at ``now``."""
+    low = keys.wallet_grant_bound(to_us(now) + 1) if now is not None else keys.WALLET_GRANT_PREFIX
+    items = store.query_all(
+        keys.account_partition(program, account),
+        SortCondition.between(low, keys.WALLET_GRANT_PREFIX + "~"),
+    )
+    return [grant_from_item(i) for i in items]
+
+
+def account_grants(store: ItemStore, program: str, acct: Account, now: datetime) -> list[Grant]:
+    """:func:`read_grants` at ``now`` for a planner that has read ``acct``'s head.
+
+    Every grant is awarded by a posting to the bonus fund, so an account whose
+    bonus fund was never posted to (sequence 0) has no grant: no query then.
+    """
+    if acct.fund(BONUS).seq == 0:
+        return []
+    return read_grants(store, program, acct.id, now)
+
+
+def spend_grant(program: str, account: str, grant: Grant, take: GrantTake) -> Update:
+    """Take from a grant, on condition nobody changed it since we read it."""
+    return Update(
+        grant_key(program, account, grant.id, grant.expires_at),
+        (Add("available", -take.amount),),
+        Compare("available", "=", grant.available),
+    )
+
+
+def return_to_grant(program: str, account: str, take: GrantTake) -> Update:
+    return Update(
+        grant_key(program, account, take.grant_id, take.expires_at),
+        (Add("available", take.amount),),
+        Compare("available", ">=", 0),
+    )
+
+
+# --- holds -------------------------------------------------------------------
+
+
+def takes_value(takes: Iterable[GrantTake], sign: int = 1) -> Value:
+    """Grant takes as stored: ``[grant id, expiry, sign * amount]`` each."""
+    return [[t.grant_id, iso(t.expires_at), sign * t.amount] for t in takes]
+
+
+def takes_from_value(value: Value) -> tuple[GrantTake, ...]:
+    rows = cast(list[list[Any]], value or [])
+    return tuple(GrantTake(str(r[0]), parse_iso(str(r[1])), int(r[2])) for r in rows)
+
+
+def hold_item(program: str, hold: Hold) -> Item:
+    return {
+        **keys.wallet_hold(program, hold.account, hold.id).as_item(),
+        "program": program,
+        "account": hold.account,
+        "hold_id": hold.id,
+        "kind": str(hold.kind),
+        "status": str(hold.status),
+        "amounts": cast(Value, dict(hold.amounts)),
+        "grants": takes_value(hold.grants),
+        "deadline": iso(hold.deadline),
+        "created_at": iso(hold.created_at),
+        "captured": 0,
+        **due_attrs(program, DUE_HOLD, hold.deadline, hold.account, hold.id),
+    }
+
+
+def hold_key(program: str, account: str, hold_id: str) -> Key:
+    return keys.wallet_hold(program, account, hold_id)
+
+
+def hold_put(program: str, hold: Hold) -> Put:
+    """A new hold (its id is its transaction's, never reused)."""
+    return Put(hold_item(program, hold), _NEW)
+
+
+def drop_hold(key: Key, status: HoldStatus) -> Delete:
+    """Remove a hold row still in ``status`` (an orphan: its transaction never committed)."""
+    return Delete(key, Compare("status", "=", str(status)))
+
+
+def hold_from_item(item: Item) -> Hold:
+    finished = item.get("finished_at")
+    return Hold(
+        id=cast(str, item["hold_id"]),
+        account=cast(str, item["account"]),
+        kind=HoldKind(cast(str, item["kind"])),
+        status=HoldStatus(cast(str, item["status"])),
+        amounts=cast(dict[str, int], item.get("amounts") or {}),
+        grants=takes_from_value(item.get("grants")),
+        deadline=parse_iso(cast(str, item["deadline"])),
+        created_at=parse_iso(cast(str, item["created_at"])),
+        captured=cast(int, item.get("captured") or 0),
+        finished_at=parse_iso(finished) if isinstance(finished, str) else None,
+        captured_funds=cast(dict[str, int], item.get("captured_funds") or {}),
+    )
+
+
+def finish_hold(
+    program: str,
+    hold: Hold,
+    status: HoldStatus,
+    now: datetime,
+    captured: dict[str, int] | None = None,
+) -> Update:
+    """Settle an active hold: out of the due index, kept readable for a while."""
+    captured = captured or {}
+    return Update(
+        keys.wallet_hold(program, hold.account, hold.id),
+        (
+            Set("status", str(status)),
+            Set("captured", sum(captured.values())),
+            Set("captured_funds", cast(Value, captured)),
+            Set("finished_at", iso(now)),
+            Set("ttl", int((now + HOLD_RETENTION).timestamp())),
+            *_undue(),
+        ),
+        Compare("status", "=", str(HoldStatus.ACTIVE)),
+    )
+
+
+def read_hold(store: ItemStore, program: str, account: str, hold_id: str) -> Hold | None:
+    item = store.get(hold_key(program, account, hold_id))
+    return hold_from_item(item) if item is not None else None
+
+
+def read_holds(store: ItemStore, program: str, account: str) -> list[Hold]:
+    items = store.query_all(
+        keys.account_partition(program, account),
+        SortCondition.begins_with(keys.WALLET_HOLD_PREFIX),
+    )
+    return [hold_from_item(i) for i in items]
+
+
+# --- charge intents -------------------------------------------------------------
+# ``C#{txn}``: an external charge in flight for a debit (see services/wallet/debit.py)
+
+CHARGE_PENDING = "pending"
+CHARGE_CANCELLING = "cancelling"
+
+
+@dataclass(frozen=True, slots=True)
+class ChargeIntent:
+    account: str
+    txn_id: str
+    amount: int
+    #: :data:`CHARGE_PENDING`, or :data:`CHARGE_CANCELLING` once reconcile took it
+    status: str
+    created_at: datetime
+
+
+def intent_key(program: str, account: str, txn_id: str) -> Key:
+    return keys.wallet_charge(program, account, txn_id)
+
+
+def charge_put(program: str, intent: ChargeIntent, due: datetime) -> Put:
+    """A new charge intent, in the due index from ``due`` (put only if none is there)."""
+    item: Item = {
+        **intent_key(program, intent.account, intent.txn_id).as_item(),
+        "program": program,
+        "account": intent.account,
+        "txn_id": intent.txn_id,
+        "amount": intent.amount,
+        "status": intent.status,
+        "created_at": iso(intent.created_at),
+        **due_attrs(program, DUE_CHARGE, due, intent.account, intent.txn_id),
+    }
+    return Put(item, _NEW)
+
+
+def charge_of(item: Item) -> ChargeIntent:
+    return ChargeIntent(
+        account=cast(str, item["account"]),
+        txn_id=cast(str, item["txn_id"]),
+        amount=cast(int, item["amount"]),
+        status=cast(str, item.get("status") or ""),
+        created_at=parse_iso(cast(str, item["created_at"])),
+    )
+
+
+def read_charge(store: ItemStore, key: Key) -> ChargeIntent | None:
+    item = store.get(key)
+    return None if item is None else charge_of(item)
+
+
+def drop_pending_charge(key: Key) -> Delete:
+    """Remove a charge intent still pending (a debit that committed or gave up)."""
+    return Delete(key, Compare("status", "=", CHARGE_PENDING))
+
+
+def cancelling_charge(key: Key) -> Update:
+    """Reconcile takes a pending charge intent (again, after a crash) to refund it."""
+    return Update(
+        key,
+        (Set("status", CHARGE_CANCELLING),),
+        any_of(Compare("status", "=", CHARGE_PENDING), Compare("status", "=", CHARGE_CANCELLING)),
+    )
+
+
+def read_charges(store: ItemStore, program: str, account: str) -> list[ChargeIntent]:
+    items = store.query_all(
+        keys.account_partition(program, account),
+        SortCondition.begins_with(keys.WALLET_CHARGE_PREFIX),
+    )
+    return [charge_of(i) for i in items]
