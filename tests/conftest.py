@@ -29,6 +29,11 @@ ENGINES = ["sqlite", "dynamodb"]
 #: the engines of a ``unit`` test: memory instead of SQLite
 UNIT_ENGINES = ["memory", "dynamodb"]
 
+if DYNAMODB_ENDPOINT:
+    # DynamoDB has no default server key for webhook secrets (SQLite keeps a key
+    # file beside the database); CLI subprocesses inherit it
+    os.environ.setdefault("TALLYBOOK_WEBHOOK_KEY", "tallybook-test-webhook-key-0123456789")
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(

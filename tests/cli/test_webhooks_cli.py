@@ -71,3 +71,29 @@ def test_bad_subscriptions_are_one_line(wh_cli: Cli, args: list[str], message: s
     assert err.startswith("error: ")
     assert message in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_rekey_new_key_and_a_wrong_key_in_one_line(
+    wh_cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli = wh_cli
+    code, out, _ = cli("webhooks", "new-key", store=False)
+    old = out.strip()
+    assert code == 0
+    assert len(old) >= 32
+    monkeypatch.setenv("TALLYBOOK_WEBHOOK_KEY", old)
+    cli.ok("webhooks", "create", "https://example.com/h", "--program", "shop")
+    new = cli("webhooks", "new-key", store=False)[1].strip()
+    monkeypatch.setenv("TALLYBOOK_WEBHOOK_KEY", new)
+    code, out, err = cli("webhooks", "rekey")
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    assert "not among the 1 key(s) of TALLYBOOK_WEBHOOK_KEY" in err
+    assert "Traceback" not in err
+    monkeypatch.setenv("TALLYBOOK_WEBHOOK_KEY", f"{new},{old}")
+    assert "1 subscription secret(s) sealed" in cli.ok("webhooks", "rekey")
+    monkeypatch.setenv("TALLYBOOK_WEBHOOK_KEY", "short")
+    code, _, err = cli("webhooks", "deliver", "--once")
+    assert code == 2
+    assert err.strip().startswith("error:"), err
+    assert "at least 32" in err

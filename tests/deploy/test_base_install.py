@@ -147,7 +147,9 @@ def test_the_wheel_requires_boto3_only_and_puts_the_rest_in_extras(wheel: Path) 
     assert [str(r) for r in _requires(wheel, None)] == ["boto3>=1.34"]
     server = {r.name for r in _requires(wheel, "server")}
     assert {"fastapi", "uvicorn", "mangum", "jinja2"} <= server
-    assert {r.name for r in _requires(wheel, "cli")} == {"typer", "rich"}
+    assert {r.name for r in _requires(wheel, "cli")} == {"typer", "rich", "cryptography"}
+    assert {"cryptography"} <= server
+    assert {r.name for r in _requires(wheel, "webhooks")} == {"cryptography"}
     with zipfile.ZipFile(wheel) as zf:
         meta = zf.read(f"tallybook-{tallybook.__version__}.dist-info/METADATA").decode()
     assert f"Version: {tallybook.__version__}" in meta

@@ -114,3 +114,25 @@ def test_parameters_and_outputs(template: dict[str, Any]) -> None:
     assert "HttpApi" in template["Outputs"]["ApiUrl"]["Value"]["Fn::Sub"]
     store = template["Globals"]["Function"]["Environment"]["Variables"]["TALLYBOOK_STORE"]
     assert store == {"Fn::Sub": "dynamodb://${Table}?region=${AWS::Region}"}
+
+
+def test_the_webhook_key_is_a_kept_secret_only_its_users_read(template: dict[str, Any]) -> None:
+    resources = template["Resources"]
+    key = resources["WebhookKey"]
+    assert key["Type"] == "AWS::SecretsManager::Secret"
+    assert key["DeletionPolicy"] == key["UpdateReplacePolicy"] == "Retain"
+    generated = key["Properties"]["GenerateSecretString"]
+    assert generated["PasswordLength"] >= 32
+    assert generated["ExcludePunctuation"] is True
+    chosen = {"Fn::If": ["MakeWebhookKey", {"Ref": "WebhookKey"}, {"Ref": "WebhookKeySecret"}]}
+    [statement] = resources["WebhookKeyReadPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert (statement["Action"], statement["Resource"]) == ("secretsmanager:GetSecretValue", chosen)
+    readers = {
+        name
+        for name, fn in _functions(template).items()
+        if {"Ref": "WebhookKeyReadPolicy"} in fn["Properties"]["Policies"]
+    }
+    assert readers == {"ApiFunction", "WebhooksFunction"}
+    for name in readers:
+        env = _functions(template)[name]["Properties"]["Environment"]["Variables"]
+        assert env["TALLYBOOK_WEBHOOK_KEY_SECRET"] == chosen

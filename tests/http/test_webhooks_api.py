@@ -132,3 +132,26 @@ def test_metrics_count_deliveries_failures_and_lag(
     assert f"tallybook_webhook_queued{{{labels}}} 1.0" in text
     lag = next(line for line in text.splitlines() if line.startswith("tallybook_webhook_lag"))
     assert float(lag.rsplit(" ", 1)[1]) >= 0.0
+
+
+@pytest.mark.parametrize("key", ["", "short"])
+def test_a_missing_or_malformed_server_key_is_a_problem_naming_the_variable(
+    app_client: TestClient,
+    admin_headers: Headers,
+    idem: Callable[..., Headers],
+    engine: str,
+    monkeypatch: pytest.MonkeyPatch,
+    key: str,
+) -> None:
+    if not key and engine != "dynamodb":
+        pytest.skip("SQLite keeps a key file beside the database")
+    monkeypatch.setenv("TALLYBOOK_WEBHOOK_KEY", key)
+    monkeypatch.delenv("TALLYBOOK_WEBHOOK_KEY_SECRET", raising=False)
+    r = app_client.post(
+        "/v1/webhooks", json={"url": "https://example.com/h"}, headers=idem(admin_headers)
+    )
+    assert r.status_code == 503, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert r.json()["type"].endswith("/webhook-key")
+    assert "TALLYBOOK_WEBHOOK_KEY" in r.json()["detail"]
+    assert app_client.get("/v1/webhooks", headers=admin_headers).json()["subscriptions"] == []

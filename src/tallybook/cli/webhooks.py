@@ -172,6 +172,39 @@ def resend(
     console.print(f"delivery {position} of {sub_id} queued again")
 
 
+@app.command("new-key")
+def new_key() -> None:
+    """Print a fresh server key for TALLYBOOK_WEBHOOK_KEY (it seals webhook secrets).
+
+    To rotate, put the new key first and the old one after a comma, run
+    `tallybook webhooks rekey`, then drop the old key.
+
+    Example: export TALLYBOOK_WEBHOOK_KEY=$(tallybook webhooks new-key)
+    """
+    from tallybook.webhooks.vault import new_key as make
+
+    print(make())
+
+
+@app.command("rekey")
+def rekey(
+    program: Annotated[
+        str | None, typer.Option("--program", help="One program (default: every program).")
+    ] = None,
+    store: StoreOption = None,
+) -> None:
+    """Seal every subscription's secret under the current server key.
+
+    Moves secrets sealed with an older key (listed after the current one in
+    TALLYBOOK_WEBHOOK_KEY) and plain-text secrets of older versions to it.
+
+    Example: tallybook webhooks rekey
+    """
+    with open_ledger(store) as ledger:
+        changed = ledger.webhooks.rekey(program)
+    console.print(f"{changed} subscription secret(s) sealed under the current key")
+
+
 @app.command("deliver")
 def deliver(
     once: Annotated[

@@ -119,6 +119,12 @@ class WebhookService:
     def delete(self, program: str, sub_id: str) -> None:
         self.subs.delete(program, sub_id)
 
+    def rekey(self, program: str | None = None) -> int:
+        """Seal every subscription's secret under the current server key (plain-text
+        secrets of older versions too); how many changed. One program, or all."""
+        programs = [program] if program is not None else self.ledger.programs.list()
+        return sum(self.subs.reseal(p) for p in programs)
+
     def deliveries(
         self, program: str, sub_id: str, *, limit: int = 50, cursor: str | None = None
     ) -> tuple[builtins.list[Delivery], str | None]:

@@ -1,11 +1,15 @@
 """Webhook subscriptions: one endpoint of a program, the event types it wants, its secret.
 
-The secret signs every delivery, so the server must keep it usable: it is
-stored in the subscription item (which only the server reads) and returned
-once, when the subscription is created; listings show its last four
-characters. URLs must be ``https://``; ``http://`` is accepted only for a
-loopback host (127.0.0.0/8, ::1, localhost) and only with ``allow_http`` (a
-development setting).
+The secret signs every delivery, so the server must keep it usable: the
+subscription item holds it sealed under the server key
+(:mod:`tallybook.webhooks.vault`), and it is returned once, when the
+subscription is created; listings show its last four characters. An item of
+an older version holds it in plain text (``secret``): it is read as it is and
+sealed on its next enable or disable, or by :meth:`SubscriptionStore.reseal`
+(``tallybook webhooks rekey``), which also moves secrets to a new key.
+URLs must be ``https://``; ``http://`` is accepted only for a loopback host
+(127.0.0.0/8, ::1, localhost) and only with ``allow_http`` (a development
+setting).
 """
 
 from __future__ import annotations
@@ -21,10 +25,20 @@ from tallybook.domain.ids import check_id
 from tallybook.errors import AlreadyExists, ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
 from tallybook.store import keys
-from tallybook.store.port import Compare, Exists, Item, ItemStore, NotExists, Set, SortCondition
+from tallybook.store.port import (
+    Compare,
+    Exists,
+    Item,
+    ItemStore,
+    NotExists,
+    Remove,
+    Set,
+    SortCondition,
+)
 from tallybook.store.records.codec import iso
 from tallybook.webhooks.events import EVENT_TYPES
 from tallybook.webhooks.signing import new_secret
+from tallybook.webhooks.vault import Keyring, WebhookKeyError, keyring_for
 
 MAX_URL_LENGTH = 2048
 MAX_DESCRIPTION = 200
@@ -119,9 +133,18 @@ def check_types(types: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(types))
 
 
+def _hint(secret: str) -> str:
+    return "…" + secret[-4:]
+
+
+def _context(program: str, sub_id: str) -> str:
+    """What a sealed secret is bound to (AES-GCM's associated data)."""
+    return f"subscription {sub_id} of program {program}"
+
+
 def from_item(item: Item) -> Subscription:
     d = cast(dict[str, Any], item)
-    secret = str(d.get("secret", ""))
+    hint = d.get("secret_hint") or _hint(str(d.get("secret", "")))
     return Subscription(
         program=d["program"],
         id=d["id"],
@@ -129,7 +152,7 @@ def from_item(item: Item) -> Subscription:
         types=tuple(d.get("types") or ()),
         status=d.get("status", ACTIVE),
         created_at=d.get("created_at", ""),
-        secret_hint="…" + secret[-4:],
+        secret_hint=hint,
         description=d.get("description"),
         disabled_reason=d.get("disabled_reason"),
         allow_http=bool(d.get("allow_http", False)),
@@ -142,6 +165,12 @@ class SubscriptionStore:
     def __init__(self, store: ItemStore, clock: Clock) -> None:
         self.store = store
         self.clock = clock
+
+    def keyring(self) -> Keyring:
+        """The server keys (:class:`WebhookKeyError` when there are none); read at each
+        use, so a changed key takes effect without a restart (Secrets Manager: within
+        :data:`~tallybook.webhooks.vault.SECRET_CACHE_SECONDS`)."""
+        return keyring_for(self.store)
 
     def create(
         self,
@@ -161,6 +190,7 @@ class SubscriptionStore:
             raise ValidationError(f"description is longer than {MAX_DESCRIPTION} characters")
         sid = check_id(sub_id, "subscription id") if sub_id else f"sub_{secrets.token_hex(8)}"
         secret = new_secret()
+        sealed = self.keyring().seal(secret, _context(program, sid))
         item: Item = {
             **keys.webhook_subscription(program, sid).as_item(),
             "program": program,
@@ -168,7 +198,8 @@ class SubscriptionStore:
             "url": url,
             "types": list(wanted),
             "status": ACTIVE,
-            "secret": secret,
+            "secret_sealed": sealed,
+            "secret_hint": _hint(secret),
             "allow_http": allow_http,
             "created_at": iso(self.clock.now()),
         }
@@ -197,13 +228,59 @@ class SubscriptionStore:
     def get(self, program: str, sub_id: str) -> Subscription:
         return from_item(self.item(program, sub_id))
 
+    def secret(self, program: str, sub_id: str) -> str:
+        """The signing secret, opened with the server key (plain in an older item)."""
+        return self._open(self.item(program, sub_id))
+
+    def _open(self, item: Item) -> str:
+        d = cast(dict[str, Any], item)
+        sealed = d.get("secret_sealed")
+        if isinstance(sealed, str):
+            return self.keyring().open(sealed, _context(d["program"], d["id"]))
+        return str(d["secret"])
+
+    def _reseal(self, item: Item) -> tuple[Set | Remove, ...]:
+        """The updates that seal an item's secret under the current key (none when it is)."""
+        d = cast(dict[str, Any], item)
+        sealed = d.get("secret_sealed")
+        if isinstance(sealed, str) and self.keyring().is_current(sealed):
+            return ()
+        secret = self._open(item)
+        again = self.keyring().seal(secret, _context(d["program"], d["id"]))
+        return (Set("secret_sealed", again), Set("secret_hint", _hint(secret)), Remove("secret"))
+
+    def reseal(self, program: str) -> int:
+        """Seal every secret of ``program`` under the current key; how many changed."""
+        done = 0
+        for item in self.store.query_all(
+            keys.webhook_subscriptions(program),
+            SortCondition.begins_with(keys.WEBHOOK_SUBSCRIPTION_PREFIX),
+        ):
+            ops = self._reseal(item)
+            if not ops:
+                continue
+            try:
+                key = keys.webhook_subscription(program, cast(str, item["id"]))
+                self.store.update(key, ops, Exists("pk"))
+            except ConditionFailed:
+                continue  # deleted meanwhile
+            done += 1
+        return done
+
     def set_status(self, program: str, sub_id: str, status: str, reason: str | None) -> None:
-        """Enable or disable (idempotent); a missing subscription is :class:`NotFound`."""
-        self.item(program, sub_id)
+        """Enable or disable (idempotent); a missing subscription is :class:`NotFound`.
+
+        The write also seals a plain-text or old-key secret when the server key is
+        at hand (without one, the status still changes)."""
+        item = self.item(program, sub_id)
+        try:
+            reseal = self._reseal(item)
+        except WebhookKeyError:
+            reseal = ()
         try:
             self.store.update(
                 keys.webhook_subscription(program, sub_id),
-                [Set("status", status), Set("disabled_reason", reason)],
+                [Set("status", status), Set("disabled_reason", reason), *reseal],
                 Exists("pk"),
             )
         except ConditionFailed as exc:

@@ -9,6 +9,11 @@ as a scheduled job does). A pass:
 2. delivers each active subscription's queue on its own thread, so a slow or
    dead endpoint holds up only itself; a lease row per subscription keeps two
    workers from sending the same queue at once (which could break its order).
+
+Secrets are opened with the server key (:mod:`tallybook.webhooks.vault`);
+without one, or with a key that does not open a subscription's secret, the
+pass raises :class:`~tallybook.webhooks.vault.WebhookKeyError` (its queue
+waits, nothing is lost).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import secrets
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from tallybook.errors import ConditionFailed
 from tallybook.store import keys
@@ -78,6 +83,7 @@ class DeliveryWorker:
         active = [s for group in subs.values() for s in group if s.status == ACTIVE]
         if not active:
             return stats
+        self.subs.keyring()  # no server key: refused here, before anything is sent
         with ThreadPoolExecutor(max_workers=min(self.threads, len(active))) as pool:
             for result in pool.map(self._deliver, active):
                 stats.add(result)
@@ -94,7 +100,7 @@ class DeliveryWorker:
         if not self._lease(sub):
             return PassStats()
         try:
-            secret = cast(str, self.subs.item(sub.program, sub.id)["secret"])
+            secret = self.subs.secret(sub.program, sub.id)
             return self.runner.run(sub, secret, self.batch, lambda: self._renew(sub))
         finally:
             self._release(sub)

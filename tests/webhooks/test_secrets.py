@@ -1,0 +1,179 @@
+"""Webhook secrets at rest: sealed under the server key, never stored in plain text;
+key rotation, plain-text items of older versions, the SQLite key file, and the
+clear refusals when the key is missing or wrong."""
+
+from __future__ import annotations
+
+import base64
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from tallybook.ledger import Ledger
+from tallybook.store import keys
+from tallybook.store.port import ItemStore
+from tallybook.webhooks.delivery import RetryPolicy
+from tallybook.webhooks.vault import (
+    KEY_ENV,
+    KEY_FILE_SUFFIX,
+    KEY_SECRET_ENV,
+    Keyring,
+    WebhookKeyError,
+    keyring_for,
+    new_key,
+)
+
+from .receiver import Receiver, running_receiver
+
+FAST = RetryPolicy(base_seconds=0.01, cap_seconds=0.05, timeout_seconds=5.0)
+OLD, NEW = new_key(), new_key()
+
+
+def _stored(ledger: Ledger, sub_id: str) -> dict[str, object]:
+    item = ledger.store.get(keys.webhook_subscription("shop", sub_id))
+    assert item is not None
+    return dict(item)
+
+
+def _credit_and_deliver(ledger: Ledger, receiver: Receiver, txn: str) -> None:
+    ledger.transactions.credit("shop", "alice", "cash", 100, txn_id=txn)
+    worker = ledger.webhooks.worker(policy=FAST)
+    for _ in range(20):
+        worker.run_once()
+        if any(b["data"]["txn_id"] == txn for _, b in receiver.accepted):
+            return
+    raise AssertionError(f"{txn} was not delivered")
+
+
+def test_the_stored_item_holds_no_plain_secret_and_delivery_verifies(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, OLD)
+    with running_receiver() as receiver:
+        created = ledger.webhooks.create("shop", receiver.url, allow_http=True, sub_id="s1")
+        receiver.secret = created.secret
+        item = _stored(ledger, "s1")
+        text = json.dumps(item)
+        raw = base64.b64decode(created.secret.removeprefix("whsec_"))
+        assert created.secret not in text
+        assert created.secret.removeprefix("whsec_") not in text
+        assert raw.hex() not in text
+        assert "secret" not in item
+        assert str(item["secret_sealed"]).startswith("v1:")
+        assert item["secret_hint"] == "…" + created.secret[-4:]
+        ledger.accounts.open("shop", "alice")
+        _credit_and_deliver(ledger, receiver, "t1")
+    assert receiver.rejected_signatures == 0
+
+
+def test_a_wrong_key_is_a_clear_error_and_rotation_keeps_deliveries(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, OLD)
+    with running_receiver() as receiver:
+        receiver.secret = ledger.webhooks.create(
+            "shop", receiver.url, allow_http=True, sub_id="s1"
+        ).secret
+        ledger.accounts.open("shop", "alice")
+        _credit_and_deliver(ledger, receiver, "t1")
+        ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t2")
+        monkeypatch.setenv(KEY_ENV, NEW)  # the old key forgotten: refused, nothing lost
+        with pytest.raises(WebhookKeyError, match="not among the 1 key"):
+            ledger.webhooks.worker(policy=FAST).run_once()
+        assert [b["data"]["txn_id"] for _, b in receiver.accepted] == ["t1"]
+        monkeypatch.setenv(KEY_ENV, f"{NEW},{OLD}")  # rotating: new first, old after
+        _credit_and_deliver(ledger, receiver, "t2")
+        assert ledger.webhooks.rekey() == 1
+        assert ledger.webhooks.rekey("shop") == 0  # already under the current key
+        monkeypatch.setenv(KEY_ENV, NEW)  # the old key dropped after the rekey
+        _credit_and_deliver(ledger, receiver, "t3")
+    assert [b["data"]["txn_id"] for _, b in receiver.accepted] == ["t1", "t2", "t3"]
+    assert receiver.rejected_signatures == 0
+
+
+def test_a_sealed_secret_moved_to_another_subscription_does_not_open(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, OLD)
+    ledger.webhooks.create("shop", "https://example.com/a", sub_id="a")
+    ledger.webhooks.create("shop", "https://example.com/b", sub_id="b")
+    stolen = _stored(ledger, "a")["secret_sealed"]
+    b = {**_stored(ledger, "b"), "secret_sealed": stolen}
+    ledger.store.put(b)  # type: ignore[arg-type]
+    with pytest.raises(WebhookKeyError, match="altered or belongs to another subscription"):
+        ledger.webhooks.subs.secret("shop", "b")
+
+
+def test_a_plain_secret_of_an_older_version_is_read_then_sealed(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, OLD)
+    with running_receiver() as receiver:
+        created = ledger.webhooks.create("shop", receiver.url, allow_http=True, sub_id="s1")
+        receiver.secret = created.secret
+        item = _stored(ledger, "s1")
+        for name in ("secret_sealed", "secret_hint"):
+            del item[name]
+        ledger.store.put({**item, "secret": created.secret})  # type: ignore[arg-type]
+        assert ledger.webhooks.get("shop", "s1").secret_hint == "…" + created.secret[-4:]
+        ledger.accounts.open("shop", "alice")
+        _credit_and_deliver(ledger, receiver, "t1")  # read as it is
+        ledger.webhooks.disable("shop", "s1")  # the next write seals it
+        assert created.secret not in json.dumps(_stored(ledger, "s1"))
+        ledger.webhooks.enable("shop", "s1")
+        _credit_and_deliver(ledger, receiver, "t2")
+    assert receiver.rejected_signatures == 0
+
+
+def test_without_a_key_dynamodb_refuses_and_names_the_variable(
+    ledger: Ledger, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if engine != "dynamodb":
+        pytest.skip("SQLite keeps a key file beside the database")
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    monkeypatch.delenv(KEY_SECRET_ENV, raising=False)
+    with pytest.raises(WebhookKeyError, match=f"set {KEY_ENV}") as caught:
+        ledger.webhooks.create("shop", "https://example.com/h")
+    assert caught.value.status == 503
+    assert ledger.webhooks.list("shop") == []
+
+
+def test_a_malformed_key_is_refused(store: ItemStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, "too-short")
+    with pytest.raises(WebhookKeyError, match=f"{KEY_ENV}: each key must be at least 32"):
+        keyring_for(store)
+    monkeypatch.setenv(KEY_ENV, f"{OLD},")
+    with pytest.raises(WebhookKeyError, match="at least 32"):
+        keyring_for(store)
+
+
+def test_sqlite_without_a_key_makes_a_private_key_file_beside_the_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    monkeypatch.delenv(KEY_SECRET_ENV, raising=False)
+    db = tmp_path / "ledger.db"
+    with Ledger.open(f"sqlite:///{db}") as ledger:
+        ledger.programs.create("shop")
+        with running_receiver() as receiver:
+            receiver.secret = ledger.webhooks.create("shop", receiver.url, allow_http=True).secret
+            ledger.accounts.open("shop", "alice")
+            key_file = Path(f"{db}{KEY_FILE_SUFFIX}")
+            assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+            with Ledger.open(f"sqlite:///{db}") as again:  # another process's view
+                _credit_and_deliver(again, receiver, "t1")
+            key_file.chmod(0o644)
+            with pytest.raises(WebhookKeyError, match="chmod 600"):
+                keyring_for(ledger.store)
+    assert receiver.rejected_signatures == 0
+
+
+def test_a_keyring_seals_with_its_first_key_and_opens_with_any() -> None:
+    old, new = Keyring.parse(OLD, "old"), Keyring.parse(f"{NEW},{OLD}", "rotating")
+    sealed = old.seal("whsec_x", "ctx")
+    assert new.open(sealed, "ctx") == "whsec_x"
+    assert not new.is_current(sealed)
+    assert new.is_current(new.seal("whsec_x", "ctx"))
+    assert old.seal("whsec_x", "ctx") != sealed  # a fresh nonce each time
