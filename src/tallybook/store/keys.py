@@ -239,6 +239,11 @@ def billing_bucket(p: str, bucket_iso: str) -> str:
     return f"BILL#{p}#{bucket_iso}"
 
 
+def billing_record(p: str, bucket_iso: str, position: str) -> Key:
+    """A record filed in its bucket; ``position`` is ``{time}#{random}``."""
+    return Key(billing_bucket(p, bucket_iso), position)
+
+
 def billing_record_id(p: str, record_id: str) -> Key:
     return Key(f"BILLID#{p}#{record_id}", "BILLID")
 

@@ -1,0 +1,118 @@
+"""How reports are stored and found: one row per written report, and the hourly
+rewards index the rewards-issued report reads.
+
+- ``REPORTS#{program}`` / ``{kind}#{window}``: a written report (its window,
+  rows, file digests, where it went), newest window last;
+- the rewards index: a customer entry posted against issuance, redemption or
+  expiry carries ``counter`` and sits on ``gsi1`` under
+  ``RWD#{program}#{hour}#{shard}`` (4 shards an hour), sorted by
+  ``{time}#{txn}#{account}#{fund}``: no extra item per posting, and the report
+  reads exactly the hours of its window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import cast
+
+from tallybook.domain.reports import RewardFlow
+from tallybook.store import keys
+from tallybook.store.port import Item, ItemStore, Put, SortCondition, Value
+
+
+@dataclass(frozen=True, slots=True)
+class ReportInfo:
+    program: str
+    kind: str
+    window: str
+    start: str
+    end: str
+    rows: int
+    sha256: dict[str, str]
+    location: str
+    written_at: str
+
+
+def report_put(info: ReportInfo) -> Put:
+    """The row recording a written report (written with its checkpoint's advance)."""
+    row: Item = {
+        **keys.report_row(info.program, info.kind, info.window).as_item(),
+        "program": info.program,
+        "kind": info.kind,
+        "window": info.window,
+        "start": info.start,
+        "end": info.end,
+        "rows": info.rows,
+        "sha256": cast(Value, info.sha256),
+        "location": info.location,
+        "written_at": info.written_at,
+    }
+    return Put(row)
+
+
+def report_of(item: Item) -> ReportInfo:
+    return ReportInfo(
+        program=cast(str, item["program"]),
+        kind=cast(str, item["kind"]),
+        window=cast(str, item["window"]),
+        start=cast(str, item["start"]),
+        end=cast(str, item["end"]),
+        rows=cast(int, item["rows"]),
+        sha256=cast(dict[str, str], item.get("sha256") or {}),
+        location=cast(str, item.get("location", "")),
+        written_at=cast(str, item.get("written_at", "")),
+    )
+
+
+def read_report(store: ItemStore, program: str, kind: str, window: str) -> ReportInfo | None:
+    item = store.get(keys.report_row(program, kind, window))
+    return None if item is None else report_of(item)
+
+
+def latest_reports(
+    store: ItemStore, program: str, kind: str | None, *, limit: int
+) -> list[ReportInfo]:
+    """Reports written (of ``kind``, or of every kind), newest window first."""
+    sort = SortCondition.begins_with(f"{kind}#") if kind else None
+    page = store.query(keys.reports_partition(program), sort, forward=False, limit=limit)
+    return [report_of(item) for item in page.items]
+
+
+# --- the rewards index -----------------------------------------------------------
+
+
+def reward_index_fields(
+    program: str, counter: str, txn_id: str, account: str, fund: str, now_iso: str
+) -> Item:
+    """Attributes that put a customer entry posted against ``counter`` (issuance,
+    redemption or expiry) in the hourly rewards index."""
+    shard = keys.shard_of(txn_id, keys.REWARD_INDEX_SHARDS)
+    return {
+        "counter": counter,
+        "gsi1pk": keys.reward_index(program, now_iso[:13], shard),
+        "gsi1sk": f"{now_iso}#{txn_id}#{account}#{fund}",
+    }
+
+
+def reward_flows(
+    store: ItemStore, program: str, hour: str, low_iso: str, high_iso: str
+) -> Iterator[RewardFlow]:
+    """Entries of the index hour ``hour`` (``YYYY-MM-DDTHH``) made in
+    ``[low_iso, high_iso)``, shard by shard."""
+    # index sort keys are "{time}#{txn}#...": "{end}#..." sorts above "{end}",
+    # so ``between`` keeps the window's end exclusive
+    sort = SortCondition.between(low_iso, high_iso)
+    for shard in range(keys.REWARD_INDEX_SHARDS):
+        partition = keys.reward_index(program, hour, shard)
+        for item in store.query_all(partition, sort, index="gsi1", page_size=1000):
+            metadata = cast(dict[str, str], item.get("metadata") or {})
+            yield RewardFlow(
+                partner=metadata.get("partner", ""),
+                fund=cast(str, item["fund"]),
+                unit=cast(str, item["unit"]),
+                counter=cast(str, item["counter"]),
+                amount=cast(int, item["amount"]),
+                txn_id=cast(str, item["txn_id"]),
+                account=cast(str, item["account"]),
+            )
