@@ -1,9 +1,12 @@
 """Events on DynamoDB: read from the table's stream (NEW_IMAGE), nothing added to writes.
 
-The reader walks every shard of the table's latest stream, parents before
-children, from the checkpoint it stored for the shard (``WHSTREAM`` rows in
-the table) or from the oldest record kept (``TRIM_HORIZON``: the stream keeps
-24 hours, so a worker must run at least that often). Each record's new image
+The reader walks the shards of the table's latest stream from the checkpoint
+it stored for each (``WHSTREAM`` rows in the table) or from the oldest record
+kept (``TRIM_HORIZON``: the stream keeps 24 hours, so a worker must run at
+least that often). It follows the shards' lineage (:func:`readable`): a shard
+is read only once its parent (``ParentShardId``) is drained, that is, read to
+its end, or is no longer listed (trimmed), because DynamoDB orders an item's
+records within a shard and its lineage, not across shards. Each record's new image
 goes through :func:`tallybook.webhooks.events.derive`; the events are handed to
 a sink (the fan-out) and only then is the checkpoint advanced, so a worker
 killed in between reads the records again, and the fan-out, idempotent by
@@ -13,7 +16,8 @@ sequence number, which orders the records of a shard.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, cast
 
 import boto3
@@ -108,12 +112,28 @@ class StreamReader:
             start = desc.get("LastEvaluatedShardId")
             if not start:
                 break
-        return sorted(shards, key=lambda s: int(s["SequenceNumberRange"]["StartingSequenceNumber"]))
+        return sorted(shards, key=_start)
 
     def read(self, sink: Sink) -> int:
-        """Read every shard to its current end; the number of new events."""
+        """Read every readable shard to its current end, parents before children (a
+        child whose parent is drained in this pass is read in it too); the number of
+        new events."""
         arn = self.stream_arn()
-        return sum(self._read_shard(arn, shard["ShardId"], sink) for shard in self.shards(arn))
+        shards = self.shards(arn)
+        drained = {s["ShardId"] for s in shards if self._checkpoint(s["ShardId"]).get("closed")}
+        new = 0
+
+        def read_one(shard_id: str) -> bool:
+            nonlocal new
+            added, closed = self._read_shard(arn, shard_id, sink)
+            new += added
+            return closed
+
+        in_lineage_order(shards, drained, read_one)
+        return new
+
+    def _checkpoint(self, shard_id: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.store.get(keys.stream_checkpoint(shard_id)) or {})
 
     def _iterator(self, arn: str, shard_id: str, after: str | None) -> str | None:
         args: dict[str, Any] = {"StreamArn": arn, "ShardId": shard_id}
@@ -130,14 +150,15 @@ class StreamReader:
                 return None
             raise
 
-    def _read_shard(self, arn: str, shard_id: str, sink: Sink) -> int:
-        """Read one shard to its end. The checkpoint is written every few pages and
-        at the end, unless all that was read since is checkpoint rows (whose own
-        records would otherwise keep an idle worker writing)."""
+    def _read_shard(self, arn: str, shard_id: str, sink: Sink) -> tuple[int, bool]:
+        """Read one shard to its current end: (new events, whether it is drained).
+        The checkpoint is written every few pages and at the end, unless all that
+        was read since is checkpoint rows (whose own records would otherwise keep
+        an idle worker writing)."""
         key = keys.stream_checkpoint(shard_id)
-        checkpoint = self.store.get(key) or {}
+        checkpoint = self._checkpoint(shard_id)
         if checkpoint.get("closed"):
-            return 0
+            return 0, True
         iterator = self._iterator(arn, shard_id, cast(str | None, checkpoint.get("seq")))
         new = unsaved = 0
         last: str | None = None
@@ -151,13 +172,49 @@ class StreamReader:
                 unsaved += sum(1 for r in records if not _is_checkpoint(r))
             if iterator is None:
                 self.store.put({**key.as_item(), "closed": True})
-                return new
+                return new, True
             if unsaved and (not records or unsaved >= _CHECKPOINT_EVERY):
                 self.store.put({**key.as_item(), "seq": last})
                 unsaved = 0
             if not records:
                 break
-        return new
+        return new, iterator is None
+
+
+def readable(
+    shards: Sequence[Mapping[str, Any]], drained: AbstractSet[str], done: AbstractSet[str]
+) -> list[str]:
+    """The ids of the shards that may be read now, oldest first: neither drained nor
+    ``done`` (read in this pass), and whose parent is drained or not listed (its
+    records are past the stream's 24 hours, or it was never listed)."""
+    listed = {s["ShardId"] for s in shards}
+    out: list[str] = []
+    for shard in sorted(shards, key=_start):
+        shard_id, parent = shard["ShardId"], shard.get("ParentShardId")
+        if shard_id in drained or shard_id in done:
+            continue
+        if parent and parent in listed and parent not in drained:
+            continue
+        out.append(shard_id)
+    return out
+
+
+def in_lineage_order(
+    shards: Sequence[Mapping[str, Any]], drained: AbstractSet[str], read: Callable[[str], bool]
+) -> list[str]:
+    """Call ``read`` (which says whether it drained the shard) on each shard once,
+    in :func:`readable` order, until no shard is readable; the ids read, in order."""
+    now_drained, done = set(drained), list[str]()
+    while todo := readable(shards, now_drained, set(done)):
+        for shard_id in todo:
+            done.append(shard_id)
+            if read(shard_id):
+                now_drained.add(shard_id)
+    return done
+
+
+def _start(shard: Mapping[str, Any]) -> int:
+    return int(shard["SequenceNumberRange"]["StartingSequenceNumber"])
 
 
 def _is_checkpoint(record: dict[str, Any]) -> bool:
