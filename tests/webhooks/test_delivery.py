@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
+from datetime import timedelta
 from typing import Any
 
 from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
 from tallybook.store import keys
 from tallybook.webhooks.delivery import RetryPolicy
 from tallybook.webhooks.worker import DeliveryWorker
@@ -118,3 +120,30 @@ def test_events_come_from_the_ledgers_record(ledger: Ledger, engine: str) -> Non
     assert logged["type"] == TRANSACTION_POSTED
     pending = ledger.store.query(keys.events_pending("shop"), index="gsi1").items
     assert pending == []
+
+
+def test_a_held_credit_is_posted_then_its_release_is_a_hold_expired_event(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    with running_receiver() as receiver:
+        receiver.secret = ledger.webhooks.create("shop", receiver.url, allow_http=True).secret
+        ledger.accounts.open("shop", "seller")
+        release_at = clock.now() + timedelta(days=1)
+        ledger.wallet.credit_held("shop", "seller", "cash", 900, release_at=release_at, txn_id="s1")
+        clock.advance(timedelta(days=2))
+        assert ledger.wallet.expire_holds("shop").released_credits == [("seller", "s1")]
+        ledger.wallet.expire_holds("shop")  # again: nothing more to release, no event
+        drain(ledger.webhooks.worker(policy=FAST), receiver, 2)
+        bodies = first_receipts(receiver)
+    assert [(b["type"], b["data"]["txn_id"]) for b in bodies] == [
+        ("transaction.posted", "s1"),
+        ("hold.expired", "s1:release"),
+    ]
+    posted, released = (b["data"] for b in bodies)
+    assert posted["details"]["hold_id"] == "s1"
+    assert posted["details"]["held"] == {"cash": 900}
+    assert released["txn_type"] == "release"
+    assert released["hold_id"] == "s1"
+    assert released["released"] == {"cash": 900}
+    assert released["account"] == "seller"
+    assert bodies[1]["accounts"] == ["seller"]

@@ -11,8 +11,9 @@ Sources:
 
 - a transaction record (``TXN#``): ``transaction.posted`` when it has legs, and
   by its type ``hold.authorized`` / ``hold.captured`` / ``hold.voided`` /
-  ``hold.expired``, ``grant.expired``, ``points.expired``; ``tier.changed``
-  when its details say the tier changed;
+  ``hold.expired`` (a debit hold's expiry, or a held credit's release, which
+  moves no money and so has no ``transaction.posted``), ``grant.expired``,
+  ``points.expired``; ``tier.changed`` when its details say the tier changed;
 - a notification history row (``N#H#``): ``notification.raised`` when it is
   written, ``notification.dismissed`` once its status says so;
 - a report row (``REPORTS#``): ``report.filed``.
@@ -61,6 +62,8 @@ _HOLD_TYPES: Final = {
     "authorize": HOLD_AUTHORIZED,
     "capture": HOLD_CAPTURED,
     "void": HOLD_VOIDED,
+    # a held credit reaching its release date: the expiry job released the hold
+    "release": HOLD_EXPIRED,
 }
 _RAISED_STATUSES: Final = frozenset({"active", "unlisted"})
 
