@@ -70,6 +70,15 @@ def entry_us(sort_key: str) -> int:
     return int(sort_key.split("#")[-2])
 
 
+def time_window(prefix: str, since_us: int | None, until_us: int | None) -> tuple[str, str]:
+    """Sort-key bounds of the rows under ``prefix`` sorted by a 16-digit time
+    (``{prefix}{us:016d}#...``), from ``since_us`` (inclusive) to ``until_us``
+    (exclusive); either may be open."""
+    low = prefix if since_us is None else f"{prefix}{since_us:016d}"
+    high = prefix + "~" if until_us is None else f"{prefix}{until_us - 1:016d}#~"
+    return low, high
+
+
 def directory_partition(p: str, shard: int) -> str:
     return f"DIR#{p}#{shard:02d}"
 

@@ -111,6 +111,11 @@ class Or:
 
 Condition: TypeAlias = Exists | NotExists | Compare | And | Or
 
+#: no item at the key yet: a put that creates, and must not overwrite
+ITEM_ABSENT = NotExists(KEY_ATTRS[0])
+#: an item at the key: an update that must not create one
+ITEM_PRESENT = Exists(KEY_ATTRS[0])
+
 
 def equals(attr: str, value: Value) -> Compare:
     return Compare(attr, "=", value)

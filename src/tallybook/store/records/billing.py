@@ -42,13 +42,13 @@ from tallybook.domain.reports import ALL_KINDS
 from tallybook.errors import ConditionFailed, ValidationError
 from tallybook.store import keys
 from tallybook.store.port import (
+    ITEM_ABSENT,
     Action,
     Compare,
     ConditionCheck,
     Exists,
     Item,
     ItemStore,
-    NotExists,
     Put,
     Remove,
     Set,
@@ -56,8 +56,6 @@ from tallybook.store.port import (
     Value,
     all_of,
 )
-
-_NEW = NotExists("pk")
 
 
 def bucket_label(seconds: int) -> str:
@@ -131,7 +129,7 @@ def record_actions(
         "record_pk": at.pk,
         "record_sk": at.sk,
     }
-    actions: list[Action] = [Put(id_row, _NEW), Put(row, _NEW)]
+    actions: list[Action] = [Put(id_row, ITEM_ABSENT), Put(row, ITEM_ABSENT)]
     if target + size <= epoch(now):
         actions.append(open_check(program, target))
     return actions, record
@@ -243,7 +241,7 @@ def create_state(
     if not fixed:
         item[UNFIXED] = True
     with contextlib.suppress(ConditionFailed):
-        store.put(item, _NEW)
+        store.put(item, ITEM_ABSENT)
     found = read_state(store, program)
     assert found is not None
     return found

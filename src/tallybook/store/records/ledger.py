@@ -26,11 +26,11 @@ from typing import cast
 from tallybook.domain.model import Account, FundState, Transaction
 from tallybook.store import keys
 from tallybook.store.port import (
+    ITEM_ABSENT,
     Add,
     Item,
     ItemStore,
     Key,
-    NotExists,
     Put,
     Set,
     SortCondition,
@@ -120,6 +120,11 @@ def read_transactions(store: ItemStore, program_id: str, txn_ids: Sequence[str])
     return out
 
 
+def order_transactions(store: ItemStore, program_id: str, order_id: str) -> list[Item]:
+    """Records indexed under ``order_id`` (the order index: eventually consistent)."""
+    return list(store.query_all(keys.order_index(program_id, order_id), index="gsi1"))
+
+
 def fingerprint_of(item: Item) -> Value:
     return item.get("fingerprint")
 
@@ -158,7 +163,7 @@ def transaction_put(
         if index_owner:
             item["gsi2pk"] = keys.owner_index(record.program, owner)
             item["gsi2sk"] = f"{now_iso}#{record.id}"
-    return Put(item, NotExists("pk"))
+    return Put(item, ITEM_ABSENT)
 
 
 # --- history entries -----------------------------------------------------------
@@ -195,7 +200,7 @@ def entry_put(
         entry["metadata"] = cast(Value, record.metadata)
     if index:
         entry.update(index)
-    return Put(entry, NotExists("pk"))
+    return Put(entry, ITEM_ABSENT)
 
 
 # --- system accounts -------------------------------------------------------------

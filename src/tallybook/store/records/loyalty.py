@@ -13,6 +13,11 @@ not the whole history.
 **Tier membership** is one row per member in ``TIER#{p}#{tier}#{shard}``
 (16 shards per tier), written only when the tier changes: the head carries no
 index key, so the many postings that do not change a tier write no index.
+Each change also leaves a row in the member's partition (``TL#{us}#{txn}``),
+the member's tier history.
+
+**The expiry checkpoint** (``LOYALTY#{p}`` / ``EXPIRY``) is the last day the
+expiry job has done.
 """
 
 from __future__ import annotations
@@ -20,13 +25,23 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import cast
 
 from tallybook.domain.tiers import NEVER, lot_remaining
 from tallybook.store import keys
-from tallybook.store.port import Delete, Item, ItemStore, Key, Put, SortCondition, Value
+from tallybook.store.port import (
+    ITEM_ABSENT,
+    Delete,
+    Item,
+    ItemStore,
+    Key,
+    Put,
+    SortCondition,
+    Value,
+)
 from tallybook.store.queries import decode_cursor, encode_cursor
+from tallybook.store.records.codec import iso, parse_iso, to_us
 
 #: shards of each day of the lot-expiry index (the expiry job reads them all)
 LOT_EXPIRY_SHARDS = keys.LOT_EXPIRY_SHARDS
@@ -160,3 +175,67 @@ def members_page(
         return out, None
     position_out: dict[str, Value] = {"shard": str(shard), "inner": inner or ""}
     return out, encode_cursor(position_out)
+
+
+# --- tier history --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TierChange:
+    at: datetime
+    previous: str | None
+    tier: str
+    reason: str
+    txn_id: str
+
+
+def tier_change_put(program: str, account: str, change: TierChange) -> Put:
+    row: Item = {
+        **keys.tier_log(program, account, to_us(change.at), change.txn_id).as_item(),
+        "account": account,
+        "previous": change.previous,
+        "tier": change.tier,
+        "reason": change.reason,
+        "txn_id": change.txn_id,
+        "at": iso(change.at),
+    }
+    return Put(row)
+
+
+def tier_changes_page(
+    store: ItemStore, program: str, account: str, *, limit: int, cursor: str | None
+) -> tuple[list[TierChange], str | None]:
+    """A member's tier changes, newest first, and the next page's cursor."""
+    page = store.query(
+        keys.account_partition(program, account),
+        SortCondition.begins_with(keys.TIER_LOG_PREFIX),
+        forward=False,
+        limit=limit,
+        cursor=cursor,
+    )
+    changes = [
+        TierChange(
+            at=parse_iso(cast(str, i["at"])),
+            previous=cast(str | None, i.get("previous")),
+            tier=cast(str, i["tier"]),
+            reason=cast(str, i["reason"]),
+            txn_id=cast(str, i["txn_id"]),
+        )
+        for i in page.items
+    ]
+    return changes, page.cursor
+
+
+# --- the expiry job's checkpoint --------------------------------------------------
+
+
+def read_expiry_checkpoint(store: ItemStore, program: str) -> date | None:
+    """The last day the expiry job has done, if it ever ran (or was started)."""
+    item = store.get(keys.loyalty_checkpoint(program))
+    return None if item is None else date.fromisoformat(cast(str, item["through"]))
+
+
+def expiry_checkpoint_put(program: str, through: date, *, first: bool = False) -> Put:
+    """The job has done every day up to ``through``; ``first``: only if none is set."""
+    item: Item = {**keys.loyalty_checkpoint(program).as_item(), "through": through.isoformat()}
+    return Put(item, ITEM_ABSENT if first else None)

@@ -21,13 +21,13 @@ from typing import Any, cast
 from tallybook.domain.notifications import Notification, Status
 from tallybook.store import keys
 from tallybook.store.port import (
+    ITEM_ABSENT,
+    ITEM_PRESENT,
     Compare,
     Delete,
-    Exists,
     Item,
     ItemStore,
     Key,
-    NotExists,
     Page,
     Put,
     Set,
@@ -43,10 +43,6 @@ DISMISS_FIELDS = ("status", "dismissed_at", "dismissed_by", "dismiss_reason")
 
 def epoch(t: datetime) -> int:
     return int(t.timestamp())
-
-
-_NEW = NotExists("pk")
-_STORED = Exists("pk")
 
 
 def history_key(n: Notification, created_us: int) -> Key:
@@ -119,13 +115,7 @@ def history_page(
     cursor: str | None,
 ) -> Page:
     """History rows created in ``[since_us, until_us)`` (either bound optional)."""
-    prefix = keys.NOTIFICATION_HISTORY_PREFIX
-    low = keys.notification_history_bound(since_us) if since_us is not None else prefix
-    high = (
-        keys.notification_history_bound(until_us - 1) + "#~"
-        if until_us is not None
-        else prefix + "~"
-    )
+    low, high = keys.time_window(keys.NOTIFICATION_HISTORY_PREFIX, since_us, until_us)
     return store.query(
         keys.account_partition(program, account),
         SortCondition.between(low, high),
@@ -140,17 +130,17 @@ def history_page(
 
 def idempotency_put(n: Notification, key: str, fingerprint: str, ttl: int) -> Put:
     """The idempotency row of an add with ``key``: put only if the key was never used."""
-    return Put(idempotency_item(n, key, fingerprint, ttl), _NEW)
+    return Put(idempotency_item(n, key, fingerprint, ttl), ITEM_ABSENT)
 
 
 def active_put(n: Notification, created_us: int, previous: Item | None) -> Put:
     """``n`` as the active row of its type, on condition the row is still ``previous``."""
-    guard = Compare("id", "=", previous["id"]) if previous else _NEW
+    guard = Compare("id", "=", previous["id"]) if previous else ITEM_ABSENT
     return Put(active_item(n, created_us), guard)
 
 
 def history_put(n: Notification, created_us: int, ttl: int) -> Put:
-    return Put(history_item(n, created_us, ttl), _NEW)
+    return Put(history_item(n, created_us, ttl), ITEM_ABSENT)
 
 
 def active_delete(item: Item) -> Delete:
@@ -161,7 +151,7 @@ def active_delete(item: Item) -> Delete:
 def dismissal_update(item: Item, status: Status, at: datetime, by: str, reason: str) -> Update:
     """Record on ``item``'s history row that it was superseded or dismissed."""
     sets = tuple(Set(k, v) for k, v in dismissal(status, at, by, reason).items())
-    return Update(history_key_of(item), sets, _STORED)
+    return Update(history_key_of(item), sets, ITEM_PRESENT)
 
 
 def delivery_updates(
@@ -172,7 +162,7 @@ def delivery_updates(
     sets: list[Set] = [Set("delivery", outcome), Set("delivered_at", iso(at))]
     if error:
         sets.append(Set("delivery_error", error))
-    history = Update(history_key(n, created_us), tuple(sets), _STORED)
+    history = Update(history_key(n, created_us), tuple(sets), ITEM_PRESENT)
     active = Update(active_key(n.program, n.account, n.type), tuple(sets), Compare("id", "=", n.id))
     return history, active
 

@@ -18,13 +18,13 @@ from tallybook.domain.model import Account
 from tallybook.domain.wallet import BONUS, Grant, GrantTake, Hold, HoldKind, HoldStatus
 from tallybook.store import keys
 from tallybook.store.port import (
+    ITEM_ABSENT,
     Add,
     Compare,
     Delete,
     Item,
     ItemStore,
     Key,
-    NotExists,
     Put,
     Remove,
     Set,
@@ -45,7 +45,6 @@ DUE_HOLD = "hold"
 DUE_CHARGE = "charge"
 #: the due index's key attributes, removed from a row once it is resolved
 _DUE_ATTRS = ("gsi1pk", "gsi1sk")
-_NEW = NotExists("pk")
 
 
 def due_attrs(program: str, kind: str, due: datetime, account: str, row_id: str) -> Item:
@@ -107,7 +106,7 @@ def grant_item(program: str, account: str, grant: Grant) -> Item:
 
 def grant_put(program: str, account: str, grant: Grant) -> Put:
     """A new grant (its id is never reused)."""
-    return Put(grant_item(program, account, grant), _NEW)
+    return Put(grant_item(program, account, grant), ITEM_ABSENT)
 
 
 def grant_account(item: Item) -> str:
@@ -215,7 +214,7 @@ def hold_key(program: str, account: str, hold_id: str) -> Key:
 
 def hold_put(program: str, hold: Hold) -> Put:
     """A new hold (its id is its transaction's, never reused)."""
-    return Put(hold_item(program, hold), _NEW)
+    return Put(hold_item(program, hold), ITEM_ABSENT)
 
 
 def drop_hold(key: Key, status: HoldStatus) -> Delete:
@@ -309,7 +308,7 @@ def charge_put(program: str, intent: ChargeIntent, due: datetime) -> Put:
         "created_at": iso(intent.created_at),
         **due_attrs(program, DUE_CHARGE, due, intent.account, intent.txn_id),
     }
-    return Put(item, _NEW)
+    return Put(item, ITEM_ABSENT)
 
 
 def charge_of(item: Item) -> ChargeIntent:
