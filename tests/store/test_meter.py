@@ -6,11 +6,17 @@ from collections.abc import Callable
 
 import pytest
 
+from tallybook.errors import ConditionFailed
+from tallybook.store import capacity
 from tallybook.store.dynamodb import DynamoStore
-from tallybook.store.meter import CapacityMeter
+from tallybook.store.meter import CapacityMeter, Price
 from tallybook.store.metered import MeteredStore, metered
 from tallybook.store.port import (
+    Action,
     Add,
+    ConditionCheck,
+    Delete,
+    Exists,
     Item,
     ItemStore,
     Key,
@@ -18,6 +24,7 @@ from tallybook.store.port import (
     OperationStats,
     Put,
     Set,
+    Update,
 )
 
 BIG = "x" * 1500
@@ -133,3 +140,63 @@ def test_priced_equals_dynamodb_local_on_single_item_calls(store: ItemStore) -> 
         s = store.metrics.stat(op)
         assert (s.priced_read_units, s.priced_write_units) == (s.read_units, s.write_units)
         assert s.priced_read_units + s.priced_write_units > 0
+
+
+def _sized(key: Key, kb: int) -> Item:
+    """An item of exactly ``kb`` KB by DynamoDB's item-size rules."""
+    item: Item = {"pk": key.pk, "sk": key.sk, "body": ""}
+    item["body"] = "x" * (kb * 1024 - capacity.item_size(item))
+    assert capacity.item_size(item) == kb * 1024
+    return item
+
+
+def test_a_failed_conditional_write_is_priced_on_aws_example() -> None:
+    """AWS's example: an existing item of 300 KB, the put or update that fails
+    its condition would make it 310 KB: 310 WCU consumed (no index write)."""
+    meter = CapacityMeter()
+    key = Key("p", "1")
+    meter.remember(key, _sized(key, 300))
+    fails = Put(_sized(key, 310), NotExists("pk"))
+    assert meter.failed_write([fails], transactional=False) == Price(0.0, 310.0, 0.0, 0)
+    # the other way round, and a delete: the larger image, the existing one
+    meter.remember(key, _sized(key, 310))
+    assert meter.failed_write([Put(_sized(key, 300))], transactional=False).write_units == 310
+    assert meter.failed_write([Delete(key)], transactional=False).write_units == 310
+    # no item and a small write: the minimum, 1 WCU
+    meter.remember(Key("p", "2"), None)
+    assert meter.failed_write([Update(Key("p", "2"), (Add("n", 1),))], transactional=False) == (
+        Price(0.0, 1.0, 0.0, 0)
+    )
+
+
+def test_a_cancelled_transaction_is_priced_on_both_engines(store: ItemStore) -> None:
+    """A transaction cancelled by one failed condition still consumes the two
+    underlying writes of every item (2 WCU per KB), as a committed one would,
+    but writes no index entry; a single conditional write that fails consumes
+    standard units. The same on both engines."""
+    s = metered(store)
+    s.put({"pk": "b", "sk": "2", "body": BIG})
+    for absent in ("0", "3"):
+        assert s.get(Key("b", absent)) is None  # the meter now knows them absent
+    s.metrics.reset()
+    indexed: Item = {"pk": "b", "sk": "0", "gsi1pk": "g", "gsi1sk": "1"}
+    actions: list[Action] = [
+        Put(indexed, NotExists("pk")),  # 2: one small item, no index entry written
+        Put({"pk": "b", "sk": "1"}, NotExists("pk")),  # 2, never read: estimated
+        Put({"pk": "b", "sk": "2"}, NotExists("pk")),  # 4: fails on the 1.5 KB item there
+        ConditionCheck(Key("b", "3"), NotExists("pk")),  # 2
+    ]
+    with pytest.raises(ConditionFailed):
+        s.transact_write(actions)
+    assert priced_writes(s) == (0, 10, 0, 1)
+    # the images are forgotten after a failure: read again to know them
+    assert not meter_of(s).image(Key("b", "2"))[0]
+    assert s.get(Key("b", "2")) is not None
+    assert s.get(Key("b", "0")) is None
+    s.metrics.reset()
+    with pytest.raises(ConditionFailed):
+        s.put({"pk": "b", "sk": "2"}, NotExists("pk"))
+    assert priced_writes(s) == (0, 2, 0, 0)
+    with pytest.raises(ConditionFailed):
+        s.delete(Key("b", "0"), Exists("pk"))
+    assert priced_writes(s) == (0, 2 + 1, 0, 0)

@@ -8,7 +8,8 @@ updates); an update's after image is the before image with the typed updates
 applied (:func:`~tallybook.store.evaluate.apply_updates`). A put whose
 condition requires the item to be absent needs no before image. When the
 before image is unknown the write is priced as if the item were new (a lower
-bound) and counted in :attr:`Price.estimated`.
+bound) and counted in :attr:`Price.estimated`. A write whose condition
+fails is charged by AWS all the same (:meth:`CapacityMeter.failed_write`).
 
 The DynamoDB engine prices every request it sends (:mod:`.dynamodb`);
 :class:`~tallybook.store.metered.MeteredStore` puts the same meter in front
@@ -41,6 +42,7 @@ from tallybook.store.port import (
     StoreMetrics,
     Update,
     Value,
+    action_key,
     key_of,
 )
 
@@ -159,6 +161,31 @@ class CapacityMeter:
             float(sum(c.cost.index_total for c in costs)),
             sum(0 if c.known else 1 for c in costs),
         )
+
+    def failed_write(self, actions: Sequence[Action], *, transactional: bool) -> Price:
+        """A write that a failed condition cancelled, priced as AWS charges it.
+
+        A conditional ``PutItem`` / ``UpdateItem`` / ``DeleteItem`` whose
+        condition is false still consumes write units for the larger of the
+        item there and the item it would have become (1 WCU when neither
+        exists); a cancelled ``TransactWriteItems`` still consumes the two
+        underlying writes (prepare and commit) of every item. Nothing reaches
+        an index, so no index units. The item found may be unknown (a put
+        that required the item to be absent found one): it is priced as the
+        item sent and counted in :attr:`Price.estimated`.
+        """
+        factor = capacity.TRANSACTION_FACTOR if transactional else 1
+        units = estimated = 0
+        for action in actions:
+            known, before = self.image(action_key(action))
+            if isinstance(action, ConditionCheck):
+                units += capacity.condition_check_cost(before).table
+            else:
+                after = self._after(action, action_key(action), before)
+                size = max(capacity.item_size(before), capacity.item_size(after))
+                units += capacity.write_units(size) * factor
+            estimated += 0 if known else 1
+        return Price(0.0, float(units), 0.0, estimated)
 
     def item_costs(
         self, actions: Sequence[Action], *, transactional: bool, learn: bool = False

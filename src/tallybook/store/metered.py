@@ -17,6 +17,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from tallybook.errors import ConditionFailed
 from tallybook.store.forwarding import ForwardingStore
 from tallybook.store.meter import CapacityMeter, Price, is_transactional, record_price
 from tallybook.store.port import Action, Item, ItemStore, Key, Page, Query, action_key, key_of
@@ -56,13 +57,20 @@ class MeteredStore(ForwardingStore):
         return page
 
     def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
+        transactional = is_transactional(actions, token)
         try:
             self.inner.transact_write(actions, token=token)
+        except ConditionFailed:
+            # AWS charges a write whose condition fails (CapacityMeter.failed_write)
+            self._charge(
+                "transact_write", self.meter.failed_write(actions, transactional=transactional)
+            )
+            self.meter.forget(map(action_key, actions))
+            raise
         except Exception:
             self.meter.forget(map(action_key, actions))
             raise
-        price = self.meter.write(actions, transactional=is_transactional(actions, token))
-        self._charge("transact_write", price)
+        self._charge("transact_write", self.meter.write(actions, transactional=transactional))
 
     def batch_get(self, keys: Sequence[Key], *, consistent: bool = True) -> list[Item]:
         items = self.inner.batch_get(keys, consistent=consistent)

@@ -32,7 +32,7 @@ of a transaction) and is retried only when it certainly was not applied.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -295,16 +295,30 @@ class DynamoStore(DynamoConnection):
 
     def _transact(self, actions: Sequence[Action], token: str, now: int) -> None:
         items = [self.compile_action(a, now) for a in actions]
-        self._send(
-            "transact_write",
-            self.client.transact_write_items,
-            {
-                "TransactItems": items,
-                "ClientRequestToken": token,
-                "ReturnConsumedCapacity": "TOTAL",
-            },
-        )
+        with self._charged_if_failed("transact_write", actions, transactional=True):
+            self._send(
+                "transact_write",
+                self.client.transact_write_items,
+                {
+                    "TransactItems": items,
+                    "ClientRequestToken": token,
+                    "ReturnConsumedCapacity": "TOTAL",
+                },
+            )
         self._charge("transact_write", self.meter.write(actions, transactional=True))
+
+    @contextlib.contextmanager
+    def _charged_if_failed(
+        self, operation: str, actions: Sequence[Action], *, transactional: bool
+    ) -> Iterator[None]:
+        """Price a request that a failed condition cancelled: AWS charges it all
+        the same (:meth:`~tallybook.store.meter.CapacityMeter.failed_write`)."""
+        try:
+            yield
+        except ConditionFailed:
+            price = self.meter.failed_write(actions, transactional=transactional)
+            self._charge(operation, price)
+            raise
 
     def _write_one(self, action: Action, now: int) -> None:
         ((kind, body),) = self.compile_action(action, now).items()
@@ -317,12 +331,13 @@ class DynamoStore(DynamoConnection):
             call = self.client.delete_item
         operation = kind.lower()  # counted as what was sent: put, update or delete
         # without a token a request of unknown outcome is not sent again
-        self._send(
-            operation,
-            call,
-            {**body, "ReturnConsumedCapacity": "TOTAL"},
-            idempotent=False,
-        )
+        with self._charged_if_failed(operation, [action], transactional=False):
+            self._send(
+                operation,
+                call,
+                {**body, "ReturnConsumedCapacity": "TOTAL"},
+                idempotent=False,
+            )
         self._charge(operation, self.meter.write([action], transactional=False))
 
     def _diagnose(self, actions: Sequence[Action], reasons: Sequence[str | None], now: int) -> bool:
@@ -374,7 +389,10 @@ class DynamoStore(DynamoConnection):
             "ReturnConsumedCapacity": "TOTAL",
         }
         params.update(expr.params())
-        with contextlib.suppress(ConditionFailed):  # replaced or removed meanwhile
+        with (
+            contextlib.suppress(ConditionFailed),  # replaced or removed meanwhile
+            self._charged_if_failed("transact_write", [Delete(key)], transactional=False),
+        ):
             self._send("delete", self.client.delete_item, params)
             price = self.meter.write([Delete(key)], transactional=False)
             self._charge("transact_write", price)
