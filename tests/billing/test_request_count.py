@@ -11,12 +11,12 @@ import pytest
 
 from tallybook.domain.billing import bucket_start, draft_from_mapping, epoch, from_epoch, iso
 from tallybook.ledger import Ledger
-from tallybook.services.billing.rows import bucket_label, record_actions
 from tallybook.services.billing.service import QUERY_PAGE
 from tallybook.services.billing.sinks import DirectorySink
 from tallybook.services.clock import ManualClock
 from tallybook.store import keys
 from tallybook.store.port import Item, ItemStore, Put
+from tallybook.store.records.billing import bucket_label, record_actions
 
 from .helpers import MIN, aligned_start, record
 

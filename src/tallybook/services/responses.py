@@ -7,7 +7,7 @@ import contextlib
 
 from tallybook.errors import ConditionFailed, TallybookError
 from tallybook.services.clock import Clock
-from tallybook.store.port import ItemStore, NotExists
+from tallybook.store.port import ITEM_ABSENT, ItemStore
 from tallybook.store.records.responses import (
     StoredResponse,
     response_item,
@@ -37,4 +37,4 @@ class StoredResponses:
         expires = int(self.clock.now().timestamp()) + self.ttl_seconds
         item = response_item(program, idempotency_key, response, expires)
         with contextlib.suppress(ConditionFailed, TallybookError):
-            self.store.put(item, NotExists("pk"))
+            self.store.put(item, ITEM_ABSENT)

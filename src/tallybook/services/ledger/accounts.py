@@ -10,16 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from tallybook.domain.ids import check_fund, check_id
 from tallybook.domain.model import Account, Balance, Entry, Program
 from tallybook.errors import ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
 from tallybook.services.ledger.programs import ProgramService
-from tallybook.store import keys
-from tallybook.store.port import ItemStore, NotExists, Put, SortCondition, Value
-from tallybook.store.records.codec import account_from_item, entry_from_item, iso, to_us
+from tallybook.store.port import ItemStore
+from tallybook.store.records.accounts import account_ids, entries_page, open_account
+from tallybook.store.records.codec import to_us
+from tallybook.store.records.ledger import read_head
 
 MAX_PAGE = 1000
 
@@ -53,40 +54,20 @@ class AccountService:
         """
         program = self.programs.get(program_id)
         check_id(account_id, "account id")
-        now = self.clock.now()
-        head = {
-            **keys.account_head(program_id, account_id).as_item(),
-            "program": program_id,
-            "account": account_id,
-            "created_at": iso(now),
-            "version": 0,
-            "funds": {
-                f.name: {"balance": 0, "held": 0, "seq": 0, "last_us": 0} for f in program.funds
-            },
-            "attrs": {},
-        }
-        if attributes:  # the client's, apart from the services' state in ``attrs``
-            head["client_attrs"] = cast(Value, dict(attributes))
-        directory = {
-            **keys.directory(program_id, account_id).as_item(),
-            "program": program_id,
-            "account": account_id,
-        }
+        writes, opened = open_account(program, account_id, self.clock.now(), attributes or {})
         try:
-            self.store.transact_write(
-                [Put(cast(dict[str, Value], head), NotExists("pk")), Put(directory)]
-            )
+            self.store.transact_write(writes)
         except ConditionFailed:
             return self.get(program_id, account_id), False
-        return account_from_item(cast(dict[str, Value], head)), True
+        return opened, True
 
     def get(self, program_id: str, account_id: str) -> Account:
         check_id(program_id, "program id")
         check_id(account_id, "account id")
-        item = self.store.get(keys.account_head(program_id, account_id))
-        if item is None:
+        found = read_head(self.store, program_id, account_id)
+        if found is None:
             raise NotFound(f"account {account_id} not found in program {program_id}")
-        return account_from_item(item)
+        return found
 
     def balances(self, program_id: str, account_id: str) -> list[Balance]:
         """Every fund's balance, held and available: one storage request."""
@@ -114,23 +95,20 @@ class AccountService:
             raise NotFound(f"program {program_id} has no fund {fund!r}")
         if since and until and since >= until:
             raise ValidationError("'since' must be before 'until'")
-        low = keys.entry_time_bound(fund, to_us(since)) if since else keys.entry_prefix(fund)
-        high = (
-            keys.entry_time_bound(fund, to_us(until) - 1) + "#~"
-            if until
-            else keys.entry_prefix(fund) + "~"
-        )
-        page = self.store.query(
-            keys.account_partition(program_id, account_id),
-            SortCondition.between(low, high),
+        entries, next_cursor = entries_page(
+            self.store,
+            program_id,
+            account_id,
+            fund,
+            since_us=to_us(since) if since else None,
+            until_us=to_us(until) if until else None,
             forward=not newest_first,
             limit=limit,
             cursor=cursor,
         )
-        if not page.items and cursor is None:
+        if not entries and cursor is None:
             self.get(program_id, account_id)
-        entries = [entry_from_item(i) for i in page.items]
-        return EntryPage(entries, page.cursor)
+        return EntryPage(entries, next_cursor)
 
     def iter_history(
         self, program_id: str, account_id: str, fund: str, *, page_size: int = 500
@@ -149,9 +127,7 @@ class AccountService:
     def list_ids(self, program_id: str) -> Iterator[str]:
         """Every customer account of a program, from the sharded directory (no scan)."""
         self.programs.get(program_id)
-        for shard in range(keys.SHARDS):
-            for item in self.store.query_all(keys.directory_partition(program_id, shard)):
-                yield cast(str, item["account"])
+        yield from account_ids(self.store, program_id)
 
 
 def balances_of(program: Program, account: Account) -> list[Balance]:

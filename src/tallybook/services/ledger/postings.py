@@ -72,7 +72,6 @@ from tallybook.services.ledger.refusals import (
     refusal_item,
     store_refusal,
 )
-from tallybook.store import keys
 from tallybook.store.port import (
     MAX_TRANSACTION_ACTIONS,
     Action,
@@ -87,6 +86,7 @@ from tallybook.store.records.codec import (
     to_us,
     transaction_from_item,
 )
+from tallybook.store.records.reports import reward_index_fields
 
 _LOCK_STRIPES = 256
 
@@ -129,7 +129,7 @@ class Snapshot:
 
     def account(self, account_id: str) -> Account:
         if account_id not in self.accounts:
-            item = self.store.get(keys.account_head(self.program.id, account_id))
+            item = self.store.get(records.head_key(self.program.id, account_id))
             if item is None:
                 raise NotFound(f"account {account_id} not found in program {self.program.id}")
             self.accounts[account_id] = account_from_item(item)
@@ -143,7 +143,7 @@ class Snapshot:
             return
         if not missing:
             return
-        found = self.store.batch_get([keys.account_head(self.program.id, a) for a in missing])
+        found = self.store.batch_get([records.head_key(self.program.id, a) for a in missing])
         for item in found:
             acct = account_from_item(item)
             self.accounts[acct.id] = acct
@@ -186,7 +186,7 @@ class PostingEngine:
         self.listeners.append(listener)
 
     def existing(self, program_id: str, txn_id: str) -> Item | None:
-        return self.store.get(keys.transaction(program_id, txn_id))
+        return records.read_transaction(self.store, program_id, txn_id)
 
     def commit(
         self,
@@ -260,7 +260,7 @@ class PostingEngine:
         self, program_id: str, txn_id: str, fp: str, exc: LedgerError, now: datetime
     ) -> Item | None:
         """Store the refusal; None when stored, else what a concurrent request stored first."""
-        key = keys.transaction(program_id, txn_id)
+        key = records.transaction_key(program_id, txn_id)
         if store_refusal(self.store, key, refusal_item(program_id, txn_id, fp, exc, iso(now))):
             return None
         return self.existing(program_id, txn_id)
@@ -408,10 +408,4 @@ def _reward_index(
     }
     if len(counters) != 1:
         return {}
-    hour = now_iso[:13]
-    shard = keys.shard_of(txn_id, keys.REWARD_INDEX_SHARDS)
-    return {
-        "counter": counters.pop(),
-        "gsi1pk": keys.reward_index(program_id, hour, shard),
-        "gsi1sk": f"{now_iso}#{txn_id}#{leg.account}#{leg.fund}",
-    }
+    return reward_index_fields(program_id, counters.pop(), txn_id, leg.account, leg.fund, now_iso)

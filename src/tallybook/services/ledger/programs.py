@@ -6,15 +6,20 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 
 from tallybook.domain.ids import check_fund, check_id, check_unit
 from tallybook.domain.model import FundSpec, Program, default_funds
 from tallybook.errors import AlreadyExists, ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
-from tallybook.store import keys
-from tallybook.store.port import Compare, ItemStore, NotExists, Put
-from tallybook.store.records.codec import LAYOUT, program_from_item, program_to_item
+from tallybook.store.port import ItemStore
+from tallybook.store.records.codec import LAYOUT
+from tallybook.store.records.programs import (
+    program_create,
+    program_ids,
+    program_replace,
+    read_program,
+)
 
 #: how long a process trusts its cached copy of a program's configuration
 CACHE_SECONDS = 2.0
@@ -58,10 +63,8 @@ class ProgramService:
             layout=LAYOUT,
             settings=settings or {},
         )
-        item = {**keys.program(program_id).as_item(), **program_to_item(program)}
-        directory = {**keys.program_directory(program_id).as_item(), "id": program_id}
         try:
-            self.store.transact_write([Put(item, NotExists("pk")), Put(directory, NotExists("pk"))])
+            self.store.transact_write(program_create(program))
         except ConditionFailed as exc:
             raise AlreadyExists(f"program {program_id} exists already") from exc
         self._remember(program)
@@ -74,15 +77,14 @@ class ProgramService:
                 cached = self._cache.get(program_id)
             if cached and time.monotonic() - cached[0] < CACHE_SECONDS:
                 return cached[1]
-        item = self.store.get(keys.program(program_id))
-        if item is None:
+        program = read_program(self.store, program_id)
+        if program is None:
             raise NotFound(f"program {program_id} not found")
-        program = program_from_item(item)
         self._remember(program)
         return program
 
     def list(self) -> list[str]:
-        return [cast(str, item["id"]) for item in self.store.query_all(keys.PROGRAMS_PARTITION)]
+        return program_ids(self.store)
 
     def update_settings(
         self, program_id: str, settings: dict[str, Any], *, layout: int | None = None
@@ -107,8 +109,7 @@ class ProgramService:
         return self._store(replace(current, funds=funds))
 
     def _store(self, updated: Program) -> Program:
-        item = {**keys.program(updated.id).as_item(), **program_to_item(updated)}
-        self.store.put(item, Compare("created_at", "=", item["created_at"]))
+        self.store.transact_write([program_replace(updated)])
         self._remember(updated)
         return updated
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import cast
 
 from tallybook.errors import ConditionFailed, InsufficientFunds, LedgerError
-from tallybook.store.port import Item, ItemStore, Key, NotExists
+from tallybook.store.port import ITEM_ABSENT, Item, ItemStore, Key
 
 #: the attribute that marks a refusal record: ``{"code": ..., "message": ...}``
 REFUSED = "refused"
@@ -46,7 +46,7 @@ def refusal_item(program: str, txn_id: str, fp: str, exc: LedgerError, at: str) 
 def store_refusal(store: ItemStore, key: Key, record: Item) -> bool:
     """Put ``record`` at ``key`` unless something is there already (then False)."""
     try:
-        store.put({**record, **key.as_item()}, NotExists("pk"))
+        store.put({**record, **key.as_item()}, ITEM_ABSENT)
     except ConditionFailed:
         return False
     return True

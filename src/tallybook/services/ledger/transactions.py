@@ -27,7 +27,6 @@ from tallybook.services.ledger.accounts import check_limit
 from tallybook.services.ledger.postings import Plan, PostingEngine, Snapshot
 from tallybook.services.ledger.refusals import is_refusal, refusal_error
 from tallybook.services.loyalty.values import ORDER_PREFIX
-from tallybook.store import keys
 from tallybook.store.queries import decode_cursor, encode_cursor
 from tallybook.store.records import ledger as records
 from tallybook.store.records.codec import transaction_from_item
@@ -224,7 +223,7 @@ class TransactionService:
     def get(self, program: str, txn_id: str) -> Transaction:
         check_id(program, "program id")
         check_id(txn_id, "transaction id")
-        item = self.store.get(keys.transaction(program, txn_id))
+        item = records.read_transaction(self.store, program, txn_id)
         if item is None:
             raise NotFound(f"transaction {txn_id} not found in program {program}")
         if is_refusal(item):
@@ -242,7 +241,7 @@ class TransactionService:
         and which is read by key instead of being indexed."""
         check_id(program, "program id")
         check_id(order_id, "order id")
-        items = list(self.store.query_all(keys.order_index(program, order_id), index="gsi1"))
+        items = records.order_transactions(self.store, program, order_id)
         earn_id = ORDER_PREFIX + order_id
         if len(earn_id) <= 128 and all(i.get("txn_id") != earn_id for i in items):
             earn = records.read_transaction(self.store, program, earn_id)

@@ -18,10 +18,9 @@ from tallybook.domain.model import Account
 from tallybook.domain.tiers import MemberState, qualifying_points
 from tallybook.services.loyalty.lots import lots_until
 from tallybook.services.loyalty.values import MemberStanding
-from tallybook.store import keys
 from tallybook.store.port import ItemStore, Value
 from tallybook.store.queries import decode_cursor, encode_cursor
-from tallybook.store.records.codec import account_from_item
+from tallybook.store.records.ledger import read_heads
 from tallybook.store.records.loyalty import ExpiringLot
 
 #: heads read per batch request
@@ -68,8 +67,7 @@ def standings(
     found: dict[str, Account] = {}
     for start in range(0, len(accounts), _BATCH):
         chunk = accounts[start : start + _BATCH]
-        for item in store.batch_get([keys.account_head(program, a) for a in chunk]):
-            acct = account_from_item(item)
+        for acct in read_heads(store, program, chunk):
             found[acct.id] = acct
     out = []
     for account in accounts:

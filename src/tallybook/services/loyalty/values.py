@@ -18,6 +18,7 @@ from tallybook.domain.loyalty import LoyaltyConfig, parse_config
 from tallybook.domain.model import Program, Transaction
 from tallybook.errors import ConfigError, ValidationError
 from tallybook.store.records.codec import LAYOUT
+from tallybook.store.records.loyalty import TierChange as TierChange
 
 ORDER_PREFIX = "order:"
 MAX_ORDER_ID = 128 - len(ORDER_PREFIX)
@@ -108,15 +109,6 @@ class MemberStatus:
     qualified_at: datetime | None
     next_tier: str | None
     points_to_next_tier: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class TierChange:
-    at: datetime
-    previous: str | None
-    tier: str
-    reason: str
-    txn_id: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,10 +23,15 @@ from tallybook.domain.wallet import (
 from tallybook.errors import InvalidState, ValidationError
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.marks import wallet_marks, with_takes
-from tallybook.services.wallet.records import availability_after, present_funds, takes_value
-from tallybook.services.wallet.rows import account_grants, finish_hold, return_to_grant
+from tallybook.services.wallet.records import availability_after, present_funds
 from tallybook.store.port import Action, Value
 from tallybook.store.records.codec import iso
+from tallybook.store.records.wallet import (
+    account_grants,
+    finish_hold,
+    return_to_grant,
+    takes_value,
+)
 
 #: what each settlement makes of a hold, for messages
 DONE = {"capture": "captured", "void": "voided", "expire": "expired", "release": "released"}
