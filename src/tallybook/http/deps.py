@@ -25,8 +25,8 @@ from fastapi import Depends, Header, Request
 from tallybook.domain.ids import MAX_ID_LENGTH
 from tallybook.errors import Forbidden, Unauthorized
 from tallybook.http.keycache import KeyCache, Principal
-from tallybook.http.models import ID_PATTERN
 from tallybook.http.openapi import SCOPE_ATTRIBUTE
+from tallybook.http.schemas.common import ID_PATTERN
 from tallybook.ledger import Ledger
 from tallybook.store.sqlite import SqliteStore
 

@@ -37,7 +37,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from tallybook.domain.ids import MAX_ID_LENGTH
-from tallybook.http.models import ID_PATTERN
+from tallybook.http.schemas.common import ID_PATTERN
 
 #: ``handler(route, request)``: the response, or ``None`` for the generic path
 FastHandler = Callable[["FastPathRoute", Request], Awaitable[Response | None]]

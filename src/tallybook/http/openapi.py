@@ -3,10 +3,11 @@
 - ``operationId`` is ``<tag>_<function name>`` (:func:`operation_id`): stable
   across releases as long as the route keeps its name, unique because a
   tag's routes live in one module, and a readable method name in a client.
-- Component names are the model class names. Where two modules define a
-  model of the same name (``CreditIn`` of the ledger and of the wallet), the
-  name is prefixed with the module's area (``WalletCreditIn``) instead of
-  pydantic's ``tallybook__http__routers__wallet_models__CreditIn``.
+- Component names are the model class names. Where two capabilities'
+  schema modules define a model of the same name (``CreditIn`` of the ledger
+  and of the wallet), the name is prefixed with the capability
+  (``WalletCreditIn``) instead of pydantic's
+  ``tallybook__http__schemas__wallet__CreditIn``.
 - Every route guarded by :func:`tallybook.http.deps.require` states the
   ``ApiKey`` bearer scheme (so ``/docs`` has an Authorize button) and the
   scope it needs. This is documentation only: the dependency itself reads
@@ -33,7 +34,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
-from tallybook.http.models import ID_PATTERN
+from tallybook.http.schemas.common import ID_PATTERN
 
 SECURITY_SCHEME = "ApiKey"
 DOCS_ASSETS = "/docs-assets"
@@ -179,8 +180,7 @@ def _clean_name(mangled: str) -> str:
     match = _MANGLED.match(mangled)
     if match is None:
         return mangled
-    area = match.group("module").removesuffix("_models")
-    area = "ledger" if area == "models" else area
+    area = match.group("module")
     return "".join(part.capitalize() for part in area.split("_")) + match.group("name")
 
 

@@ -30,9 +30,8 @@ from tallybook.http.deps import (
 )
 from tallybook.http.fastpath import FastPathRoute, fast_path, header_id, json_body
 from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
-from tallybook.http.models import (
-    FUND_PATTERN,
-    ID_PATTERN,
+from tallybook.http.schemas.common import FUND_PATTERN, ID_PATTERN
+from tallybook.http.schemas.ledger import (
     AccountOut,
     AdjustIn,
     BalanceOut,

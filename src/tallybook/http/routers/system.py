@@ -11,26 +11,19 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel
 
 from tallybook import __version__
 from tallybook.errors import Forbidden, NotFound
 from tallybook.http.deps import LedgerDep, authenticate, run_blocking
 from tallybook.http.metrics import CONTENT_TYPE, Metrics, MetricsAccess
-from tallybook.http.models import Health
 from tallybook.http.problems import problem_responses
+from tallybook.http.schemas.system import Health, Readiness
 from tallybook.store.port import Key
 
 router = APIRouter(tags=["system"])
 
 _PROBE = Key("HEALTH", "HEALTH")
-
-
-class Readiness(BaseModel):
-    status: Literal["ready"]
 
 
 @router.get("/healthz", summary="Liveness: the process answers (no store call)")

@@ -21,8 +21,8 @@ from tallybook.http.deps import (
     WritePrincipal,
 )
 from tallybook.http.idempotency import REPLAYED_HEADER
-from tallybook.http.models import ID_PATTERN
-from tallybook.http.routers.wallet_models import (
+from tallybook.http.schemas.common import ID_PATTERN
+from tallybook.http.schemas.wallet import (
     AuthorizeIn,
     CaptureIn,
     CreditIn,

@@ -1,9 +1,5 @@
-"""Pydantic wire models of the ledger core (requests and responses).
-
-Constraints mirror the domain's (ids, fund names, amount bounds, metadata
-limits) so that the OpenAPI document states them and bad input is refused
-before it reaches a service; the services check again.
-"""
+"""Request and response bodies of the ledger core: programs, accounts, entries,
+transactions (see :mod:`tallybook.http.schemas.common` for the convention)."""
 
 from __future__ import annotations
 
@@ -29,12 +25,8 @@ from tallybook.domain.postings import (
     MAX_METADATA_KEYS,
     MAX_METADATA_VALUE,
 )
+from tallybook.http.schemas.common import FUND_PATTERN, LEG_ACCOUNT_PATTERN, Id
 
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$"
-FUND_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
-LEG_ACCOUNT_PATTERN = r"^@?[A-Za-z0-9][A-Za-z0-9._:\-]*$"
-
-Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
 FundName = Annotated[str, Field(pattern=FUND_PATTERN, examples=["points"])]
 Amount = Annotated[
     int,
@@ -314,8 +306,3 @@ class ThresholdIn(_In):
     threshold: Annotated[int, Field(strict=True, ge=0, le=MAX_AMOUNT)] | None = Field(
         description="minor units: LowBalance when the available amount drops below it; null: never"
     )
-
-
-class Health(BaseModel):
-    status: Literal["ok"]
-    version: str = Field(description="the tallybook version serving", examples=["0.1.0"])

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tallybook.domain.money import MAX_AMOUNT
 from tallybook.domain.wallet import MAX_HOLD_SECONDS, Grant, Hold, WalletBalance
-from tallybook.http.models import ID_PATTERN
+from tallybook.http.schemas.common import ID_PATTERN
 from tallybook.services.wallet.holds import HoldResult
 from tallybook.services.wallet.records import WalletTransaction
 from tallybook.services.wallet.service import MAX_GRANT_DAYS

@@ -1,0 +1,124 @@
+"""Request and response bodies of billing records and reports."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tallybook.domain.billing import BillingRecord, iso
+from tallybook.domain.money import MAX_AMOUNT
+from tallybook.http.schemas.common import Id
+from tallybook.services.billing.reports import ReportInfo, ReportResult
+
+
+class BillingRecordIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: Id = Field(description="record id: the idempotency key of this record")
+    partner: Id = Field(description="partner or agency id")
+    order_id: Id
+    amount: int = Field(
+        strict=True,
+        ge=-MAX_AMOUNT,
+        le=MAX_AMOUNT,
+        description="non-zero, minor units; negative for a refund",
+    )
+    currency: str = Field(pattern=r"^[A-Z][A-Z0-9]{2,7}$", examples=["USD"])
+    rate: str = Field(
+        max_length=32, description="commission rate 0-1 as a decimal string", examples=["0.05"]
+    )
+    time: str = Field(
+        max_length=64,
+        description="when the purchase happened, ISO 8601 with a zone",
+        examples=["2026-01-01T12:00:00Z"],
+    )
+
+
+class BillingRecordOut(BaseModel):
+    id: str
+    partner: str
+    order_id: str
+    amount: int
+    currency: str
+    rate: str
+    commission: int = Field(description="amount x rate, rounded half to even")
+    time: str
+    bucket: str = Field(description="the time bucket the record is filed under")
+    ingested_at: str
+    late: bool = Field(description="filed after its own window was reported")
+
+    @classmethod
+    def of(cls, r: BillingRecord) -> BillingRecordOut:
+        return cls(
+            id=r.id,
+            partner=r.partner,
+            order_id=r.order_id,
+            amount=r.amount,
+            currency=r.currency,
+            rate=r.rate,
+            commission=r.commission,
+            time=iso(r.time),
+            bucket=iso(r.bucket),
+            ingested_at=iso(r.ingested_at),
+            late=r.late,
+        )
+
+
+class BillingRecordPageOut(BaseModel):
+    records: list[BillingRecordOut]
+    cursor: str | None
+
+
+KindName = Literal["billing", "rewards"]
+
+
+def _all_kinds() -> list[KindName]:
+    return ["billing", "rewards"]
+
+
+class ReportRunIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    interval: str = Field("15m", pattern=r"^[1-9][0-9]{0,4}[mhd]$", examples=["15m", "1h", "1d"])
+    kinds: list[KindName] = Field(default_factory=_all_kinds)
+
+
+class ReportOut(BaseModel):
+    kind: str
+    window: str
+    start: str
+    end: str
+    rows: int
+    sha256: dict[str, str]
+    files: list[str] = Field(description="download at /v1/reports/{window}/{file}")
+    repeated: bool = False
+
+    @classmethod
+    def of_result(cls, r: ReportResult) -> ReportOut:
+        return cls(
+            kind=r.kind,
+            window=r.window,
+            start=r.start,
+            end=r.end,
+            rows=r.rows,
+            sha256=r.sha256,
+            files=sorted(r.files),
+            repeated=r.repeated,
+        )
+
+    @classmethod
+    def of_info(cls, i: ReportInfo) -> ReportOut:
+        return cls(
+            kind=i.kind,
+            window=i.window,
+            start=i.start,
+            end=i.end,
+            rows=i.rows,
+            sha256=i.sha256,
+            files=sorted(i.sha256),
+        )
+
+
+class ReportListOut(BaseModel):
+    reports: list[ReportOut]

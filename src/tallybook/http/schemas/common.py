@@ -1,0 +1,23 @@
+"""What every capability's schemas share: the id patterns and the id type.
+
+The convention (docs/architecture.md, "HTTP"): the request and response bodies
+of a capability live in ``http/schemas/<capability>.py``, next to its routes in
+``http/routers/<capability>.py``; path, query and header parameters stay with
+the routes. Constraints mirror the domain's (ids, fund names, amount bounds,
+metadata limits) so that the OpenAPI document states them and bad input is
+refused before it reaches a service; the services check again.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from tallybook.domain.ids import MAX_ID_LENGTH
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$"
+FUND_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
+LEG_ACCOUNT_PATTERN = r"^@?[A-Za-z0-9][A-Za-z0-9._:\-]*$"
+
+Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
