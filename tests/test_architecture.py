@@ -1,7 +1,8 @@
 """The layer rules of docs/architecture.md, from the import graph.
 
 The contracts live in pyproject.toml (``[tool.importlinter]``). Imports under
-``TYPE_CHECKING`` are left out: they do not run.
+``TYPE_CHECKING`` count like any other: a type-only import is still a
+dependency, and a cycle through one is still a cycle for a reader.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import sys
 from pathlib import Path
 
 import grimp
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _runtime_graph() -> grimp.ImportGraph:
-    return grimp.build_graph("tallybook", exclude_type_checking_imports=True)
+def _graph(package: str = "tallybook") -> grimp.ImportGraph:
+    return grimp.build_graph(package, exclude_type_checking_imports=False, cache_dir=None)
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -73,7 +75,7 @@ def test_the_layer_contracts_hold() -> None:
 
 
 def test_the_import_graph_has_no_cycle() -> None:
-    assert _cycles(_runtime_graph()) == []
+    assert _cycles(_graph()) == []
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -86,7 +88,25 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles(graph) == [["pkg.a", "pkg.b"]]
 
 
-def test_no_service_imports_the_composition_root_at_run_time() -> None:
-    graph = _runtime_graph()
-    importers = graph.find_modules_that_directly_import("tallybook.ledger")
-    assert sorted(m for m in importers if m.startswith("tallybook.services")) == []
+def test_no_service_imports_the_composition_root() -> None:
+    """Services get their collaborators from ``Ledger``; none reaches back for it,
+    not even to name its type."""
+    importers = _graph().find_modules_that_directly_import("tallybook.ledger")
+    capabilities = ("tallybook.services", "tallybook.webhooks")
+    assert sorted(m for m in importers if m.startswith(capabilities)) == []
+
+
+def test_type_only_imports_are_in_the_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The graph the rules are checked on sees imports under ``TYPE_CHECKING``."""
+    package = tmp_path / "typeonly"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "root.py").write_text("")
+    (package / "service.py").write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from typeonly import root\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    graph = _graph("typeonly")
+    assert graph.find_modules_directly_imported_by("typeonly.service") == {"typeonly.root"}

@@ -5,12 +5,9 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from tallybook.services.clock import Clock, SystemClock
-from tallybook.services.events import EventBus
-from tallybook.services.ledger.accounts import AccountService
-from tallybook.services.ledger.postings import PostingEngine
-from tallybook.services.ledger.programs import ProgramService
-from tallybook.services.ledger.transactions import TransactionService
+from tallybook.services.clock import Clock
+from tallybook.services.ledger.core import LedgerCore
+from tallybook.services.notifications import triggers
 from tallybook.services.responses import StoredResponses
 from tallybook.store.port import ItemStore
 from tallybook.store.url import open_store
@@ -34,23 +31,22 @@ class Ledger:
     """
 
     def __init__(self, store: ItemStore, *, clock: Clock | None = None) -> None:
+        core = LedgerCore.build(store, clock)
+        self.core = core
         self.store = store
-        self.clock: Clock = clock or SystemClock()
-        self.programs = ProgramService(store, self.clock)
-        self.accounts = AccountService(store, self.programs, self.clock)
-        self.engine = PostingEngine(store, self.programs, self.clock)
-        self.transactions = TransactionService(self.engine)
-        self.events = EventBus()
+        self.clock: Clock = core.clock
+        self.programs = core.programs
+        self.accounts = core.accounts
+        self.engine = core.engine
+        self.transactions = core.transactions
+        self.events = core.events
         self.responses = StoredResponses(store, self.clock)
         install_event_log(store)
         self._attach_subscribers()
 
     def _attach_subscribers(self) -> None:
         """Capabilities that react to ledger events subscribe when the ledger opens."""
-        import importlib.util
-
-        if importlib.util.find_spec("tallybook.services.notifications.service") is not None:
-            _ = self.notifications
+        triggers.attach(self.notifications, engine=self.engine, events=self.events)
 
     @classmethod
     def open(cls, url: str | None = None, *, clock: Clock | None = None) -> Ledger:
@@ -72,40 +68,41 @@ class Ledger:
     def check(self) -> CheckService:
         from tallybook.services.ledger.check import CheckService
 
-        return CheckService(self)
+        core = self.core
+        return CheckService(core.store, core.programs, core.accounts, core.transactions)
 
     @cached_property
     def wallet(self) -> WalletService:
         from tallybook.services.wallet.service import WalletService
 
-        return WalletService(self)
+        return WalletService(self.core)
 
     @cached_property
     def loyalty(self) -> LoyaltyService:
         from tallybook.services.loyalty.service import LoyaltyService
 
-        return LoyaltyService(self)
+        return LoyaltyService(self.core)
 
     @cached_property
     def notifications(self) -> NotificationService:
         from tallybook.services.notifications.service import NotificationService
 
-        return NotificationService(self)
+        return NotificationService(self.store, self.clock, self.programs, self.accounts)
 
     @cached_property
     def billing(self) -> BillingService:
         from tallybook.services.billing.service import BillingService
 
-        return BillingService(self)
+        return BillingService(self.store, self.clock, self.programs)
 
     @cached_property
     def webhooks(self) -> WebhookService:
         from tallybook.webhooks.service import WebhookService
 
-        return WebhookService(self)
+        return WebhookService(self.store, self.clock, self.programs)
 
     @cached_property
     def keys(self) -> KeyService:
         from tallybook.services.keys import KeyService
 
-        return KeyService(self)
+        return KeyService(self.store, self.clock, self.programs)

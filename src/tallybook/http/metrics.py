@@ -150,7 +150,7 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(StoreCollector(ledger))
-        self.registry.register(WebhookCollector(ledger))
+        self.registry.register(WebhookCollector(ledger.store, ledger.programs))
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         code = str(status)

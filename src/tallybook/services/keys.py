@@ -19,16 +19,15 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from tallybook.domain.ids import check_id
 from tallybook.errors import ConditionFailed, NotFound, Unauthorized, ValidationError
+from tallybook.services.clock import Clock
+from tallybook.services.ledger.core import ProgramLookup
 from tallybook.store import keys
-from tallybook.store.port import Exists, Item, NotExists, Set, Value
+from tallybook.store.port import Exists, Item, ItemStore, NotExists, Set, Value
 from tallybook.store.records.codec import iso, parse_iso
-
-if TYPE_CHECKING:
-    from tallybook.ledger import Ledger
 
 #: read: GET anything of the program; write: post and change; admin: everything
 SCOPES = ("read", "write", "admin")
@@ -73,10 +72,10 @@ def parse_scopes(scopes: str | Iterable[str]) -> tuple[str, ...]:
 
 
 class KeyService:
-    def __init__(self, ledger: Ledger) -> None:
-        self.store = ledger.store
-        self.programs = ledger.programs
-        self.clock = ledger.clock
+    def __init__(self, store: ItemStore, clock: Clock, programs: ProgramLookup) -> None:
+        self.store = store
+        self.clock = clock
+        self.programs = programs
 
     def create(
         self, program: str, scopes: str | Iterable[str], name: str | None = None

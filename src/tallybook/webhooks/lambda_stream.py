@@ -14,8 +14,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tallybook.ledger import Ledger
+from tallybook.services.clock import SystemClock
+from tallybook.services.ledger.programs import ProgramService
+from tallybook.store.url import open_store
 from tallybook.webhooks.fanout import fan_out_new
+from tallybook.webhooks.log import install as install_event_log
+from tallybook.webhooks.service import WebhookService
 from tallybook.webhooks.stream import events_of
 from tallybook.webhooks.worker import DeliveryWorker
 
@@ -25,7 +29,12 @@ _worker: DeliveryWorker | None = None
 def _get_worker() -> DeliveryWorker:
     global _worker
     if _worker is None:
-        _worker = Ledger.open(os.environ.get("TALLYBOOK_STORE")).webhooks.worker()
+        # built from its parts, not a whole Ledger: the worker needs the store,
+        # the clock and the program list only
+        store = open_store(os.environ.get("TALLYBOOK_STORE"))
+        install_event_log(store)
+        clock = SystemClock()
+        _worker = WebhookService(store, clock, ProgramService(store, clock)).worker()
     return _worker
 
 

@@ -17,23 +17,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from tallybook.services.ledger.core import ProgramList
 from tallybook.store import keys
-from tallybook.store.port import SortCondition
+from tallybook.store.port import ItemStore, SortCondition
 from tallybook.store.records.codec import parse_iso
 from tallybook.webhooks.delivery import OUTCOMES
 
-if TYPE_CHECKING:
-    from tallybook.ledger import Ledger
-
 
 class WebhookCollector(Collector):
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
+    def __init__(self, store: ItemStore, programs: ProgramList) -> None:
+        self.store = store
+        self.programs = programs
 
     def describe(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         """The families without reading the store (the registry describes at registration)."""
@@ -58,9 +56,9 @@ class WebhookCollector(Collector):
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         deliveries, lag, queued = self._families()
-        store = self.ledger.store
+        store = self.store
         now = time.time()
-        for program in self.ledger.programs.list():
+        for program in self.programs.list():
             subs = store.query_all(
                 keys.webhook_subscriptions(program),
                 SortCondition.begins_with(keys.WEBHOOK_SUBSCRIPTION_PREFIX),

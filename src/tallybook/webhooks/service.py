@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from tallybook.errors import ConditionFailed, NotFound, ValidationError
+from tallybook.services.clock import Clock
+from tallybook.services.ledger.core import ProgramDirectory
 from tallybook.store import keys
-from tallybook.store.port import Exists, NotExists, Put, Set, Update
+from tallybook.store.port import Exists, ItemStore, NotExists, Put, Set, Update
 from tallybook.webhooks.delivery import PassStats, RetryPolicy
 from tallybook.webhooks.fanout import MAX_SUBSCRIPTIONS, PENDING
 from tallybook.webhooks.sender import Sender
@@ -18,7 +20,6 @@ from tallybook.webhooks.subscriptions import ACTIVE, DISABLED, Created, Subscrip
 from tallybook.webhooks.subscriptions import SubscriptionStore as _Subs
 
 if TYPE_CHECKING:
-    from tallybook.ledger import Ledger
     from tallybook.webhooks.worker import DeliveryWorker
 
 MAX_PAGE = 200
@@ -76,10 +77,11 @@ def _delivery(sub_id: str, item: dict[str, Any]) -> Delivery:
 
 
 class WebhookService:
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-        self.store = ledger.store
-        self.subs = _Subs(ledger.store, ledger.clock)
+    def __init__(self, store: ItemStore, clock: Clock, programs: ProgramDirectory) -> None:
+        self.store = store
+        self.clock = clock
+        self.programs = programs
+        self.subs = _Subs(store, clock)
 
     def create(
         self,
@@ -92,7 +94,7 @@ class WebhookService:
         sub_id: str | None = None,
     ) -> Created:
         """Subscribe ``url`` to ``types`` (all when empty); the secret is in the answer only."""
-        self.ledger.programs.get(program)
+        self.programs.get(program)
         if len(self.subs.list(program)) >= MAX_SUBSCRIPTIONS:
             raise ValidationError(f"a program has at most {MAX_SUBSCRIPTIONS} subscriptions")
         return self.subs.create(
@@ -122,7 +124,7 @@ class WebhookService:
     def rekey(self, program: str | None = None) -> int:
         """Seal every subscription's secret under the current server key (plain-text
         secrets of older versions too); how many changed. One program, or all."""
-        programs = [program] if program is not None else self.ledger.programs.list()
+        programs = [program] if program is not None else self.programs.list()
         return sum(self.subs.reseal(p) for p in programs)
 
     def deliveries(
@@ -153,6 +155,8 @@ class WebhookService:
             "next_us": 0,
             "first_us": 0,
             "at": item.get("at", ""),
+            # its record has attempts already: they are read and kept
+            "resent": True,
         }
         with contextlib.suppress(ConditionFailed):
             self.store.transact_write(
@@ -171,12 +175,14 @@ class WebhookService:
         now: Callable[[], float] | None = None,
         lease_seconds: float | None = None,
     ) -> DeliveryWorker:
-        """A delivery worker over this ledger (``run_once`` is one pass)."""
+        """A delivery worker over this store (``run_once`` is one pass)."""
         from tallybook.webhooks.worker import LEASE_SECONDS, DeliveryWorker
 
         extra: dict[str, Any] = {"now": now} if now is not None else {}
         return DeliveryWorker(
-            self.ledger,
+            self.store,
+            self.clock,
+            self.programs,
             sender=sender,
             policy=policy,
             lease_seconds=lease_seconds or LEASE_SECONDS,

@@ -22,19 +22,17 @@ import secrets
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 from tallybook.errors import ConditionFailed
+from tallybook.services.clock import Clock
+from tallybook.services.ledger.core import ProgramList
 from tallybook.store import keys
-from tallybook.store.port import Compare, Delete, NotExists, Set, Update, any_of
+from tallybook.store.port import Compare, Delete, ItemStore, NotExists, Set, Update, any_of
 from tallybook.webhooks.delivery import PassStats, QueueRunner, RetryPolicy
 from tallybook.webhooks.fanout import fan_out_new, fan_out_pending
 from tallybook.webhooks.sender import HttpSender, Sender
 from tallybook.webhooks.stream import stream_reader
 from tallybook.webhooks.subscriptions import ACTIVE, Subscription, SubscriptionStore
-
-if TYPE_CHECKING:
-    from tallybook.ledger import Ledger
 
 #: a subscription's lease lasts this long unless renewed (a killed worker's
 #: lease lapses after it, and another worker takes the queue over)
@@ -44,7 +42,9 @@ LEASE_SECONDS = 60.0
 class DeliveryWorker:
     def __init__(
         self,
-        ledger: Ledger,
+        store: ItemStore,
+        clock: Clock,
+        programs: ProgramList,
         *,
         sender: Sender | None = None,
         policy: RetryPolicy | None = None,
@@ -53,9 +53,9 @@ class DeliveryWorker:
         batch: int = 500,
         lease_seconds: float = LEASE_SECONDS,
     ) -> None:
-        self.ledger = ledger
-        self.store = ledger.store
-        self.subs = SubscriptionStore(ledger.store, ledger.clock)
+        self.store = store
+        self.programs = programs
+        self.subs = SubscriptionStore(store, clock)
         self.policy = policy or RetryPolicy()
         self.now = now
         self.threads = threads
@@ -69,7 +69,7 @@ class DeliveryWorker:
 
     def subscriptions(self) -> dict[str, list[Subscription]]:
         """Every program's subscriptions."""
-        return {p: self.subs.list(p) for p in self.ledger.programs.list()}
+        return {p: self.subs.list(p) for p in self.programs.list()}
 
     def run_once(self) -> PassStats:
         """One pass: take in new events, then deliver what is due."""

@@ -21,9 +21,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 from tallybook.domain.billing import (
+    BillingRecord,
     check_interval,
     epoch,
     from_epoch,
@@ -44,12 +45,21 @@ from tallybook.domain.reports import (
 )
 from tallybook.errors import ConditionFailed, InvalidState, NotFound, ValidationError
 from tallybook.services.billing.sinks import ReportSink
+from tallybook.services.billing.state import BillingState
+from tallybook.services.clock import Clock
+from tallybook.services.ledger.core import ProgramLookup
 from tallybook.store import keys
-from tallybook.store.port import Compare, Item, Put, Set, SortCondition, Update, Value, all_of
-
-if TYPE_CHECKING:
-    from tallybook.services.billing.service import BillingService
-    from tallybook.services.billing.state import BillingState
+from tallybook.store.port import (
+    Compare,
+    Item,
+    ItemStore,
+    Put,
+    Set,
+    SortCondition,
+    Update,
+    Value,
+    all_of,
+)
 
 Progress = Callable[[str], None]
 _HOUR = 3600
@@ -85,8 +95,23 @@ class ReportInfo:
     written_at: str
 
 
+class Billing(Protocol):
+    """What reports use of the billing service (``BillingService``): its settings
+    and the records of one bucket."""
+
+    store: ItemStore
+    clock: Clock
+    programs: ProgramLookup
+
+    def state(self, program: str) -> BillingState: ...
+
+    def fixed_state(self, program: str) -> BillingState: ...
+
+    def bucket(self, program: str, start: int) -> Iterator[BillingRecord]: ...
+
+
 class ReportService:
-    def __init__(self, billing: BillingService) -> None:
+    def __init__(self, billing: Billing) -> None:
         self.billing = billing
         self.store = billing.store
         self.clock = billing.clock
@@ -238,7 +263,7 @@ class ReportService:
         """Reports written, newest window first."""
         from tallybook.services.ledger.accounts import check_limit
 
-        self.billing.ledger.programs.get(program)
+        self.billing.programs.get(program)
         check_limit(limit)
         sort = SortCondition.begins_with(f"{check_kind(kind)}#") if kind else None
         page = self.store.query(keys.reports_partition(program), sort, forward=False, limit=limit)

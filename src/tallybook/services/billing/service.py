@@ -69,12 +69,13 @@ from tallybook.services.billing.state import (
     fix,
     read_state,
 )
+from tallybook.services.clock import Clock
 from tallybook.services.ledger.accounts import check_limit
+from tallybook.services.ledger.core import ProgramLookup
 from tallybook.store import keys
-from tallybook.store.port import Action, Set, Value
+from tallybook.store.port import Action, ItemStore, Set, Value
 
 if TYPE_CHECKING:
-    from tallybook.ledger import Ledger
     from tallybook.services.billing.reports import ReportService
 
 #: records per storage transaction when ingesting many (2 actions each + 1 check, max 100)
@@ -109,10 +110,10 @@ Progress = Callable[[int], None]
 
 
 class BillingService:
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-        self.store = ledger.store
-        self.clock = ledger.clock
+    def __init__(self, store: ItemStore, clock: Clock, programs: ProgramLookup) -> None:
+        self.store = store
+        self.clock = clock
+        self.programs = programs
         self._buckets: dict[str, int] = {}
 
     @cached_property
@@ -134,7 +135,7 @@ class BillingService:
         """Set the bucket size and where reporting starts (the first window) until the
         first billing record or report run fixes them; the grace window at any time.
         With no option it only reads: nothing is stored, nothing is fixed."""
-        self.ledger.programs.get(program)
+        self.programs.get(program)
         bucket = None if bucket_minutes is None else check_bucket_seconds(bucket_minutes * 60)
         grace = check_grace_seconds(grace_minutes * 60) if grace_minutes is not None else None
         first = epoch(check_time(start, "start")) if start else None
@@ -155,7 +156,7 @@ class BillingService:
 
     def state(self, program: str) -> BillingState:
         """The billing state row, or the defaults it would get (a read stores nothing)."""
-        self.ledger.programs.get(program)
+        self.programs.get(program)
         found = self._read_state(program)
         return (
             found if found is not None else default_state(BillingConfig(), None, self.clock.now())
@@ -164,7 +165,7 @@ class BillingService:
     def fixed_state(self, program: str) -> BillingState:
         """The state with bucket size and start fixed, as the first record or report
         run leaves it: created with the defaults, or the configured row fixed."""
-        self.ledger.programs.get(program)
+        self.programs.get(program)
         found = self._read_state(program)
         if found is None:
             found = create_state(self.store, program, BillingConfig(), None, self.clock.now())

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from tallybook.domain.model import Program
+from tallybook.services.ledger.accounts import AccountService
+from tallybook.services.ledger.core import ProgramLookup
+from tallybook.services.ledger.transactions import TransactionService
 from tallybook.store import keys
+from tallybook.store.port import ItemStore
 from tallybook.store.records.codec import transaction_from_item
-
-if TYPE_CHECKING:
-    from tallybook.ledger import Ledger
 
 
 @dataclass
@@ -40,25 +40,34 @@ Progress = Callable[[int], None]
 
 
 class CheckService:
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
+    def __init__(
+        self,
+        store: ItemStore,
+        programs: ProgramLookup,
+        accounts: AccountService,
+        transactions: TransactionService,
+    ) -> None:
+        self.store = store
+        self.programs = programs
+        self.accounts = accounts
+        self.transactions = transactions
 
     def account(self, program_id: str, account_id: str) -> CheckReport:
         report = CheckReport()
-        program = self.ledger.programs.get(program_id)
+        program = self.programs.get(program_id)
         self._check_account(program, account_id, report, {})
         return report
 
     def program(self, program_id: str, *, progress: Progress | None = None) -> CheckReport:
         """Check every account of a program, then conservation per unit (invariant 5)."""
-        program = self.ledger.programs.get(program_id)
+        program = self.programs.get(program_id)
         report = CheckReport()
         totals: dict[str, int] = defaultdict(int)
-        for account_id in self.ledger.accounts.list_ids(program_id):
+        for account_id in self.accounts.list_ids(program_id):
             self._check_account(program, account_id, report, totals)
             if progress:
                 progress(1)
-        for system, balance in self.ledger.transactions.system_balances(program_id).items():
+        for system, balance in self.transactions.system_balances(program_id).items():
             for fund, amount in balance.items():
                 spec = program.fund(fund)
                 if spec is None:
@@ -74,7 +83,7 @@ class CheckService:
         return report
 
     def count_accounts(self, program_id: str) -> int:
-        return sum(1 for _ in self.ledger.accounts.list_ids(program_id))
+        return sum(1 for _ in self.accounts.list_ids(program_id))
 
     def _check_account(
         self,
@@ -83,7 +92,7 @@ class CheckService:
         report: CheckReport,
         totals: dict[str, int],
     ) -> None:
-        account = self.ledger.accounts.get(program.id, account_id)
+        account = self.accounts.get(program.id, account_id)
         report.accounts += 1
         txn_ids: set[str] = set()
         for spec in program.funds:
@@ -92,7 +101,7 @@ class CheckService:
             running = 0
             expected_seq = 1
             seen: set[str] = set()
-            for entry in self.ledger.accounts.iter_history(program.id, account_id, spec.name):
+            for entry in self.accounts.iter_history(program.id, account_id, spec.name):
                 report.entries += 1
                 where = f"{account_id}/{spec.name} seq {entry.seq}"
                 if entry.seq != expected_seq:
@@ -131,9 +140,7 @@ class CheckService:
             chunk = ids[start : start + 100]
             found = {
                 str(item["txn_id"]): item
-                for item in self.ledger.store.batch_get(
-                    [keys.transaction(program.id, t) for t in chunk]
-                )
+                for item in self.store.batch_get([keys.transaction(program.id, t) for t in chunk])
             }
             for txn_id in chunk:
                 report.transactions += 1

@@ -14,21 +14,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from tallybook.domain.model import EXPIRY, Leg, TxnType
 from tallybook.domain.tiers import MemberState, decide_tier, qualifying_points
 from tallybook.errors import NotFound
 from tallybook.services.events import LedgerEvent
+from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.loyalty.lots import lots_until
+from tallybook.services.loyalty.tiers import announce, apply_tier, tier_members
+from tallybook.services.loyalty.values import config_of, scoped_txn_id
 from tallybook.store import keys
 from tallybook.store.port import Value
 from tallybook.store.records.codec import iso
 from tallybook.store.records.loyalty import accounts_due
-
-if TYPE_CHECKING:
-    from tallybook.services.loyalty.service import LoyaltyService
 
 #: (done, total) after each step of a job
 Progress = Callable[[int, int], None]
@@ -57,15 +57,14 @@ class _NothingExpires(Exception):
 
 
 class ExpiryJob:
-    def __init__(self, service: LoyaltyService) -> None:
-        self.service = service
-        self.ledger = service.ledger
-        self.store = service.store
+    def __init__(self, core: LedgerCore) -> None:
+        self.core = core
+        self.store = core.store
 
     def run(self, program: str, *, progress: Progress | None = None) -> ExpiryReport:
-        cfg = self.service.config(program)
-        prog = self.ledger.programs.get(program)
-        now = self.ledger.clock.now()
+        cfg = config_of(self.core.programs.get(program))
+        prog = self.core.programs.get(program)
+        now = self.core.clock.now()
         today = now.date()
         checkpoint = self.store.get(keys.loyalty_checkpoint(program))
         if checkpoint is not None:
@@ -106,10 +105,10 @@ class ExpiryJob:
     def _expire_account(
         self, program: str, account: str, now: datetime, report: ExpiryReport
     ) -> None:
-        cfg = self.service.config(program)
+        cfg = config_of(self.core.programs.get(program))
         for _ in range(1000):
             try:
-                head = self.ledger.accounts.get(program, account)
+                head = self.core.accounts.get(program, account)
             except NotFound:
                 return
             state = MemberState.from_value(head.attributes.get("loyalty"))
@@ -123,14 +122,14 @@ class ExpiryJob:
             plan = self._planner(program, account, last.cum_end, last.at_us, len(expired), txn_id)
             body = {"op": "expire", "account": account, "through": last.cum_end}
             try:
-                txn = self.ledger.engine.commit(program, txn_id, body, plan, lock=[account])
+                txn = self.core.engine.commit(program, txn_id, body, plan, lock=[account])
             except (NotFound, _NothingExpires):
                 return
             if not txn.replay:
                 report.transactions += 1
                 report.lots += len(expired)
                 report.points += cast(int, txn.details["points"])
-            self.service._announce(txn, account)
+            announce(self.core, txn, account)
             if len(expired) < LOTS_PER_TXN:
                 return
 
@@ -140,7 +139,7 @@ class ExpiryJob:
         """Expire what is left of the lots up to cumulative ``last``."""
 
         def plan(snap: Snapshot) -> Plan:
-            cfg = self.service.config(program)
+            cfg = config_of(self.core.programs.get(program))
             acct = snap.account(account)
             state = MemberState.from_value(acct.attributes.get("loyalty"))
             fund = acct.fund(cfg.fund)
@@ -159,9 +158,7 @@ class ExpiryJob:
             p = Plan(type=TxnType.EXPIRE, owner=account)
             p.legs = [Leg(account, cfg.fund, -points), Leg(EXPIRY, cfg.fund, points)]
             balance = fund.balance - points
-            decision = self.service.apply_tier(
-                p, snap, cfg, account, new_state, balance, txn_id, "expiry"
-            )
+            decision = apply_tier(p, snap, cfg, account, new_state, balance, txn_id, "expiry")
             p.details.update(
                 {
                     "account": account,
@@ -178,11 +175,11 @@ class ExpiryJob:
 
     def _warn(self, program: str, account: str, horizon: datetime) -> int:
         try:
-            acct = self.ledger.accounts.get(program, account)
+            acct = self.core.accounts.get(program, account)
         except NotFound:
             return 0
         state = MemberState.from_value(acct.attributes.get("loyalty"))
-        cfg = self.service.config(program)
+        cfg = config_of(self.core.programs.get(program))
         lots = [
             lot
             for lot in lots_until(self.store, program, cfg.fund, account, state, horizon)
@@ -196,7 +193,7 @@ class ExpiryJob:
             "expires": iso(first.expires) if first.expires else None,
             "lots": len(lots),
         }
-        self.ledger.events.publish(
+        self.core.events.publish(
             LedgerEvent(
                 program,
                 account,
@@ -209,28 +206,26 @@ class ExpiryJob:
 
 
 def _expire_txn(account: str, last: int) -> str:
-    from tallybook.services.loyalty.values import scoped_txn_id
-
     return scoped_txn_id("expire", account, str(last))
 
 
 def review_tiers(
-    service: LoyaltyService, program: str, *, progress: Progress | None = None
+    core: LedgerCore, program: str, *, progress: Progress | None = None
 ) -> ReviewReport:
     """Walk the tier index from the top tier down and apply the downgrade rule."""
-    cfg = service.config(program)
+    cfg = config_of(core.programs.get(program))
     report = ReviewReport()
     seen: set[str] = set()
     for tier in reversed(cfg.tiers[1:]):
         cursor: str | None = None
         while True:
-            page = service.members(program, tier.name, limit=200, cursor=cursor)
+            page = tier_members(core, program, tier.name, limit=200, cursor=cursor)
             for account in page.accounts:
                 if account in seen:
                     continue
                 seen.add(account)
                 report.members += 1
-                if _review(service, program, account):
+                if _review(core, program, account):
                     report.downgraded += 1
                 if progress:
                     progress(report.members, 0)
@@ -240,28 +235,26 @@ def review_tiers(
     return report
 
 
-def _review(service: LoyaltyService, program: str, account: str) -> bool:
+def _review(core: LedgerCore, program: str, account: str) -> bool:
     """Apply the downgrade rule to one member; True when the tier changed."""
     try:
-        head = service.ledger.accounts.get(program, account)
+        head = core.accounts.get(program, account)
     except NotFound:
         return False
-    from tallybook.services.loyalty.values import config_of, scoped_txn_id
-
-    cfg = config_of(service.ledger.programs.get(program))
+    cfg = config_of(core.programs.get(program))
     state = MemberState.from_value(head.attributes.get("loyalty"))
-    now = service.ledger.clock.now()
+    now = core.clock.now()
     qualifying = qualifying_points(cfg, state, now, head.fund(cfg.fund).balance)
     if not decide_tier(cfg, state, qualifying, now).changed:
         return False
     txn_id = scoped_txn_id("tier", account, str(head.version))
 
     def plan(snap: Snapshot) -> Plan:
-        cfg = service.config(program)
+        cfg = config_of(core.programs.get(program))
         acct = snap.account(account)
         state = MemberState.from_value(acct.attributes.get("loyalty"))
         p = Plan(type="tier", owner=account, allow_empty=True)
-        decision = service.apply_tier(
+        decision = apply_tier(
             p, snap, cfg, account, state, acct.fund(cfg.fund).balance, txn_id, "review"
         )
         p.details.update(
@@ -269,8 +262,8 @@ def _review(service: LoyaltyService, program: str, account: str) -> bool:
         )
         return p
 
-    txn = service.ledger.engine.commit(
+    txn = core.engine.commit(
         program, txn_id, {"op": "review", "account": account}, plan, lock=[account]
     )
-    service._announce(txn, account)
+    announce(core, txn, account)
     return bool(txn.details.get("tier_changed")) and not txn.replay

@@ -23,15 +23,14 @@ import contextlib
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tallybook.domain.ids import check_client_txn_id, check_id
 from tallybook.domain.loyalty import LoyaltyConfig, parse_config, quote
-from tallybook.domain.model import ISSUANCE, REDEMPTION, Leg, Transaction, TxnType
+from tallybook.domain.model import ISSUANCE, REDEMPTION, Leg, TxnType
 from tallybook.domain.money import check_amount
 from tallybook.domain.tiers import (
     MemberState,
-    TierDecision,
     lot_expiry,
     record_earn,
 )
@@ -44,8 +43,16 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.services.ledger.accounts import check_limit
+from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.ledger.transactions import body_of
+from tallybook.services.loyalty.jobs import (
+    ExpiryJob,
+    ExpiryReport,
+    Progress,
+    ReviewReport,
+    review_tiers,
+)
 from tallybook.services.loyalty.pages import ExpiringPage, expiring_page
 from tallybook.services.loyalty.tiers import (
     announce,
@@ -74,10 +81,6 @@ from tallybook.store.port import NotExists
 from tallybook.store.records import loyalty as lot_records
 from tallybook.store.records.codec import LAYOUT, iso
 
-if TYPE_CHECKING:
-    from tallybook.ledger import Ledger
-    from tallybook.services.loyalty.jobs import ExpiryReport, Progress, ReviewReport
-
 __all__ = [
     "MAX_ORDER_ID",
     "ORDER_PREFIX",
@@ -97,9 +100,9 @@ __all__ = [
 
 
 class LoyaltyService:
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-        self.store = ledger.store
+    def __init__(self, core: LedgerCore) -> None:
+        self.core = core
+        self.store = core.store
 
     # -- configuration ------------------------------------------------------
 
@@ -108,7 +111,7 @@ class LoyaltyService:
     ) -> LoyaltyConfig:
         """Validate and store a program's loyalty rules (other settings are kept)."""
         cfg = config if isinstance(config, LoyaltyConfig) else parse_config(config)
-        program = self.ledger.programs.get(program_id, fresh=True)
+        program = self.core.programs.get(program_id, fresh=True)
         spec = program.fund(cfg.fund)
         if spec is None:
             raise ConfigError(f"fund: program {program_id} has no fund {cfg.fund!r}")
@@ -121,17 +124,17 @@ class LoyaltyService:
             config_of(program)  # refuses: its loyalty data is in the older layout
         settings = {**program.settings, "loyalty": cfg.to_settings()}
         # a program without loyalty data yet starts it in the current layout
-        self.ledger.programs.update_settings(program_id, settings, layout=LAYOUT)
+        self.core.programs.update_settings(program_id, settings, layout=LAYOUT)
         # no lot can expire before the rules exist: the expiry job starts here
         # rather than at the program's creation (never moves an existing one)
-        yesterday = (self.ledger.clock.now() - timedelta(days=1)).date().isoformat()
+        yesterday = (self.core.clock.now() - timedelta(days=1)).date().isoformat()
         checkpoint = {**keys.loyalty_checkpoint(program_id).as_item(), "through": yesterday}
         with contextlib.suppress(ConditionFailed):
             self.store.put(checkpoint, NotExists("pk"))
         return cfg
 
     def config(self, program_id: str) -> LoyaltyConfig:
-        return config_of(self.ledger.programs.get(program_id))
+        return config_of(self.core.programs.get(program_id))
 
     # -- earn and redeem ----------------------------------------------------
 
@@ -202,7 +205,7 @@ class LoyaltyService:
                     new_state, lots_earned=cum, last_expiry=expires, live_from=live_from
                 )
             balance = acct.fund(cfg.fund).balance + q.points
-            decision = self.apply_tier(p, snap, cfg, account, new_state, balance, txn_id, "earn")
+            decision = apply_tier(p, snap, cfg, account, new_state, balance, txn_id, "earn")
             p.details.update(
                 {
                     "account": account,
@@ -220,14 +223,14 @@ class LoyaltyService:
             return p
 
         try:
-            txn = self.ledger.engine.commit(program, txn_id, body, plan, lock=[account])
+            txn = self.core.engine.commit(program, txn_id, body, plan, lock=[account])
         except IdempotencyConflict:
             raise IdempotencyConflict(
                 f"order {order_id} already earned points with a different request "
                 "(account, amount, currency or time); an order earns once"
             ) from None
         result = EarnResult.of(txn)
-        self._announce(txn, account)
+        announce(self.core, txn, account)
         return result
 
     def redeem(
@@ -276,7 +279,7 @@ class LoyaltyService:
                 legs=[Leg(account, cfg.fund, -points), Leg(REDEMPTION, cfg.fund, points)],
             )
             balance = fund.balance - points
-            decision = self.apply_tier(p, snap, cfg, account, new_state, balance, txn_id, "redeem")
+            decision = apply_tier(p, snap, cfg, account, new_state, balance, txn_id, "redeem")
             p.details.update(
                 {
                     "account": account,
@@ -289,41 +292,27 @@ class LoyaltyService:
             )
             return p
 
-        txn = self.ledger.engine.commit(program, txn_id, body, plan, lock=[account])
-        self._announce(txn, account)
+        txn = self.core.engine.commit(program, txn_id, body, plan, lock=[account])
+        announce(self.core, txn, account)
         return RedeemResult.of(txn)
 
     # -- tiers --------------------------------------------------------------
 
-    def apply_tier(
-        self,
-        plan: Plan,
-        snap: Snapshot,
-        cfg: LoyaltyConfig,
-        account: str,
-        state: MemberState,
-        balance: int,
-        txn_id: str,
-        reason: str,
-    ) -> TierDecision:
-        """Decide the member's tier and add the state, index and history writes to ``plan``."""
-        return apply_tier(plan, snap, cfg, account, state, balance, txn_id, reason)
-
     def status(self, program: str, account: str) -> MemberStatus:
         """A member's tier, qualifying points and balance: one read of the account head."""
-        return member_status(self.ledger, program, account)
+        return member_status(self.core, program, account)
 
     def tier_history(
         self, program: str, account: str, *, limit: int = 50, cursor: str | None = None
     ) -> TierChangePage:
         """Every tier change of a member, newest first."""
-        return tier_history(self.ledger, program, account, limit=limit, cursor=cursor)
+        return tier_history(self.core, program, account, limit=limit, cursor=cursor)
 
     def members(
         self, program: str, tier: str, *, limit: int = 100, cursor: str | None = None
     ) -> MemberPage:
         """Members of ``tier``, one page at a time (strongly consistent)."""
-        return tier_members(self.ledger, program, tier, limit=limit, cursor=cursor)
+        return tier_members(self.core, program, tier, limit=limit, cursor=cursor)
 
     # -- lots, expiry, orders -----------------------------------------------
 
@@ -350,9 +339,9 @@ class LoyaltyService:
         if isinstance(horizon_days, bool) or not 0 <= horizon_days <= 3660:
             raise ValidationError("days must be an integer from 0 to 3660")
         check_limit(limit)
-        acct = self.ledger.accounts.get(program, account)
+        acct = self.core.accounts.get(program, account)
         state = MemberState.from_value(acct.attributes.get("loyalty"))
-        horizon = self.ledger.clock.now() + timedelta(days=horizon_days)
+        horizon = self.core.clock.now() + timedelta(days=horizon_days)
         return expiring_page(
             self.store, program, cfg.fund, account, state, horizon, limit=limit, cursor=cursor
         )
@@ -361,7 +350,7 @@ class LoyaltyService:
         """The earn an order produced, and its account: one get."""
         txn_id = order_txn_id(order_id)
         try:
-            txn = self.ledger.transactions.get(program, txn_id)
+            txn = self.core.transactions.get(program, txn_id)
         except NotFound as exc:
             raise NotFound(f"order {order_id} has not earned points in program {program}") from exc
         result = EarnResult.of(txn)
@@ -369,17 +358,8 @@ class LoyaltyService:
 
     def expire(self, program: str, *, progress: Progress | None = None) -> ExpiryReport:
         """Expire every lot past its date (idempotent) and warn about soon-expiring points."""
-        from tallybook.services.loyalty.jobs import ExpiryJob
-
-        return ExpiryJob(self).run(program, progress=progress)
+        return ExpiryJob(self.core).run(program, progress=progress)
 
     def review_tiers(self, program: str, *, progress: Progress | None = None) -> ReviewReport:
         """The downgrade job: apply the downgrade rule to every member above the base tier."""
-        from tallybook.services.loyalty.jobs import review_tiers
-
-        return review_tiers(self, program, progress=progress)
-
-    # -- helpers -------------------------------------------------------------
-
-    def _announce(self, txn: Transaction, account: str) -> None:
-        announce(self.ledger, txn, account)
+        return review_tiers(self.core, program, progress=progress)

@@ -10,7 +10,7 @@ history row ``TL#...``. A posting that changes no tier writes no membership.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from tallybook.domain.ids import check_id
 from tallybook.domain.loyalty import LoyaltyConfig
@@ -19,6 +19,7 @@ from tallybook.domain.tiers import MemberState, TierDecision, decide_tier, quali
 from tallybook.errors import NotFound
 from tallybook.services.events import LedgerEvent
 from tallybook.services.ledger.accounts import check_limit
+from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.loyalty.pages import standings
 from tallybook.services.loyalty.values import (
@@ -32,9 +33,6 @@ from tallybook.store import keys
 from tallybook.store.port import Item, Put, SortCondition, Value
 from tallybook.store.records.codec import iso, parse_iso, to_us
 from tallybook.store.records.loyalty import members_page, membership_moves
-
-if TYPE_CHECKING:
-    from tallybook.ledger import Ledger
 
 
 def apply_tier(
@@ -70,16 +68,16 @@ def apply_tier(
     return decision
 
 
-def announce(ledger: Ledger, txn: Transaction, account: str) -> None:
+def announce(core: LedgerCore, txn: Transaction, account: str) -> None:
     """Raise TierChanged for a fresh (not replayed) change, except first enrolment
     into the base tier."""
     d = txn.details
     if txn.replay or not d.get("tier_changed"):
         return
-    base = config_of(ledger.programs.get(txn.program)).base_tier.name
+    base = config_of(core.programs.get(txn.program)).base_tier.name
     if d.get("previous_tier") is None and d["tier"] == base:
         return
-    ledger.events.publish(
+    core.events.publish(
         LedgerEvent(
             txn.program,
             account,
@@ -90,13 +88,13 @@ def announce(ledger: Ledger, txn: Transaction, account: str) -> None:
     )
 
 
-def member_status(ledger: Ledger, program: str, account: str) -> MemberStatus:
+def member_status(core: LedgerCore, program: str, account: str) -> MemberStatus:
     """A member's tier, qualifying points and balance: one read of the account head."""
-    cfg = config_of(ledger.programs.get(program))
-    acct = ledger.accounts.get(program, account)
+    cfg = config_of(core.programs.get(program))
+    acct = core.accounts.get(program, account)
     state = MemberState.from_value(acct.attributes.get("loyalty"))
     fund = acct.fund(cfg.fund)
-    now = ledger.clock.now()
+    now = core.clock.now()
     qualifying = qualifying_points(cfg, state, now, fund.balance)
     tier = cfg.tier(state.tier)
     rank = cfg.rank(tier.name)
@@ -115,12 +113,12 @@ def member_status(ledger: Ledger, program: str, account: str) -> MemberStatus:
 
 
 def tier_history(
-    ledger: Ledger, program: str, account: str, *, limit: int = 50, cursor: str | None = None
+    core: LedgerCore, program: str, account: str, *, limit: int = 50, cursor: str | None = None
 ) -> TierChangePage:
     """Every tier change of a member, newest first; an unknown member is NotFound."""
     check_id(account, "account")
     check_limit(limit)
-    page = ledger.store.query(
+    page = core.store.query(
         keys.account_partition(program, account),
         SortCondition.begins_with(keys.TIER_LOG_PREFIX),
         forward=False,
@@ -128,7 +126,7 @@ def tier_history(
         cursor=cursor,
     )
     if not page.items and cursor is None:
-        ledger.accounts.get(program, account)  # an unknown member is a 404, not []
+        core.accounts.get(program, account)  # an unknown member is a 404, not []
     changes = [
         TierChange(
             at=parse_iso(cast(str, i["at"])),
@@ -143,13 +141,13 @@ def tier_history(
 
 
 def tier_members(
-    ledger: Ledger, program: str, tier: str, *, limit: int = 100, cursor: str | None = None
+    core: LedgerCore, program: str, tier: str, *, limit: int = 100, cursor: str | None = None
 ) -> MemberPage:
     """Members of ``tier``, one page at a time (membership rows, strongly consistent)."""
-    cfg = config_of(ledger.programs.get(program))
+    cfg = config_of(core.programs.get(program))
     if all(t.name != tier for t in cfg.tiers):
         raise NotFound(f"program {program} has no tier {tier!r}")
     check_limit(limit)
-    accounts, after = members_page(ledger.store, program, tier, limit=limit, cursor=cursor)
-    now = ledger.clock.now()
-    return MemberPage(accounts, after, standings(ledger.store, program, cfg, accounts, now))
+    accounts, after = members_page(core.store, program, tier, limit=limit, cursor=cursor)
+    now = core.clock.now()
+    return MemberPage(accounts, after, standings(core.store, program, cfg, accounts, now))

@@ -17,7 +17,7 @@ import logging
 import secrets
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from tallybook.domain.model import Program
 from tallybook.domain.notifications import (
@@ -36,8 +36,10 @@ from tallybook.errors import (
     TooManyRetries,
     TransactionConflict,
 )
-from tallybook.retry import retrying
+from tallybook.retry import RetryPolicy, retrying
+from tallybook.services.clock import Clock
 from tallybook.services.notifications import items as items
+from tallybook.services.notifications.delivery import Delivery
 from tallybook.services.notifications.dismiss import active_key, mark
 from tallybook.store import keys
 from tallybook.store.port import (
@@ -46,6 +48,7 @@ from tallybook.store.port import (
     Delete,
     Exists,
     Item,
+    ItemStore,
     NotExists,
     Put,
     Set,
@@ -53,14 +56,20 @@ from tallybook.store.port import (
 )
 from tallybook.store.records.codec import from_us, iso, to_us
 
-if TYPE_CHECKING:
-    from tallybook.services.notifications.service import NotificationService
-
 log = logging.getLogger("tallybook.notifications")
 
 
+class Notifier(Protocol):
+    """What adding uses of the notifications service (``NotificationService``)."""
+
+    store: ItemStore
+    clock: Clock
+    retry_policy: RetryPolicy
+    delivery: Delivery
+
+
 def add(
-    service: NotificationService,
+    service: Notifier,
     program: Program,
     account: str,
     type_: str,
@@ -146,9 +155,7 @@ def add(
     return deliver(service, n, created_us) if rule.deliver else n
 
 
-def _actives(
-    service: NotificationService, program: str, account: str, types: list[str]
-) -> dict[str, Item]:
+def _actives(service: Notifier, program: str, account: str, types: list[str]) -> dict[str, Item]:
     if not types:
         return {}
     if len(types) == 1:
@@ -164,7 +171,7 @@ def _actives(
 
 
 def _replay(
-    service: NotificationService, program: str, account: str, key: str, fp: str, now: datetime
+    service: Notifier, program: str, account: str, key: str, fp: str, now: datetime
 ) -> Notification | None:
     store = service.store
     record = store.get(keys.notification_idempotency(program, account, key))
@@ -184,7 +191,7 @@ def _replay(
     return replace(items.from_item(snapshot, now, status=status), replay=True)
 
 
-def deliver(service: NotificationService, n: Notification, created_us: int) -> Notification:
+def deliver(service: Notifier, n: Notification, created_us: int) -> Notification:
     """Hand ``n`` to the delivery hook and record the outcome on its history row."""
     error: str | None = None
     try:

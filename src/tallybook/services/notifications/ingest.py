@@ -28,14 +28,12 @@ import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from tallybook.domain.ids import check_id
 from tallybook.domain.notifications import Notification, check_payload, check_type
 from tallybook.errors import IdempotencyConflict, NotFound, TallybookError, ValidationError
-
-if TYPE_CHECKING:
-    from tallybook.services.notifications.service import NotificationService
 
 log = logging.getLogger("tallybook.events")
 
@@ -43,6 +41,21 @@ AUTO_CONFIRM_ENV = "TALLYBOOK_SNS_AUTO_CONFIRM"
 MAX_MESSAGE_BYTES = 256 * 1024
 
 Confirmer = Callable[[str], None]
+
+
+class NotificationAdder(Protocol):
+    """What ingesting needs of the notifications service: ``NotificationService.add``."""
+
+    def add(
+        self,
+        program: str,
+        account: str,
+        type: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> Notification: ...
 
 
 class RejectedMessage(ValidationError):
@@ -208,7 +221,7 @@ def confirmer_from_env() -> Confirmer | None:
 
 
 class EventIngestor:
-    def __init__(self, notifications: NotificationService, confirm: Confirmer | None = None):
+    def __init__(self, notifications: NotificationAdder, confirm: Confirmer | None = None):
         self.notifications = notifications
         self.confirm = confirm if confirm is not None else confirmer_from_env()
         self.stats = IngestStats()

@@ -11,7 +11,8 @@ dismisses. Concurrent adds of one type fail the condition and retry.
 The service subscribes to the posting engine (``LowBalance`` raised when a
 fund's available amount drops below its ``low_balance_threshold``, dismissed
 when it is back at or above it) and to the ledger's event bus (``HoldExpired``,
-``TierChanged``, ``PointsExpiring``...), so ``Ledger(...)`` wires it up.
+``TierChanged``, ``PointsExpiring``...): ``Ledger(...)`` wires it up with
+``triggers.attach``, so a service built on its own raises nothing by itself.
 
 Modules: ``notification_add`` (the add transaction and delivery),
 ``notification_dismiss`` (find and dismiss), ``notification_items`` (stored
@@ -44,20 +45,19 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.retry import RetryPolicy, retrying
+from tallybook.services.clock import Clock
 from tallybook.services.ledger.accounts import check_limit
+from tallybook.services.ledger.core import AccountLookup
+from tallybook.services.ledger.programs import ProgramService
 from tallybook.services.notifications import add as adding
 from tallybook.services.notifications import dismiss as dismissing
 from tallybook.services.notifications import items as items
-from tallybook.services.notifications import triggers as triggers
 from tallybook.services.notifications.delivery import Delivery, delivery_from_env
 from tallybook.store import keys
-from tallybook.store.port import (
-    SortCondition,
-)
+from tallybook.store.port import ItemStore, SortCondition
 from tallybook.store.records.codec import to_us
 
 if TYPE_CHECKING:
-    from tallybook.ledger import Ledger
     from tallybook.services.notifications.ingest import EventIngestor
 
 
@@ -70,18 +70,20 @@ class NotificationPage:
 class NotificationService:
     def __init__(
         self,
-        ledger: Ledger,
+        store: ItemStore,
+        clock: Clock,
+        programs: ProgramService,
+        accounts: AccountLookup,
         *,
         delivery: Delivery | None = None,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
-        self.ledger = ledger
-        self.store = ledger.store
-        self.clock = ledger.clock
-        self.programs = ledger.programs
+        self.store = store
+        self.clock = clock
+        self.programs = programs
+        self.accounts = accounts
         self.delivery: Delivery = delivery or delivery_from_env()
         self.retry_policy = retry_policy or RetryPolicy(attempts=20)
-        triggers.attach(self, ledger)
 
     @cached_property
     def ingestor(self) -> EventIngestor:
@@ -127,7 +129,7 @@ class NotificationService:
         if idempotency_key is not None:
             check_id(idempotency_key, "idempotency key")
         prog = self.programs.get(program)
-        self.ledger.accounts.get(program, account)
+        self.accounts.get(program, account)
         return self.add_to(prog, account, type, body, idempotency_key, expires_at)
 
     def dismiss(self, program: str, account: str, notification_id: str) -> Notification:
@@ -230,7 +232,7 @@ class NotificationService:
             cursor=cursor,
         )
         if not page.items and cursor is None:
-            self.ledger.accounts.get(program, account)
+            self.accounts.get(program, account)
         now = self.clock.now()
         return NotificationPage(
             [items.from_item(i, now) for i in page.items if items.live(i, now)], page.cursor
@@ -265,6 +267,6 @@ class NotificationService:
             if items.live(i, now)
         ]
         if not found:
-            self.ledger.accounts.get(program, account)
+            self.accounts.get(program, account)
         found.sort(key=items.created_us, reverse=True)
         return [items.from_item(i, now) for i in found]

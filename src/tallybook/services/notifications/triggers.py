@@ -25,17 +25,19 @@ from tallybook.domain.notifications import (
     check_type,
     threshold_crossing,
 )
-from tallybook.services.events import LedgerEvent
-from tallybook.services.ledger.postings import Committed
+from tallybook.services.events import EventBus, LedgerEvent
+from tallybook.services.ledger.postings import Committed, PostingEngine
 
 if TYPE_CHECKING:
-    from tallybook.ledger import Ledger
     from tallybook.services.notifications.service import NotificationService
 
 log = logging.getLogger("tallybook.notifications")
 
 
-def attach(service: NotificationService, ledger: Ledger) -> None:
+def attach(service: NotificationService, *, engine: PostingEngine, events: EventBus) -> None:
+    """Subscribe ``service`` to the engine's commits and to the event bus (the
+    composition root, ``tallybook.Ledger``, does this once per ledger)."""
+
     def on_committed(event: Committed) -> None:
         try:
             low_balance(service, event)
@@ -45,8 +47,8 @@ def attach(service: NotificationService, ledger: Ledger) -> None:
     def on_event(event: LedgerEvent) -> None:
         ledger_event(service, event)
 
-    ledger.engine.subscribe(on_committed)
-    ledger.events.subscribe(on_event)
+    engine.subscribe(on_committed)
+    events.subscribe(on_event)
 
 
 def low_balance(service: NotificationService, event: Committed) -> None:

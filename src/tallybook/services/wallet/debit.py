@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal, cast
+from typing import Literal, cast
 
 from tallybook.domain.ids import check_client_txn_id, check_id
 from tallybook.domain.model import EXTERNAL, REDEMPTION, Leg, TxnType
@@ -36,8 +37,9 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.retry import retrying
+from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
-from tallybook.services.wallet.charges import ChargeDeclined, ChargeTimeout
+from tallybook.services.wallet.charges import ChargeDeclined, ChargeProcessor, ChargeTimeout
 from tallybook.services.wallet.marks import wallet_marks, with_takes
 from tallybook.services.wallet.records import (
     WalletTransaction,
@@ -57,9 +59,6 @@ from tallybook.store import keys
 from tallybook.store.port import Action, Compare, Delete, Item, NotExists, Value
 from tallybook.store.records.codec import iso
 
-if TYPE_CHECKING:
-    from tallybook.services.wallet.service import WalletService
-
 #: how long a charge may stay in flight before reconcile cancels it
 CHARGE_GRACE = timedelta(minutes=10)
 PENDING = "pending"
@@ -73,10 +72,12 @@ def charge_key(program: str, txn_id: str) -> str:
 
 
 class DebitOps:
-    def __init__(self, wallet: WalletService) -> None:
-        self.wallet = wallet
-        self.store = wallet.store
-        self.engine = wallet.engine
+    def __init__(self, core: LedgerCore, processor: Callable[[], ChargeProcessor]) -> None:
+        self.core = core
+        self.store = core.store
+        self.engine = core.engine
+        #: the wallet's current charge hook (it may be replaced after construction)
+        self.processor = processor
 
     def debit(
         self,
@@ -120,9 +121,9 @@ class DebitOps:
     # -- steps ------------------------------------------------------------------
 
     def _preview(self, program: str, account: str, amount: int) -> Allocation:
-        prog = self.wallet.ledger.programs.get(program)
-        acct = self.wallet.ledger.accounts.get(program, account)
-        now = self.wallet.clock.now()
+        prog = self.core.programs.get(program)
+        acct = self.core.accounts.get(program, account)
+        now = self.core.clock.now()
         funds = present_funds(f.name for f in prog.funds)
         grants = read_grants(self.store, program, account, now)
         return allocate(amount, grants, {f: acct.fund(f).available for f in funds}, now)
@@ -139,12 +140,12 @@ class DebitOps:
         body: dict[str, object],
         shortfall: int,
     ) -> WalletTransaction:
-        prog = self.wallet.ledger.programs.get(program)
+        prog = self.core.programs.get(program)
         if prog.fund(CASH) is None:
             raise ValidationError(f"program {program} has no cash fund to record a charge in")
         intent = self._intent(program, account, txn_id)
         if intent is None:
-            now = self.wallet.clock.now()
+            now = self.core.clock.now()
             intent = {
                 **keys.wallet_charge(program, account, txn_id).as_item(),
                 "program": program,
@@ -167,14 +168,14 @@ class DebitOps:
         charged = cast(int, intent["amount"])
         key = charge_key(program, txn_id)
         try:
-            reference = self.wallet.processor.charge(
+            reference = self.processor().charge(
                 key=key, account=account, amount=charged, currency=prog.currency
             )
         except ChargeDeclined as exc:
             self._drop_intent(program, account, txn_id)
             raise PaymentDeclined(f"the charge of {charged} was declined: {exc}") from None
         except ChargeTimeout:
-            self.wallet.processor.refund(key=key)
+            self.processor().refund(key=key)
             self._drop_intent(program, account, txn_id)
             raise PaymentDeclined(
                 f"the charge of {charged} timed out and was reversed; nothing was debited"
@@ -183,7 +184,7 @@ class DebitOps:
             return self._commit(program, account, amount, txn_id, body, charged, reference)
         except LedgerError:
             if self.engine.existing(program, txn_id) is None:
-                self.wallet.processor.refund(key=key)
+                self.processor().refund(key=key)
                 self._drop_intent(program, account, txn_id)
             raise
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from tallybook.domain.ids import check_client_txn_id, check_fund, check_id, derived_id
 from tallybook.domain.model import EXTERNAL, Leg, Transaction, TxnType
@@ -39,6 +39,7 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.services.events import LedgerEvent
+from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.marks import wallet_marks, with_takes
 from tallybook.services.wallet.records import (
@@ -66,9 +67,6 @@ from tallybook.store.evaluate import apply_updates
 from tallybook.store.port import Action, Item, NotExists, Put, Update, Value
 from tallybook.store.records.codec import iso
 
-if TYPE_CHECKING:
-    from tallybook.ledger import Ledger
-
 
 @dataclass(frozen=True, slots=True)
 class HoldResult:
@@ -78,10 +76,10 @@ class HoldResult:
 
 
 class HoldOps:
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-        self.store = ledger.store
-        self.engine = ledger.engine
+    def __init__(self, core: LedgerCore) -> None:
+        self.store = core.store
+        self.engine = core.engine
+        self.events = core.events
 
     # -- lookups -----------------------------------------------------------
 
@@ -315,7 +313,7 @@ class HoldOps:
         except HoldNotActive as exc:
             return HoldResult(exc.hold, None)
         if op == "expire" and result.transaction is not None and not result.transaction.replay:
-            self.ledger.events.publish(
+            self.events.publish(
                 LedgerEvent(
                     program,
                     account,

@@ -19,6 +19,7 @@ from tallybook.domain.ids import derived_id
 from tallybook.domain.model import EXPIRY, Account, Leg, Transaction, TxnType
 from tallybook.domain.wallet import BONUS, Hold, HoldKind, HoldStatus, unexpired_bonus
 from tallybook.errors import ConditionFailed, InvalidState
+from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.charges import ChargeProcessor
 from tallybook.services.wallet.debit import CANCELLING, CHARGE_GRACE, PENDING, charge_key
@@ -41,7 +42,6 @@ from tallybook.store.port import Compare, Remove, Set, SortCondition, Update, an
 from tallybook.store.records.codec import iso, parse_iso
 
 if TYPE_CHECKING:
-    from tallybook.ledger import Ledger
     from tallybook.services.wallet.holds import HoldOps
 
 Progress = Callable[[int], None]
@@ -80,10 +80,10 @@ class _NothingLeft(InvalidState):
 
 class WalletJobs:
     def __init__(
-        self, ledger: Ledger, holds: HoldOps, processor: Callable[[], ChargeProcessor]
+        self, core: LedgerCore, holds: HoldOps, processor: Callable[[], ChargeProcessor]
     ) -> None:
-        self.ledger = ledger
-        self.store = ledger.store
+        self.core = core
+        self.store = core.store
         self.holds = holds
         self.processor = processor
 
@@ -100,9 +100,9 @@ class WalletJobs:
         self, program: str, *, progress: Progress | None = None
     ) -> ReconcileReport:
         """Charge intents past their grace without a debit: refund and remove them."""
-        self.ledger.programs.get(program)
+        self.core.programs.get(program)
         report = ReconcileReport()
-        for row in due_rows(self.store, program, DUE_CHARGE, self.ledger.clock.now()):
+        for row in due_rows(self.store, program, DUE_CHARGE, self.core.clock.now()):
             if progress:
                 progress(1)
             key = row_key(row)
@@ -110,7 +110,7 @@ class WalletJobs:
             if intent is None:
                 continue
             account, txn_id = cast(str, intent["account"]), cast(str, intent["txn_id"])
-            if self.ledger.engine.existing(program, txn_id) is None:
+            if self.core.engine.existing(program, txn_id) is None:
                 try:
                     self.store.update(
                         key,
@@ -126,9 +126,9 @@ class WalletJobs:
 
     def expire_holds(self, program: str, *, progress: Progress | None = None) -> ReconcileReport:
         """Holds past their deadline: expire debits, release held credits."""
-        self.ledger.programs.get(program)
+        self.core.programs.get(program)
         report = ReconcileReport()
-        for row in due_rows(self.store, program, DUE_HOLD, self.ledger.clock.now()):
+        for row in due_rows(self.store, program, DUE_HOLD, self.core.clock.now()):
             if progress:
                 progress(1)
             item = self.store.get(row_key(row))
@@ -137,7 +137,7 @@ class WalletJobs:
             hold = hold_from_item(item)
             if hold.status is not HoldStatus.ACTIVE:
                 continue
-            if self.ledger.engine.existing(program, hold.id) is None:
+            if self.core.engine.existing(program, hold.id) is None:
                 try:
                     self.store.delete(row_key(item), Compare("status", "=", str(hold.status)))
                     report.orphan_holds.append((hold.account, hold.id))
@@ -155,9 +155,9 @@ class WalletJobs:
 
     def expire_grants(self, program: str, *, progress: Progress | None = None) -> list[GrantExpiry]:
         """Move what is left of each expired grant to ``@expiry``, once per grant."""
-        self.ledger.programs.get(program)
+        self.core.programs.get(program)
         done: list[GrantExpiry] = []
-        now = self.ledger.clock.now()
+        now = self.core.clock.now()
         for row in due_rows(self.store, program, DUE_GRANT, now):
             if progress:
                 progress(1)
@@ -223,7 +223,7 @@ class WalletJobs:
                 },
             )
 
-        return self.ledger.engine.commit(
+        return self.core.engine.commit(
             program, derived_id(grant_id, "expire"), body, plan, lock=[account]
         )
 
@@ -232,9 +232,9 @@ class WalletJobs:
     def check(self, program: str, account: str) -> list[str]:
         """Holds match the heads' withheld amounts, grants match the bonus balance,
         no fund is below zero available, no charge intent outlived reconcile."""
-        prog = self.ledger.programs.get(program)
-        acct = self.ledger.accounts.get(program, account)
-        now = self.ledger.clock.now()
+        prog = self.core.programs.get(program)
+        acct = self.core.accounts.get(program, account)
+        now = self.core.clock.now()
         holds = [
             h for h in read_holds(self.store, program, account) if h.status is HoldStatus.ACTIVE
         ]
@@ -251,7 +251,7 @@ class WalletJobs:
             reserved = sum(t.amount for t in h.grants)
             if reserved != h.amounts.get(BONUS, 0):
                 problems.append(f"hold {h.id}: grants reserve {reserved}, bonus held differs")
-            if self.ledger.engine.existing(program, h.id) is None:
+            if self.core.engine.existing(program, h.id) is None:
                 problems.append(f"hold {h.id} of {account} has no transaction record")
         if prog.fund(BONUS) is not None:
             grants = read_grants(self.store, program, account)

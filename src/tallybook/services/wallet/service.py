@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from tallybook.domain.ids import check_client_txn_id, check_fund, check_id
 from tallybook.domain.model import EXTERNAL, ISSUANCE, Leg, TxnType
@@ -35,6 +35,7 @@ from tallybook.domain.wallet import (
     fund_views,
 )
 from tallybook.errors import ValidationError
+from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.charges import ChargeProcessor, processor_from_env
 from tallybook.services.wallet.debit import DebitOps, Shortfall
@@ -54,9 +55,6 @@ from tallybook.store.records.codec import iso
 #: the longest a grant may be given to expire in, in days from now
 MAX_GRANT_DAYS = 3660
 
-if TYPE_CHECKING:
-    from tallybook.ledger import Ledger
-
 Progress = Callable[[int], None]
 
 
@@ -67,16 +65,16 @@ class WalletTransactionPage:
 
 
 class WalletService:
-    def __init__(self, ledger: Ledger, processor: ChargeProcessor | None = None) -> None:
-        self.ledger = ledger
-        self.store = ledger.store
-        self.engine = ledger.engine
-        self.clock = ledger.clock
+    def __init__(self, core: LedgerCore, processor: ChargeProcessor | None = None) -> None:
+        self.core = core
+        self.store = core.store
+        self.engine = core.engine
+        self.clock = core.clock
         #: the charge hook; replace it to plug in a real payment processor
         self.processor: ChargeProcessor = processor or processor_from_env()
-        self._holds = HoldOps(ledger)
-        self._debits = DebitOps(self)
-        self._jobs = WalletJobs(ledger, self._holds, lambda: self.processor)
+        self._holds = HoldOps(core)
+        self._debits = DebitOps(core, lambda: self.processor)
+        self._jobs = WalletJobs(core, self._holds, lambda: self.processor)
 
     # -- reads ----------------------------------------------------------------
 
@@ -85,11 +83,11 @@ class WalletService:
 
         One read of the head when its marks (see ``wallet_marks``) show that no
         hold is due and that the unexpired grants hold the bonus balance."""
-        prog = self.ledger.programs.get(program)
-        acct = self.ledger.accounts.get(program, account)
+        prog = self.core.programs.get(program)
+        acct = self.core.accounts.get(program, account)
         now = self.clock.now()
         if holds_may_be_due(acct, now) and self._settle_overdue(program, account):
-            acct = self.ledger.accounts.get(program, account)
+            acct = self.core.accounts.get(program, account)
             now = self.clock.now()
         units = {f.name: f.unit for f in prog.funds}
         free = bonus_without_grants(acct, now) if BONUS in units else 0
@@ -99,7 +97,7 @@ class WalletService:
 
     def grants(self, program: str, account: str, *, include_expired: bool = False) -> list[Grant]:
         """Bonus grants, earliest expiry first (unexpired only unless asked)."""
-        self.ledger.accounts.get(program, account)
+        self.core.accounts.get(program, account)
         now = None if include_expired else self.clock.now()
         return read_grants(self.store, program, account, now)
 
@@ -113,7 +111,7 @@ class WalletService:
 
     def holds(self, program: str, account: str, *, active_only: bool = False) -> list[Hold]:
         """An owner's holds and held credits (settled ones stay listed for 90 days)."""
-        self.ledger.accounts.get(program, account)
+        self.core.accounts.get(program, account)
         self._settle_overdue(program, account)
         holds = read_holds(self.store, program, account)
         if active_only:
@@ -122,15 +120,15 @@ class WalletService:
 
     def transaction(self, program: str, txn_id: str) -> WalletTransaction:
         """A transaction record with its per-fund breakdown and resulting availability."""
-        return wallet_transaction(self.ledger.transactions.get(program, txn_id))
+        return wallet_transaction(self.core.transactions.get(program, txn_id))
 
     def transactions(
         self, program: str, account: str, *, limit: int = 50, cursor: str | None = None
     ) -> WalletTransactionPage:
         """An owner's transaction records, newest first, through the owner index."""
-        page = self.ledger.transactions.for_owner(program, account, limit=limit, cursor=cursor)
+        page = self.core.transactions.for_owner(program, account, limit=limit, cursor=cursor)
         if not page.transactions and cursor is None:
-            self.ledger.accounts.get(program, account)  # an unknown owner is a 404, not []
+            self.core.accounts.get(program, account)  # an unknown owner is a 404, not []
         return WalletTransactionPage(
             [wallet_transaction(t) for t in page.transactions], page.cursor
         )
