@@ -68,7 +68,7 @@ def _offline_store() -> DynamoStore:
         aws_secret_access_key="x",
     )
     store = DynamoStore("offline", client=client)
-    store._sleep = lambda _seconds: None
+    store.connection.sleep = lambda _seconds: None
     return store
 
 

@@ -27,6 +27,7 @@ from tallybook.errors import ConfigError
 from tallybook.store import keys
 from tallybook.store.dynamodb.connection import DynamoConnection, _has_credentials
 from tallybook.store.dynamodb.errors import error_code
+from tallybook.store.dynamodb.store import DynamoStore
 from tallybook.store.dynamodb.values import to_item
 from tallybook.store.port import ItemStore
 from tallybook.webhooks.events import Event, derive
@@ -41,9 +42,9 @@ _CHECKPOINT_EVERY = 5000
 def stream_reader(store: ItemStore) -> StreamReader | None:
     """A reader when ``store`` is DynamoDB, else ``None``."""
     engine = unwrap(store)
-    if not isinstance(engine, DynamoConnection):
+    if not isinstance(engine, DynamoStore):
         return None
-    return StreamReader(store, engine)
+    return StreamReader(store, engine.connection)
 
 
 def events_of(records: Sequence[dict[str, Any]]) -> list[tuple[Event, str]]:

@@ -6,6 +6,9 @@ counted in the store's metrics and their errors turned into the port's
 Only what is safe to repeat is repeated: a request whose outcome is unknown
 (timeout, dropped connection, 5xx) is sent again only when ``idempotent``;
 transactions carry request tokens (:mod:`tallybook.store.dynamodb.tokens`).
+
+:class:`~tallybook.store.dynamodb.DynamoStore` holds one connection (it is
+not one): the store says what to send, the connection sends it.
 """
 
 from __future__ import annotations
@@ -38,8 +41,8 @@ from tallybook.store.dynamodb.errors import (
     translate,
     unavailable,
 )
-from tallybook.store.dynamodb.tokens import RequestTokens
-from tallybook.store.port import ItemStore, StoreMetrics
+from tallybook.store.meter import Price, record_price
+from tallybook.store.port import StoreMetrics
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -48,9 +51,9 @@ DEFAULT_REGION = "us-east-1"
 _READS = ("get", "query", "batch_get")
 
 
-class DynamoConnection(ItemStore):
+class DynamoConnection:
     """The client and the request loop of :class:`~tallybook.store.dynamodb.DynamoStore`
-    (whose docstring says what the arguments mean)."""
+    (whose docstring says what the arguments mean), and the metrics they count."""
 
     def __init__(
         self,
@@ -66,8 +69,8 @@ class DynamoConnection(ItemStore):
         self.endpoint = endpoint or None
         self.metrics = StoreMetrics()
         self._metrics_lock = threading.Lock()
-        self._tokens = RequestTokens(table)
-        self._sleep: Callable[[float], None] = time.sleep
+        #: how retries wait (tests replace it)
+        self.sleep: Callable[[float], None] = time.sleep
         self._owns_client = client is None
         if client is not None:
             self.region = region or client.meta.region_name or DEFAULT_REGION
@@ -104,6 +107,11 @@ class DynamoConnection(ItemStore):
 
     # -- metrics ------------------------------------------------------------
 
+    def charge(self, operation: str, price: Price) -> None:
+        """Count what the meter priced a request at (``priced_*`` in :attr:`metrics`)."""
+        with self._metrics_lock:
+            record_price(self.metrics, operation, price)
+
     def _record(self, operation: str, response: Mapping[str, Any] | None) -> None:
         reads = writes = 0.0
         consumed: Any = (response or {}).get("ConsumedCapacity") or []
@@ -138,7 +146,7 @@ class DynamoConnection(ItemStore):
 
     # -- requests -----------------------------------------------------------
 
-    def _send(
+    def send(
         self,
         operation: str,
         call: Callable[..., Any],
@@ -168,7 +176,7 @@ class DynamoConnection(ItemStore):
     ) -> dict[str, Any]:
         last: RetryableError | None = None
         sent = 0
-        with retrying(RETRY_POLICY, sleep=self._sleep) as tries:
+        with retrying(RETRY_POLICY, sleep=self.sleep) as tries:
             for _ in tries:
                 sent += 1
                 if last is not None:
@@ -178,7 +186,7 @@ class DynamoConnection(ItemStore):
                 except ClientError as exc:
                     self._record(operation, None)
                     try:
-                        classify(exc, idempotent=idempotent, translate=self._translate)
+                        classify(exc, idempotent=idempotent, translate=self.translate)
                     except RetryableError as retry:
                         self._count(operation, kind=retry.kind)
                         last = retry
@@ -196,7 +204,7 @@ class DynamoConnection(ItemStore):
                             f"lost the connection to {self.endpoint or 'DynamoDB'} during a "
                             f"write, which may or may not have been applied: {exc}"
                         ) from exc
-                    raise self._unavailable(exc) from exc
+                    raise self.unavailable(exc) from exc
                 self._record(operation, response)
                 return response
         assert last is not None
@@ -209,9 +217,9 @@ class DynamoConnection(ItemStore):
             raise Throttled(
                 f"DynamoDB throttled {operation} ({sent} attempts); try again"
             ) from last.error
-        raise self._unavailable(last.error) from last.error
+        raise self.unavailable(last.error) from last.error
 
-    def _send_until_processed(
+    def send_until_processed(
         self, operation: str, pending: list[Any], send: Callable[[list[Any]], list[Any]]
     ) -> list[Any]:
         """Send a batch, then what each answer left unprocessed, with backoff.
@@ -219,7 +227,7 @@ class DynamoConnection(ItemStore):
         ``send`` sends what it is given and returns what was left; this
         returns what is still left when the retry budget is spent.
         """
-        with retrying(RETRY_POLICY, sleep=self._sleep) as tries:
+        with retrying(RETRY_POLICY, sleep=self.sleep) as tries:
             for attempt in tries:
                 if attempt:
                     self._count(operation, retry=True, kind="throttle")
@@ -230,10 +238,10 @@ class DynamoConnection(ItemStore):
 
     # -- errors -------------------------------------------------------------
 
-    def _translate(self, exc: ClientError) -> Exception:
+    def translate(self, exc: ClientError) -> Exception:
         return translate(exc, table=self.table, endpoint=self.endpoint, url=self.describe())
 
-    def _unavailable(self, exc: Exception) -> Exception:
+    def unavailable(self, exc: Exception) -> Exception:
         return unavailable(exc, where=self.endpoint or f"DynamoDB in {self.region}")
 
 

@@ -1,11 +1,13 @@
 """DynamoDB engine: the boto3 low-level client, one table, two GSIs, TTL.
 
 This module holds the port's operations; around it, by concern:
-:mod:`.dynamodb_connection` (the client, requests, retries, metrics),
-:mod:`.dynamodb_errors` (errors in the port's terms, the retry policy),
-:mod:`.dynamodb_expressions` (typed conditions and updates compiled to
-expressions with placeholders), :mod:`.dynamodb_values` (AttributeValues) and
-:mod:`.dynamodb_table` (the table's definition, creation, TTL).
+:mod:`.connection` (the client, requests, retries, metrics: the store holds
+one :class:`~.connection.DynamoConnection` and sends through it),
+:mod:`.errors` (errors in the port's terms, the retry policy),
+:mod:`.expressions` (typed conditions and updates compiled to
+expressions with placeholders), :mod:`.values` (AttributeValues),
+:mod:`.tokens` (request tokens) and :mod:`.table` (the table's definition,
+creation, TTL).
 
 Semantics match the SQLite engine exactly, including for items past their
 TTL, which DynamoDB keeps until it deletes them at its leisure:
@@ -23,7 +25,7 @@ Retries (throttling, transaction conflicts, 5xx and connection errors) are
 bounded, with exponential backoff and full jitter, and counted in
 :attr:`DynamoStore.metrics`. Only what is safe to repeat is repeated: every
 multi-action ``TransactWriteItems`` carries a ``ClientRequestToken`` (the
-caller's, or one made per call; :mod:`.dynamodb_tokens`), so a retry after an
+caller's, or one made per call; :mod:`.tokens`), so a retry after an
 unknown outcome cannot apply it twice; a single action without a token is sent
 as a plain ``PutItem`` / ``UpdateItem`` / ``DeleteItem`` (half the write units
 of a transaction) and is retried only when it certainly was not applied.
@@ -34,7 +36,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tallybook.errors import ConditionFailed, StoreValidationError, Throttled
 from tallybook.store.checks import check_actions, check_batch_write, check_item, check_key
@@ -46,13 +48,15 @@ from tallybook.store.dynamodb.expressions import (
     fold_updates,
 )
 from tallybook.store.dynamodb.table import TableAdmin, TableSetup, table_definition
+from tallybook.store.dynamodb.tokens import RequestTokens
 from tallybook.store.dynamodb.values import from_item, key_av, serialize, to_item
 from tallybook.store.evaluate import apply_updates, cancelled, evaluate, is_expired, now_epoch
-from tallybook.store.meter import CapacityMeter, Price, is_transactional, record_price
+from tallybook.store.meter import CapacityMeter, is_transactional
 from tallybook.store.port import (
     Action,
     Delete,
     Item,
+    ItemStore,
     Key,
     Page,
     Query,
@@ -62,12 +66,15 @@ from tallybook.store.port import (
 )
 from tallybook.store.queries import shape
 
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
 BATCH_GET_MAX = 100
 BATCH_WRITE_MAX = 25
 _DIAGNOSE_ROUNDS = 4
 
 
-class DynamoStore(DynamoConnection):
+class DynamoStore(ItemStore):
     """The item store on one DynamoDB table (AWS or DynamoDB Local).
 
     ``endpoint`` points at another endpoint that speaks DynamoDB's API; with it
@@ -75,14 +82,45 @@ class DynamoStore(DynamoConnection):
     Local works on a fresh machine. ``client`` injects a ready client (tests).
     """
 
+    def __init__(
+        self,
+        table: str,
+        *,
+        region: str | None = None,
+        endpoint: str | None = None,
+        client: DynamoDBClient | None = None,
+    ) -> None:
+        #: the client, the request loop and the metrics it counts
+        self.connection = DynamoConnection(table, region=region, endpoint=endpoint, client=client)
+        self.table = self.connection.table
+        self.metrics = self.connection.metrics
+        self._tokens = RequestTokens(self.table)
+
+    @property
+    def client(self) -> DynamoDBClient:
+        return self.connection.client
+
+    @property
+    def endpoint(self) -> str | None:
+        return self.connection.endpoint
+
+    @property
+    def region(self) -> str:
+        return self.connection.region
+
+    def durability(self) -> str:
+        return self.connection.durability()
+
+    def describe(self) -> str:
+        return self.connection.describe()
+
+    def close(self) -> None:
+        self.connection.close()
+
     @cached_property
     def meter(self) -> CapacityMeter:
         """Prices every request by AWS's rules into :attr:`metrics` (``priced_*``)."""
         return CapacityMeter()
-
-    def _charge(self, operation: str, price: Price) -> None:
-        with self._metrics_lock:
-            record_price(self.metrics, operation, price)
 
     # -- table management ---------------------------------------------------
 
@@ -107,9 +145,9 @@ class DynamoStore(DynamoConnection):
         return TableAdmin(
             self.client,
             self.table,
-            translate=self._translate,
-            unavailable=self._unavailable,
-            sleep=self._sleep,
+            translate=self.connection.translate,
+            unavailable=self.connection.unavailable,
+            sleep=self.connection.sleep,
             poll_seconds=0.1 if self.endpoint else 2.0,
         )
 
@@ -121,7 +159,7 @@ class DynamoStore(DynamoConnection):
         return item
 
     def _get_raw(self, key: Key, *, consistent: bool = True) -> Item | None:
-        response = self._send(
+        response = self.connection.send(
             "get",
             self.client.get_item,
             {
@@ -133,7 +171,7 @@ class DynamoStore(DynamoConnection):
         )
         raw = response.get("Item")
         item = to_item(raw) if raw else None
-        self._charge("get", self.meter.get(key, item, consistent=consistent))
+        self.connection.charge("get", self.meter.get(key, item, consistent=consistent))
         return item
 
     def run_query(self, q: Query) -> Page:
@@ -171,9 +209,11 @@ class DynamoStore(DynamoConnection):
                 request["Limit"] = limit - len(items) + 1
             if start is not None:
                 request["ExclusiveStartKey"] = start
-            response = self._send("query", self.client.query, request)
+            response = self.connection.send("query", self.client.query, request)
             page = [to_item(raw) for raw in response.get("Items", [])]
-            self._charge("query", self.meter.query(page, index=index, consistent=consistent))
+            self.connection.charge(
+                "query", self.meter.query(page, index=index, consistent=consistent)
+            )
             items.extend(page)
             if limit is not None and len(items) > limit:
                 return shaped.page(items)
@@ -189,7 +229,7 @@ class DynamoStore(DynamoConnection):
         out: list[Item] = []
 
         def send(pending: list[Any]) -> list[Any]:
-            response = self._send(
+            response = self.connection.send(
                 "batch_get",
                 self.client.batch_get_item,
                 {
@@ -202,12 +242,14 @@ class DynamoStore(DynamoConnection):
             unprocessed = response.get("UnprocessedKeys", {}).get(self.table)
             left = list(unprocessed["Keys"]) if unprocessed else []
             missing = len(pending) - len(found) - len(left)
-            self._charge("batch_get", self.meter.batch_get(found, missing, consistent=consistent))
+            self.connection.charge(
+                "batch_get", self.meter.batch_get(found, missing, consistent=consistent)
+            )
             return left
 
         for begin in range(0, len(unique), BATCH_GET_MAX):
             chunk = [key_av(k) for k in unique[begin : begin + BATCH_GET_MAX]]
-            pending = self._send_until_processed("batch_get", chunk, send)
+            pending = self.connection.send_until_processed("batch_get", chunk, send)
             if pending:
                 raise Throttled(
                     f"DynamoDB left {len(pending)} keys unprocessed when the retries ran out"
@@ -239,7 +281,7 @@ class DynamoStore(DynamoConnection):
             seen.add(key)
 
         def send(pending: list[Any]) -> list[Any]:
-            response = self._send(
+            response = self.connection.send(
                 "batch_write",
                 self.client.batch_write_item,
                 {"RequestItems": {self.table: pending}, "ReturnConsumedCapacity": "TOTAL"},
@@ -247,14 +289,14 @@ class DynamoStore(DynamoConnection):
             return list(response.get("UnprocessedItems", {}).get(self.table, []))
 
         for chunk, (chunk_puts, chunk_deletes) in zip(chunks, priced, strict=True):
-            pending = self._send_until_processed("batch_write", chunk, send)
+            pending = self.connection.send_until_processed("batch_write", chunk, send)
             if pending:
                 self.meter.forget([*map(key_of, chunk_puts), *chunk_deletes])
                 raise Throttled(
                     f"DynamoDB left {len(pending)} writes unprocessed when the retries ran "
                     "out; the batch was partly applied"
                 )
-            self._charge("batch_write", self.meter.batch_write(chunk_puts, chunk_deletes))
+            self.connection.charge("batch_write", self.meter.batch_write(chunk_puts, chunk_deletes))
 
     def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
         check_actions(actions)
@@ -296,7 +338,7 @@ class DynamoStore(DynamoConnection):
     def _transact(self, actions: Sequence[Action], token: str, now: int) -> None:
         items = [self.compile_action(a, now) for a in actions]
         with self._charged_if_failed("transact_write", actions, transactional=True):
-            self._send(
+            self.connection.send(
                 "transact_write",
                 self.client.transact_write_items,
                 {
@@ -305,7 +347,7 @@ class DynamoStore(DynamoConnection):
                     "ReturnConsumedCapacity": "TOTAL",
                 },
             )
-        self._charge("transact_write", self.meter.write(actions, transactional=True))
+        self.connection.charge("transact_write", self.meter.write(actions, transactional=True))
 
     @contextlib.contextmanager
     def _charged_if_failed(
@@ -317,7 +359,7 @@ class DynamoStore(DynamoConnection):
             yield
         except ConditionFailed:
             price = self.meter.failed_write(actions, transactional=transactional)
-            self._charge(operation, price)
+            self.connection.charge(operation, price)
             raise
 
     def _write_one(self, action: Action, now: int) -> None:
@@ -332,13 +374,13 @@ class DynamoStore(DynamoConnection):
         operation = kind.lower()  # counted as what was sent: put, update or delete
         # without a token a request of unknown outcome is not sent again
         with self._charged_if_failed(operation, [action], transactional=False):
-            self._send(
+            self.connection.send(
                 operation,
                 call,
                 {**body, "ReturnConsumedCapacity": "TOTAL"},
                 idempotent=False,
             )
-        self._charge(operation, self.meter.write([action], transactional=False))
+        self.connection.charge(operation, self.meter.write([action], transactional=False))
 
     def _diagnose(self, actions: Sequence[Action], reasons: Sequence[str | None], now: int) -> bool:
         """Explain a cancellation that may come from an update's own guards.
@@ -393,6 +435,6 @@ class DynamoStore(DynamoConnection):
             contextlib.suppress(ConditionFailed),  # replaced or removed meanwhile
             self._charged_if_failed("transact_write", [Delete(key)], transactional=False),
         ):
-            self._send("delete", self.client.delete_item, params)
+            self.connection.send("delete", self.client.delete_item, params)
             price = self.meter.write([Delete(key)], transactional=False)
-            self._charge("transact_write", price)
+            self.connection.charge("transact_write", price)
