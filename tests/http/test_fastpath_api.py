@@ -186,3 +186,26 @@ def test_well_formed_postings_take_the_fast_path(
     bad = app_client.post("/v1/transactions", content=b"{", headers=headers)
     assert bad.status_code == 400
     assert answered == [True, True, False]
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "PATCH", "DELETE", "POST"])
+@pytest.mark.parametrize("path", ["/v1/transactions", "/v1/transactions/", "/v1/transactions/t-1"])
+def test_matching_the_posting_route_first_changes_no_answer(
+    ledger: Ledger, write_headers: Headers, method: str, path: str
+) -> None:
+    """The posting route is tried first (``match_first``); without that copy the
+    app answers every method on the neighbouring paths the same."""
+    first = create_app(ledger)
+    declared = create_app(ledger)
+    copy = declared.router.routes.pop(0)
+    assert getattr(copy, "path", None) == "/v1/transactions"
+    assert not getattr(copy, "include_in_schema", True)
+    headers = {**write_headers, **JSON, "Idempotency-Key": "m-1"}
+    answers = []
+    for app in (first, declared):
+        with TestClient(app) as client:
+            r = client.request(
+                method, path, content=CREDIT, headers=headers, follow_redirects=False
+            )
+            answers.append(_answer(r) if r.content else (r.status_code, [], None))
+    assert answers[0] == answers[1]

@@ -149,13 +149,23 @@ class Metrics:
             "POSTs answered from the record of an earlier request",
             registry=self.registry,
         )
+        #: (method, route, status) -> the request counter's and histogram's children
+        self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self.registry.register(StoreCollector(ledger))
         self.registry.register(WebhookCollector(ledger.store, ledger.programs))
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
-        code = str(status)
-        self.requests.labels(method, route, code).inc()
-        self.duration.labels(method, route, code).observe(seconds)
+        key = (method, route, status)
+        children = self._children.get(key)
+        if children is None:  # labels() looks its child up on every call: once per key here
+            code = str(status)
+            children = (
+                self.requests.labels(method, route, code),
+                self.duration.labels(method, route, code),
+            )
+            self._children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
         if self.emf is not None:
             self.emf.request(method, route, status, seconds)
 
