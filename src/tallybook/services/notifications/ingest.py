@@ -28,7 +28,6 @@ import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Protocol
 
 from tallybook.domain.ids import check_id
@@ -44,17 +43,17 @@ Confirmer = Callable[[str], None]
 
 
 class NotificationAdder(Protocol):
-    """What ingesting needs of the notifications service: ``NotificationService.add``."""
+    """What ingesting needs of the notifications service: ``NotificationService.add``
+    with an idempotency key (the message id)."""
 
     def add(
         self,
         program: str,
         account: str,
         type: str,
-        payload: Mapping[str, Any] | None = None,
+        payload: Mapping[str, Any] | None,
         *,
-        idempotency_key: str | None = None,
-        expires_at: datetime | None = None,
+        idempotency_key: str | None,
     ) -> Notification: ...
 
 

@@ -9,13 +9,13 @@
 - The balance view counts unexpired grants only; :meth:`expire_grants` (a job)
   moves what is left of expired grants to ``@expiry``, once per grant.
 - Debits spend bonus (earliest expiry first), then store credit, then cash, to
-  ``@redemption``; a shortfall is rejected or charged (see ``wallet_debit``).
-- Holds and held credits: see ``wallet_holds``; jobs: see ``wallet_jobs``.
+  ``@redemption``; a shortfall is rejected or charged (see ``debit``).
+- Holds and held credits: see ``holds``; jobs: see ``jobs``. ``WalletService``
+  binds their use cases (``authorize``, ``debit``, ``reconcile``...) as its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import cast
@@ -38,9 +38,9 @@ from tallybook.errors import ValidationError
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.charges import ChargeProcessor, processor_from_env
-from tallybook.services.wallet.debit import DebitOps, Shortfall
-from tallybook.services.wallet.holds import HoldOps, HoldResult
-from tallybook.services.wallet.jobs import GrantExpiry, ReconcileReport, WalletJobs
+from tallybook.services.wallet.debit import DebitOps
+from tallybook.services.wallet.holds import HoldOps
+from tallybook.services.wallet.jobs import WalletJobs
 from tallybook.services.wallet.marks import bonus_without_grants, holds_may_be_due, wallet_marks
 from tallybook.services.wallet.records import (
     WalletTransaction,
@@ -54,8 +54,6 @@ from tallybook.store.records.codec import iso
 
 #: the longest a grant may be given to expire in, in days from now
 MAX_GRANT_DAYS = 3660
-
-Progress = Callable[[int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +73,19 @@ class WalletService:
         self._holds = HoldOps(core)
         self._debits = DebitOps(core, lambda: self.processor)
         self._jobs = WalletJobs(core, self._holds, lambda: self.processor)
+        # the use cases other modules implement are theirs, bound here, rather than
+        # methods repeating their signatures: holds and held credits (holds.py),
+        self.credit_held = self._holds.credit_held
+        self.authorize = self._holds.authorize
+        self.capture = self._holds.capture
+        self.void = self._holds.void
+        # debits that spend bonus, then store credit, then cash (debit.py),
+        self.debit = self._debits.debit
+        # and the jobs and the wallet invariant check (jobs.py)
+        self.expire_grants = self._jobs.expire_grants
+        self.expire_holds = self._jobs.expire_holds
+        self.reconcile = self._jobs.reconcile
+        self.check = self._jobs.check
 
     # -- reads ----------------------------------------------------------------
 
@@ -248,98 +259,6 @@ class WalletService:
             )
 
         return wallet_transaction(self.engine.commit(program, txn_id, body, plan, lock=[account]))
-
-    def credit_held(
-        self,
-        program: str,
-        account: str,
-        fund: str,
-        amount: int,
-        *,
-        release_at: datetime,
-        txn_id: str,
-        description: str | None = None,
-    ) -> HoldResult:
-        """Credit now, pending until ``release_at`` (sale proceeds); the id names the hold."""
-        return self._holds.credit_held(
-            program,
-            account,
-            fund,
-            amount,
-            release_at=release_at,
-            txn_id=txn_id,
-            description=description,
-        )
-
-    # -- debits -------------------------------------------------------------------
-
-    def debit(
-        self,
-        program: str,
-        account: str,
-        amount: int,
-        *,
-        txn_id: str,
-        on_shortfall: Shortfall = "reject",
-        order_id: str | None = None,
-        description: str | None = None,
-    ) -> WalletTransaction:
-        """Spend bonus, then store credit, then cash; reject or charge a shortfall."""
-        return self._debits.debit(
-            program,
-            account,
-            amount,
-            txn_id=txn_id,
-            on_shortfall=on_shortfall,
-            order_id=order_id,
-            description=description,
-        )
-
-    def authorize(
-        self,
-        program: str,
-        account: str,
-        amount: int,
-        *,
-        hold_id: str,
-        expires_in: int | None = None,
-        description: str | None = None,
-    ) -> HoldResult:
-        """Withhold ``amount`` in spend order; ``expires_in`` seconds (default 7 days)."""
-        return self._holds.authorize(
-            program,
-            account,
-            amount,
-            hold_id=hold_id,
-            expires_in=expires_in,
-            description=description,
-        )
-
-    def capture(self, program: str, hold_id: str, amount: int | None = None) -> HoldResult:
-        """Spend all or part of a hold; the rest is released. Idempotent."""
-        return self._holds.capture(program, hold_id, amount)
-
-    def void(self, program: str, hold_id: str) -> HoldResult:
-        """Release a hold. Idempotent; voiding an expired hold returns it unchanged."""
-        return self._holds.void(program, hold_id)
-
-    # -- jobs -------------------------------------------------------------------
-
-    def expire_grants(self, program: str, *, progress: Progress | None = None) -> list[GrantExpiry]:
-        """Move what is left of expired grants to ``@expiry`` (idempotent job)."""
-        return self._jobs.expire_grants(program, progress=progress)
-
-    def expire_holds(self, program: str, *, progress: Progress | None = None) -> ReconcileReport:
-        """Expire holds and release held credits past their deadline (idempotent job)."""
-        return self._jobs.expire_holds(program, progress=progress)
-
-    def reconcile(self, program: str, *, progress: Progress | None = None) -> ReconcileReport:
-        """Resolve charge intents without a transaction, overdue holds and expired grants."""
-        return self._jobs.reconcile(program, progress=progress)
-
-    def check(self, program: str, account: str) -> list[str]:
-        """Wallet invariants of one owner: holds match the heads, grants match bonus."""
-        return self._jobs.check(program, account)
 
     # -- helpers ----------------------------------------------------------------
 
