@@ -8,6 +8,9 @@ marked ``pytestmark = pytest.mark.unit`` tests services, not storage: it runs
 on memory in place of SQLite (and on DynamoDB as before), which makes the
 SQLite half of the suite faster; what SQLite itself does is covered by the
 contract suite (``tests/store/test_contract.py``) and the integration tests.
+
+Test SQLite stores run at ``synchronous=normal`` (see :func:`make_store`), and
+the suite runs its DynamoDB cases first (see :func:`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations
@@ -56,27 +59,63 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     definition.add_marker(pytest.mark.parametrize("engine", UNIT_ENGINES))
 
 
-def _dynamodb_store() -> ItemStore:
+def _run_order(item: pytest.Item) -> int:
+    """0: the long DynamoDB workloads, 1: other DynamoDB cases, 2: the rest.
+
+    xdist hands tests out in collection order; started last, the few long
+    DynamoDB tests left one worker busy for minutes while the other sat idle.
+    Run first, the short SQLite and memory cases fill in around them."""
+    params = getattr(item, "callspec", None)
+    if params is None or params.params.get("engine") != "dynamodb":
+        return 2
+    if item.get_closest_marker("slow") or item.nodeid.startswith("tests/webhooks/"):
+        return 0
+    return 1
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_run_order)  # stable: file order within each group
+
+
+def _dynamodb_store(stream: bool) -> ItemStore:
+    """A fresh table, as ``tallybook table create`` makes it, with or without its stream.
+
+    DynamoDB Local pays for the stream on every write (about 5x the time of a
+    write here) and keeps the records after the table is deleted, so the
+    emulator slows down as the suite goes on. Only the webhook tests read the
+    stream; every other table turns it off at once, before any write (reads
+    and writes do not depend on it)."""
     from tallybook.store.dynamodb import DynamoStore
 
     table = f"tb-test-{uuid.uuid4().hex[:12]}"
     store = DynamoStore(table, region="us-east-1", endpoint=DYNAMODB_ENDPOINT)
     store.create_table()
+    if not stream:
+        store.client.update_table(TableName=table, StreamSpecification={"StreamEnabled": False})
     return store
 
 
-def make_store(engine: str, tmp_path: Path) -> ItemStore:
+def make_store(engine: str, tmp_path: Path, *, stream: bool = True) -> ItemStore:
+    """A new store of ``engine``; ``stream``: a DynamoDB table keeps its stream."""
     if engine == "sqlite":
         from tallybook.store.sqlite import SqliteStore
 
-        return SqliteStore(tmp_path / "tallybook.db")
+        # normal, not the durable default full: no fsync per commit, which only an
+        # OS crash or power cut tells apart. tests/store/test_sqlite_durability.py
+        # pins the default and SIGKILLs writers at both settings on its own stores.
+        return SqliteStore(tmp_path / "tallybook.db", synchronous="normal")
     if engine == "memory":
         from tallybook.store.memory import MemoryStore
 
         return MemoryStore()
     if not DYNAMODB_ENDPOINT:
         pytest.skip("DynamoDB Local not configured (set TALLYBOOK_TEST_DYNAMODB)")
-    return _dynamodb_store()
+    return _dynamodb_store(stream)
+
+
+def reads_the_stream(node: pytest.Item) -> bool:
+    """Whether a test reads the table's stream: the webhook tests, wherever they are."""
+    return "webhook" in node.nodeid
 
 
 def store_url(engine: str, store: ItemStore) -> str:
@@ -90,8 +129,8 @@ def engine(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def store(engine: str, tmp_path: Path) -> Iterator[ItemStore]:
-    s = make_store(engine, tmp_path)
+def store(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ItemStore]:
+    s = make_store(engine, tmp_path, stream=reads_the_stream(request.node))
     yield s
     if engine == "dynamodb":
         from tallybook.store.dynamodb import DynamoStore
