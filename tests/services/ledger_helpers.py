@@ -48,5 +48,7 @@ def state(ledger: Ledger, *accounts: str, program: str = PROGRAM) -> State:
             entries[(account, fund)] = [
                 (e.seq, e.amount, e.txn_id) for e in history(ledger, account, fund, program)
             ]
-    system = {s: ledger.transactions.system_balance(program, s) for s in SYSTEM_ACCOUNTS}
+    # one read of every head for all system accounts (system_balance reads them all per account)
+    every = ledger.transactions.system_balances(program)
+    system = {s: every[s] for s in SYSTEM_ACCOUNTS}
     return State(balances, versions, entries, system)
