@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import Protocol
 
 from tallybook.domain.billing import (
     BillingRecord,
@@ -45,20 +45,16 @@ from tallybook.domain.reports import (
 )
 from tallybook.errors import ConditionFailed, InvalidState, NotFound, ValidationError
 from tallybook.services.billing.sinks import ReportSink
-from tallybook.services.billing.state import BillingState
 from tallybook.services.clock import Clock
 from tallybook.services.ledger.core import ProgramLookup
-from tallybook.store import keys
-from tallybook.store.port import (
-    Compare,
-    Item,
-    ItemStore,
-    Put,
-    Set,
-    SortCondition,
-    Update,
-    Value,
-    all_of,
+from tallybook.store.port import ItemStore
+from tallybook.store.records.billing import BillingState, advance_checkpoint, close_window
+from tallybook.store.records.reports import ReportInfo as ReportInfo
+from tallybook.store.records.reports import (
+    latest_reports,
+    read_report,
+    report_put,
+    reward_flows,
 )
 
 Progress = Callable[[str], None]
@@ -80,19 +76,6 @@ class ReportResult:
     rows: int
     #: a repeat of a window interrupted before its checkpoint advanced
     repeated: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ReportInfo:
-    program: str
-    kind: str
-    window: str
-    start: str
-    end: str
-    rows: int
-    sha256: dict[str, str]
-    location: str
-    written_at: str
 
 
 class Billing(Protocol):
@@ -169,11 +152,7 @@ class ReportService:
 
     def _close(self, program: str, kind: ReportKind, ckpt: int, closed: int, end: int) -> bool:
         try:
-            self.store.update(
-                keys.billing_state(program),
-                [Set(f"closed_{kind}", end)],
-                all_of(Compare(f"ckpt_{kind}", "=", ckpt), Compare(f"closed_{kind}", "=", closed)),
-            )
+            self.store.transact_write([close_window(program, kind, ckpt, closed, end)])
         except ConditionFailed:
             return False  # another runner moved first: read the state again
         return True
@@ -214,28 +193,20 @@ class ReportService:
         sink: ReportSink,
     ) -> bool:
         """Advance the checkpoint past ``window`` and record the report, atomically."""
-        row: Item = {
-            **keys.report_row(program, kind, result.window).as_item(),
-            "program": program,
-            "kind": str(kind),
-            "window": result.window,
-            "start": result.start,
-            "end": result.end,
-            "rows": result.rows,
-            "sha256": cast(Value, result.sha256),
-            "location": sink.describe(),
-            "written_at": iso(self.clock.now()),
-        }
+        info = ReportInfo(
+            program=program,
+            kind=str(kind),
+            window=result.window,
+            start=result.start,
+            end=result.end,
+            rows=result.rows,
+            sha256=result.sha256,
+            location=sink.describe(),
+            written_at=iso(self.clock.now()),
+        )
         try:
             self.store.transact_write(
-                [
-                    Update(
-                        keys.billing_state(program),
-                        (Set(f"ckpt_{kind}", window[1]),),
-                        Compare(f"ckpt_{kind}", "=", window[0]),
-                    ),
-                    Put(row),
-                ]
+                [advance_checkpoint(program, kind, *window), report_put(info)]
             )
         except ConditionFailed:
             return False  # another runner reported this window already
@@ -265,15 +236,15 @@ class ReportService:
 
         self.billing.programs.get(program)
         check_limit(limit)
-        sort = SortCondition.begins_with(f"{check_kind(kind)}#") if kind else None
-        page = self.store.query(keys.reports_partition(program), sort, forward=False, limit=limit)
-        return [_info(item) for item in page.items]
+        return latest_reports(
+            self.store, program, str(check_kind(kind)) if kind else None, limit=limit
+        )
 
     def get(self, program: str, kind: str, window: str) -> ReportInfo:
-        item = self.store.get(keys.report_row(program, check_kind(kind), window))
-        if item is None:
+        found = read_report(self.store, program, check_kind(kind), window)
+        if found is None:
             raise NotFound(f"no {kind} report for window {window} in program {program}")
-        return _info(item)
+        return found
 
     @staticmethod
     def _check_reported(state: BillingState, kind: ReportKind, bounds: tuple[int, int]) -> None:
@@ -306,34 +277,7 @@ class ReportService:
         while hour < end:
             low, high = max(start, hour), min(end, hour + _HOUR)
             label = from_epoch(hour).strftime("%Y-%m-%dT%H")
-            # index sort keys are "{time}#{txn}#...": "{end}#..." sorts above "{end}",
-            # so ``between`` keeps the window's end exclusive
-            sort = SortCondition.between(iso(from_epoch(low)), iso(from_epoch(high)))
-            for shard in range(keys.REWARD_INDEX_SHARDS):
-                partition = keys.reward_index(program, label, shard)
-                for item in self.store.query_all(partition, sort, index="gsi1", page_size=1000):
-                    metadata = cast(dict[str, str], item.get("metadata") or {})
-                    yield RewardFlow(
-                        partner=metadata.get("partner", ""),
-                        fund=cast(str, item["fund"]),
-                        unit=cast(str, item["unit"]),
-                        counter=cast(str, item["counter"]),
-                        amount=cast(int, item["amount"]),
-                        txn_id=cast(str, item["txn_id"]),
-                        account=cast(str, item["account"]),
-                    )
+            yield from reward_flows(
+                self.store, program, label, iso(from_epoch(low)), iso(from_epoch(high))
+            )
             hour += _HOUR
-
-
-def _info(item: Item) -> ReportInfo:
-    return ReportInfo(
-        program=cast(str, item["program"]),
-        kind=cast(str, item["kind"]),
-        window=cast(str, item["window"]),
-        start=cast(str, item["start"]),
-        end=cast(str, item["end"]),
-        rows=cast(int, item["rows"]),
-        sha256=cast(dict[str, str], item.get("sha256") or {}),
-        location=cast(str, item.get("location", "")),
-        written_at=cast(str, item.get("written_at", "")),
-    )

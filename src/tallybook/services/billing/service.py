@@ -14,8 +14,9 @@ bucket instead and flagged ``late``. Records of the current bucket skip the
 check (it would make the state row a hot item); they rely on the report's
 grace window being longer than a write takes plus clock skew between hosts.
 
-Rows and cursors are built in ``billing_rows``, the state row is read and
-created in ``billing_state``, reports are written by ``reports``.
+Rows, cursors and the state row are stored and read by
+:mod:`tallybook.store.records.billing`; settings change by the rules of
+``state``; reports are written by ``reports``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from tallybook.domain.billing import (
     MAX_FUTURE,
@@ -52,28 +53,26 @@ from tallybook.errors import (
     ValidationError,
 )
 from tallybook.retry import RetryPolicy, retrying
-from tallybook.services.billing.rows import (
-    bucket_label,
-    decode_cursor,
-    encode_cursor,
-    open_check,
-    record_actions,
-    record_from_item,
-)
-from tallybook.services.billing.state import (
-    BillingState,
-    check_unchanged,
-    configure_open,
-    create_state,
-    default_state,
-    fix,
-    read_state,
-)
+from tallybook.services.billing.state import check_unchanged, configure_open
 from tallybook.services.clock import Clock
 from tallybook.services.ledger.accounts import check_limit
 from tallybook.services.ledger.core import ProgramLookup
-from tallybook.store import keys
-from tallybook.store.port import Action, ItemStore, Set, Value
+from tallybook.store.port import Action, ItemStore
+from tallybook.store.records.billing import (
+    BillingState,
+    bucket_page,
+    bucket_records,
+    create_state,
+    decode_cursor,
+    default_state,
+    encode_cursor,
+    fix,
+    open_check,
+    read_filed,
+    read_state,
+    record_actions,
+    set_grace,
+)
 
 if TYPE_CHECKING:
     from tallybook.services.billing.reports import ReportService
@@ -150,7 +149,7 @@ class BillingService:
             self._buckets[program] = current.config.bucket_seconds  # fixed meanwhile
         check_unchanged(current, bucket, first)
         if grace is not None and grace != current.config.grace_seconds:
-            self.store.update(keys.billing_state(program), [Set("grace_seconds", grace)])
+            set_grace(self.store, program, grace)
             return self.state(program)
         return current
 
@@ -321,14 +320,15 @@ class BillingService:
         return bucket_start(max(epoch(now), state.closed["billing"]), size)
 
     def _replay(self, program: str, draft: RecordDraft) -> BillingRecord:
-        item = self.store.get(keys.billing_record_id(program, draft.id))
-        if item is None:  # pragma: no cover - the row existed a moment ago
+        found = read_filed(self.store, program, draft.id, replay=True)
+        if found is None:  # pragma: no cover - the row existed a moment ago
             raise TooManyRetries(f"billing record {draft.id} could not be read back; retry it")
-        if item.get("fingerprint") != fingerprint(draft.body()):
+        record, stored_fingerprint = found
+        if stored_fingerprint != fingerprint(draft.body()):
             raise IdempotencyConflict(
                 f"billing record {draft.id} was ingested before with different content"
             )
-        return record_from_item(cast(dict[str, Value], item["record"]), replay=True)
+        return record
 
     @staticmethod
     def _check_not_future(draft: RecordDraft, now: datetime) -> None:
@@ -342,16 +342,14 @@ class BillingService:
     def get(self, program: str, record_id: str) -> BillingRecord:
         """A record by id (one request, through its idempotency row)."""
         check_id(record_id, "record id")
-        item = self.store.get(keys.billing_record_id(program, record_id))
-        if item is None:
+        found = read_filed(self.store, program, record_id)
+        if found is None:
             raise NotFound(f"billing record {record_id} not found in program {program}")
-        return record_from_item(cast(dict[str, Value], item["record"]))
+        return found[0]
 
     def bucket(self, program: str, start: int) -> Iterator[BillingRecord]:
         """Every record filed in the bucket starting at ``start`` (epoch seconds)."""
-        partition = keys.billing_bucket(program, bucket_label(start))
-        for item in self.store.query_all(partition, page_size=QUERY_PAGE):
-            yield record_from_item(item)
+        yield from bucket_records(self.store, program, start, page_size=QUERY_PAGE)
 
     def records(
         self,
@@ -376,13 +374,10 @@ class BillingService:
         bucket, inner = (low, None) if cursor is None else decode_cursor(cursor)
         out: list[BillingRecord] = []
         while bucket < high:
-            page = self.store.query(
-                keys.billing_bucket(program, bucket_label(bucket)),
-                limit=limit - len(out),
-                cursor=inner,
+            found, inner = bucket_page(
+                self.store, program, bucket, limit=limit - len(out), cursor=inner
             )
-            out.extend(record_from_item(i) for i in page.items)
-            inner = page.cursor
+            out.extend(found)
             if inner is None:
                 bucket += size
             if len(out) >= limit:

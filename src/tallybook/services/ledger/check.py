@@ -18,9 +18,9 @@ from tallybook.domain.model import Program
 from tallybook.services.ledger.accounts import AccountService
 from tallybook.services.ledger.core import ProgramLookup
 from tallybook.services.ledger.transactions import TransactionService
-from tallybook.store import keys
 from tallybook.store.port import ItemStore
 from tallybook.store.records.codec import transaction_from_item
+from tallybook.store.records.ledger import read_transactions
 
 
 @dataclass
@@ -140,7 +140,7 @@ class CheckService:
             chunk = ids[start : start + 100]
             found = {
                 str(item["txn_id"]): item
-                for item in self.store.batch_get([keys.transaction(program.id, t) for t in chunk])
+                for item in read_transactions(self.store, program.id, chunk)
             }
             for txn_id in chunk:
                 report.transactions += 1

@@ -25,8 +25,8 @@ from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.loyalty.lots import lots_until
 from tallybook.services.loyalty.tiers import announce, apply_tier, tier_members
 from tallybook.services.loyalty.values import config_of, scoped_txn_id
-from tallybook.store import keys
 from tallybook.store.port import Value
+from tallybook.store.records import loyalty as lot_records
 from tallybook.store.records.codec import iso
 from tallybook.store.records.loyalty import accounts_due
 
@@ -66,11 +66,8 @@ class ExpiryJob:
         prog = self.core.programs.get(program)
         now = self.core.clock.now()
         today = now.date()
-        checkpoint = self.store.get(keys.loyalty_checkpoint(program))
-        if checkpoint is not None:
-            start = date.fromisoformat(cast(str, checkpoint["through"])) + timedelta(days=1)
-        else:
-            start = prog.created_at.date()
+        checkpoint = lot_records.read_expiry_checkpoint(self.store, program)
+        start = checkpoint + timedelta(days=1) if checkpoint else prog.created_at.date()
         past = [start + timedelta(days=i) for i in range((today - start).days + 1)]
         ahead = [today + timedelta(days=i) for i in range(1, cfg.expiry.warn_days + 1)]
         total = len(past) + len(ahead)
@@ -84,9 +81,9 @@ class ExpiryJob:
             if progress:
                 progress(done, total)
         if past:
-            through = (today - timedelta(days=1)).isoformat()
-            if checkpoint is None or cast(str, checkpoint["through"]) < through:
-                self.store.put({**keys.loyalty_checkpoint(program).as_item(), "through": through})
+            through = today - timedelta(days=1)
+            if checkpoint is None or checkpoint < through:
+                self.store.transact_write([lot_records.expiry_checkpoint_put(program, through)])
         report.accounts = len(seen)
         horizon = now + timedelta(days=cfg.expiry.warn_days)
         warned: set[str] = set()

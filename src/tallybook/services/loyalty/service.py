@@ -76,8 +76,6 @@ from tallybook.services.loyalty.values import (
     order_txn_id,
     scoped_txn_id,
 )
-from tallybook.store import keys
-from tallybook.store.port import NotExists
 from tallybook.store.records import loyalty as lot_records
 from tallybook.store.records.codec import LAYOUT, iso
 
@@ -127,10 +125,11 @@ class LoyaltyService:
         self.core.programs.update_settings(program_id, settings, layout=LAYOUT)
         # no lot can expire before the rules exist: the expiry job starts here
         # rather than at the program's creation (never moves an existing one)
-        yesterday = (self.core.clock.now() - timedelta(days=1)).date().isoformat()
-        checkpoint = {**keys.loyalty_checkpoint(program_id).as_item(), "through": yesterday}
+        yesterday = (self.core.clock.now() - timedelta(days=1)).date()
         with contextlib.suppress(ConditionFailed):
-            self.store.put(checkpoint, NotExists("pk"))
+            self.store.transact_write(
+                [lot_records.expiry_checkpoint_put(program_id, yesterday, first=True)]
+            )
         return cfg
 
     def config(self, program_id: str) -> LoyaltyConfig:

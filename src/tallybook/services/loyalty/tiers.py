@@ -29,10 +29,14 @@ from tallybook.services.loyalty.values import (
     TierChangePage,
     config_of,
 )
-from tallybook.store import keys
-from tallybook.store.port import Item, Put, SortCondition, Value
-from tallybook.store.records.codec import iso, parse_iso, to_us
-from tallybook.store.records.loyalty import members_page, membership_moves
+from tallybook.store.port import Value
+from tallybook.store.records.codec import iso
+from tallybook.store.records.loyalty import (
+    members_page,
+    membership_moves,
+    tier_change_put,
+    tier_changes_page,
+)
 
 
 def apply_tier(
@@ -54,16 +58,8 @@ def apply_tier(
         plan.actions += membership_moves(
             snap.program.id, account, decision.previous, decision.tier, iso(snap.now)
         )
-        row: Item = {
-            **keys.tier_log(snap.program.id, account, to_us(snap.now), txn_id).as_item(),
-            "account": account,
-            "previous": decision.previous,
-            "tier": decision.tier,
-            "reason": reason,
-            "txn_id": txn_id,
-            "at": iso(snap.now),
-        }
-        plan.actions.append(Put(row))
+        change = TierChange(snap.now, decision.previous, decision.tier, reason, txn_id)
+        plan.actions.append(tier_change_put(snap.program.id, account, change))
     plan.details["tier_changed"] = decision.changed
     return decision
 
@@ -118,26 +114,10 @@ def tier_history(
     """Every tier change of a member, newest first; an unknown member is NotFound."""
     check_id(account, "account")
     check_limit(limit)
-    page = core.store.query(
-        keys.account_partition(program, account),
-        SortCondition.begins_with(keys.TIER_LOG_PREFIX),
-        forward=False,
-        limit=limit,
-        cursor=cursor,
-    )
-    if not page.items and cursor is None:
+    changes, after = tier_changes_page(core.store, program, account, limit=limit, cursor=cursor)
+    if not changes and cursor is None:
         core.accounts.get(program, account)  # an unknown member is a 404, not []
-    changes = [
-        TierChange(
-            at=parse_iso(cast(str, i["at"])),
-            previous=cast(str | None, i.get("previous")),
-            tier=cast(str, i["tier"]),
-            reason=cast(str, i["reason"]),
-            txn_id=cast(str, i["txn_id"]),
-        )
-        for i in page.items
-    ]
-    return TierChangePage(changes, page.cursor)
+    return TierChangePage(changes, after)
 
 
 def tier_members(

@@ -38,22 +38,14 @@ from tallybook.errors import (
 )
 from tallybook.retry import RetryPolicy, retrying
 from tallybook.services.clock import Clock
-from tallybook.services.notifications import items as items
 from tallybook.services.notifications.delivery import Delivery
-from tallybook.services.notifications.dismiss import active_key, mark
-from tallybook.store import keys
+from tallybook.services.notifications.dismiss import mark
 from tallybook.store.port import (
     Action,
-    Compare,
-    Delete,
-    Exists,
     Item,
     ItemStore,
-    NotExists,
-    Put,
-    Set,
-    Update,
 )
+from tallybook.store.records import notifications as items
 from tallybook.store.records.codec import from_us, iso, to_us
 
 log = logging.getLogger("tallybook.notifications")
@@ -115,16 +107,15 @@ def add(
             ttl = items.epoch(created) + rules.retention_days * 86_400
             actions: list[Action] = []
             if key is not None:
-                actions.append(Put(items.idempotency_item(n, key, fp, ttl), NotExists("pk")))
+                actions.append(items.idempotency_put(n, key, fp, ttl))
             if rule.listed:
-                guard = Compare("id", "=", prev["id"]) if prev else NotExists("pk")
-                actions.append(Put(items.active_item(n, created_us), guard))
-            actions.append(Put(items.history_item(n, created_us, ttl), NotExists("pk")))
+                actions.append(items.active_put(n, created_us, prev))
+            actions.append(items.history_put(n, created_us, ttl))
             history_updates: dict[int, str] = {}
             for t, old in current.items():
                 superseded = t == type_
                 if not superseded:
-                    actions.append(Delete(active_key(old), Compare("id", "=", old["id"])))
+                    actions.append(items.active_delete(old))
                 old_id = cast(str, old["id"])
                 if old_id in no_history or not items.live(old, now):
                     continue
@@ -156,15 +147,7 @@ def add(
 
 
 def _actives(service: Notifier, program: str, account: str, types: list[str]) -> dict[str, Item]:
-    if not types:
-        return {}
-    if len(types) == 1:
-        one = service.store.get(keys.notification_active(program, account, types[0]))
-        found = [one] if one is not None else []
-    else:
-        found = service.store.batch_get(
-            [keys.notification_active(program, account, t) for t in types]
-        )
+    found = items.read_actives(service.store, program, account, types)
     # rows past expiry by the ledger clock but not yet by the store's are kept:
     # a write must still be conditioned on them
     return {cast(str, i["type"]): i for i in found}
@@ -174,7 +157,7 @@ def _replay(
     service: Notifier, program: str, account: str, key: str, fp: str, now: datetime
 ) -> Notification | None:
     store = service.store
-    record = store.get(keys.notification_idempotency(program, account, key))
+    record = items.read_idempotency(store, program, account, key)
     if record is None:
         return None
     if record.get("fingerprint") != fp:
@@ -184,7 +167,7 @@ def _replay(
     snapshot = cast(Item, record["notification"])
     nid = cast(str, record["id"])
     us = created_us_of(nid)
-    hist = store.get(keys.notification_history(program, account, us, nid)) if us else None
+    hist = items.read_history(store, program, account, us, nid) if us else None
     if hist is not None:
         return replace(items.from_item(hist, now), replay=True)
     status = Status(cast(str, record.get("status", Status.ACTIVE)))
@@ -201,24 +184,15 @@ def deliver(service: Notifier, n: Notification, created_us: int) -> Notification
         log.warning("delivery of %s (%s) failed: %s", n.id, n.type, error)
     at = service.clock.now()
     outcome = "failed" if error else "delivered"
-    sets: list[Set] = [Set("delivery", outcome), Set("delivered_at", iso(at))]
-    if error:
-        sets.append(Set("delivery_error", error))
-    history = items.history_key(n, created_us)
-    active = keys.notification_active(n.program, n.account, n.type)
+    history, active = items.delivery_updates(n, created_us, outcome, at, error)
     try:
         # the active row and the history row carry the same outcome, written together,
         # so every answer (list, get, dismiss, admin page) tells the same thing
-        service.store.transact_write(
-            [
-                Update(history, tuple(sets), Exists("pk")),
-                Update(active, tuple(sets), Compare("id", "=", n.id)),
-            ]
-        )
+        service.store.transact_write([history, active])
     except ConditionFailed:
         # superseded or dismissed meanwhile (or past retention): the history row alone
         with contextlib.suppress(ConditionFailed):
-            service.store.update(history, sets, Exists("pk"))
+            service.store.transact_write([history])
     except TallybookError as exc:
         log.warning("could not record the delivery of %s: %s", n.id, exc)
     return replace(n, delivery=outcome, delivered_at=at, delivery_error=error)

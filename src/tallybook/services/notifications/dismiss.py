@@ -14,27 +14,8 @@ from typing import cast
 
 from tallybook.domain.notifications import DismissReason, Notification, Status
 from tallybook.errors import ConditionFailed, TransactionConflict
-from tallybook.services.notifications import items as items
-from tallybook.store import keys
-from tallybook.store.port import (
-    Action,
-    Compare,
-    Delete,
-    Exists,
-    Item,
-    ItemStore,
-    Key,
-    Set,
-    SortCondition,
-    Update,
-)
-
-
-def active_key(item: Item) -> Key:
-    """The key of the active row of ``item``'s account and type."""
-    return keys.notification_active(
-        cast(str, item["program"]), cast(str, item["account"]), cast(str, item["type"])
-    )
+from tallybook.store.port import Action, Item, ItemStore, Update
+from tallybook.store.records import notifications as items
 
 
 def status_of(reason: str) -> Status:
@@ -43,40 +24,24 @@ def status_of(reason: str) -> Status:
 
 def mark(item: Item, now: datetime, by: str, reason: str) -> Update:
     """Record on ``item``'s history row that it was superseded or dismissed."""
-    key = keys.notification_history(
-        cast(str, item["program"]),
-        cast(str, item["account"]),
-        items.created_us(item),
-        cast(str, item["id"]),
-    )
-    sets = tuple(Set(k, v) for k, v in items.dismissal(status_of(reason), now, by, reason).items())
-    return Update(key, sets, Exists("pk"))
+    return items.dismissal_update(item, status_of(reason), now, by, reason)
 
 
 def find(
     store: ItemStore, program: str, account: str, nid: str, us: int, now: datetime
 ) -> tuple[Item | None, Item | None] | None:
     """(history row, active row if still active) of a notification, or None."""
-    hist = store.get(keys.notification_history(program, account, us, nid))
+    hist = items.read_history(store, program, account, us, nid)
     if hist is not None and not items.live(hist, now):
         hist = None
     if hist is not None:
         if hist.get("status") != Status.ACTIVE:
             return hist, None
-        active = store.get(keys.notification_active(program, account, cast(str, hist["type"])))
+        active = items.read_active(store, program, account, cast(str, hist["type"]))
     else:
         # history past retention while still active: look among the actives
-        active = next(
-            (
-                i
-                for i in store.query_all(
-                    keys.account_partition(program, account),
-                    SortCondition.begins_with(keys.NOTIFICATION_ACTIVE_PREFIX),
-                )
-                if i.get("id") == nid
-            ),
-            None,
-        )
+        rows = items.active_rows(store, program, account)
+        active = next((i for i in rows if i.get("id") == nid), None)
     if active is not None and (active.get("id") != nid or not items.live(active, now)):
         active = None
     if hist is None and active is None:
@@ -90,7 +55,7 @@ def dismiss_active(
     """Delete ``active`` and mark its history; ``None`` if it changed meanwhile."""
     with_history = True
     for _ in range(2):
-        actions: list[Action] = [Delete(active_key(active), Compare("id", "=", active["id"]))]
+        actions: list[Action] = [items.active_delete(active)]
         if with_history:
             actions.append(mark(active, now, by, reason))
         try:

@@ -51,10 +51,9 @@ from tallybook.services.ledger.core import AccountLookup
 from tallybook.services.ledger.programs import ProgramService
 from tallybook.services.notifications import add as adding
 from tallybook.services.notifications import dismiss as dismissing
-from tallybook.services.notifications import items as items
 from tallybook.services.notifications.delivery import Delivery, delivery_from_env
-from tallybook.store import keys
-from tallybook.store.port import ItemStore, SortCondition
+from tallybook.store.port import ItemStore
+from tallybook.store.records import notifications as items
 from tallybook.store.records.codec import to_us
 
 if TYPE_CHECKING:
@@ -173,7 +172,7 @@ class NotificationService:
         with retrying(self.retry_policy) as tries:
             for _ in tries:
                 now = self.clock.now()
-                active = self.store.get(keys.notification_active(program, account, type))
+                active = items.read_active(self.store, program, account, type)
                 if active is None or not items.live(active, now):
                     return None
                 if where is not None and not where(items.from_item(active, now)):
@@ -222,11 +221,12 @@ class NotificationService:
         self.programs.get(program)
         if since and until and since >= until:
             raise ValidationError("'since' must be before 'until'")
-        low = keys.notification_history_bound(to_us(since)) if since else "N#H#"
-        high = keys.notification_history_bound(to_us(until) - 1) + "#~" if until else "N#H#~"
-        page = self.store.query(
-            keys.account_partition(program, account),
-            SortCondition.between(low, high),
+        page = items.history_page(
+            self.store,
+            program,
+            account,
+            since_us=to_us(since) if since else None,
+            until_us=to_us(until) if until else None,
             forward=not newest_first,
             limit=limit,
             cursor=cursor,
@@ -258,14 +258,7 @@ class NotificationService:
         check_id(account, "account id")
         self.programs.get(program)
         now = self.clock.now()
-        found = [
-            i
-            for i in self.store.query_all(
-                keys.account_partition(program, account),
-                SortCondition.begins_with(keys.NOTIFICATION_ACTIVE_PREFIX),
-            )
-            if items.live(i, now)
-        ]
+        found = [i for i in items.active_rows(self.store, program, account) if items.live(i, now)]
         if not found:
             self.accounts.get(program, account)
         found.sort(key=items.created_us, reverse=True)

@@ -45,29 +45,30 @@ from tallybook.services.wallet.records import (
     WalletTransaction,
     availability_after,
     present_funds,
-    takes_value,
     wallet_transaction,
 )
-from tallybook.services.wallet.rows import (
-    DUE_CHARGE,
+from tallybook.store.port import Action, Value
+from tallybook.store.records.wallet import (
+    CHARGE_PENDING,
+    ChargeIntent,
     account_grants,
-    due_attrs,
+    charge_put,
+    drop_pending_charge,
+    intent_key,
+    read_charge,
     read_grants,
     spend_grant,
+    takes_value,
 )
-from tallybook.store import keys
-from tallybook.store.port import Action, Compare, Delete, Item, NotExists, Value
-from tallybook.store.records.codec import iso
 
 #: how long a charge may stay in flight before reconcile cancels it
 CHARGE_GRACE = timedelta(minutes=10)
-PENDING = "pending"
-CANCELLING = "cancelling"
 
 Shortfall = Literal["reject", "charge"]
 
 
 def charge_key(program: str, txn_id: str) -> str:
+    """The charge's idempotency key at the processor."""
     return f"{program}:{txn_id}"
 
 
@@ -128,8 +129,8 @@ class DebitOps:
         grants = read_grants(self.store, program, account, now)
         return allocate(amount, grants, {f: acct.fund(f).available for f in funds}, now)
 
-    def _intent(self, program: str, account: str, txn_id: str) -> Item | None:
-        return self.store.get(keys.wallet_charge(program, account, txn_id))
+    def _intent(self, program: str, account: str, txn_id: str) -> ChargeIntent | None:
+        return read_charge(self.store, intent_key(program, account, txn_id))
 
     def _charge_and_commit(
         self,
@@ -146,26 +147,17 @@ class DebitOps:
         intent = self._intent(program, account, txn_id)
         if intent is None:
             now = self.core.clock.now()
-            intent = {
-                **keys.wallet_charge(program, account, txn_id).as_item(),
-                "program": program,
-                "account": account,
-                "txn_id": txn_id,
-                "amount": shortfall,
-                "status": PENDING,
-                "created_at": iso(now),
-                **due_attrs(program, DUE_CHARGE, now + CHARGE_GRACE, account, txn_id),
-            }
+            intent = ChargeIntent(account, txn_id, shortfall, CHARGE_PENDING, now)
             try:
-                self.store.put(intent, NotExists("pk"))
+                self.store.transact_write([charge_put(program, intent, now + CHARGE_GRACE)])
             except ConditionFailed:
                 intent = self._intent(program, account, txn_id) or intent
-        if intent.get("status") != PENDING:
+        if intent.status != CHARGE_PENDING:
             raise PaymentDeclined(
                 f"the charge for transaction {txn_id} was cancelled by reconcile; "
                 "retry the debit with a new transaction id"
             )
-        charged = cast(int, intent["amount"])
+        charged = intent.amount
         key = charge_key(program, txn_id)
         try:
             reference = self.processor().charge(
@@ -191,9 +183,7 @@ class DebitOps:
     def _drop_intent(self, program: str, account: str, txn_id: str) -> None:
         # gone already, or reconcile is cancelling it: either way not ours to delete
         with contextlib.suppress(ConditionFailed):
-            self.store.delete(
-                keys.wallet_charge(program, account, txn_id), Compare("status", "=", PENDING)
-            )
+            self.store.transact_write([drop_pending_charge(intent_key(program, account, txn_id))])
 
     def _commit(
         self,
@@ -239,20 +229,16 @@ class DebitOps:
                 ),
             }
             if charged:
-                intent = snap.store.get(keys.wallet_charge(program, account, txn_id))
-                if intent is None or intent.get("status") != PENDING:
+                at = intent_key(program, account, txn_id)
+                intent = read_charge(snap.store, at)
+                if intent is None or intent.status != CHARGE_PENDING:
                     raise PaymentDeclined(
                         f"the charge for transaction {txn_id} was cancelled by reconcile; "
                         "retry the debit with a new transaction id"
                     )
                 legs.append(Leg(EXTERNAL, CASH, -charged))
                 redeemed[CASH] += charged
-                actions.append(
-                    Delete(
-                        keys.wallet_charge(program, account, txn_id),
-                        Compare("status", "=", PENDING),
-                    )
-                )
+                actions.append(drop_pending_charge(at))
                 details["charge"] = {"amount": charged, "reference": reference}
             legs += [Leg(REDEMPTION, f, x) for f, x in redeemed.items()]
             marks = wallet_marks(

@@ -46,15 +46,7 @@ from tallybook.services.wallet.records import (
     WalletTransaction,
     availability_after,
     present_funds,
-    takes_value,
     wallet_transaction,
-)
-from tallybook.services.wallet.rows import (
-    account_grants,
-    hold_from_item,
-    hold_item,
-    read_hold,
-    spend_grant,
 )
 from tallybook.services.wallet.settle import (
     HoldNotActive,
@@ -62,10 +54,19 @@ from tallybook.services.wallet.settle import (
     expired_message,
     settle_plan,
 )
-from tallybook.store import keys
 from tallybook.store.evaluate import apply_updates
-from tallybook.store.port import Action, Item, NotExists, Put, Update, Value
+from tallybook.store.port import Action, Item, Update, Value
 from tallybook.store.records.codec import iso
+from tallybook.store.records.ledger import read_transaction
+from tallybook.store.records.wallet import (
+    account_grants,
+    hold_from_item,
+    hold_key,
+    hold_put,
+    read_hold,
+    spend_grant,
+    takes_value,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +88,7 @@ class HoldOps:
         """A hold's owner, from the transaction that created it (hold id = its id)."""
         check_id(program, "program id")
         check_id(hold_id, "hold id")
-        item = self.store.get(keys.transaction(program, hold_id))
+        item = read_transaction(self.store, program, hold_id)
         owner = item.get("owner") if item else None
         details = item.get("details") if item else None
         if not isinstance(owner, str) or not isinstance(details, dict) or "hold_id" not in details:
@@ -148,9 +149,9 @@ class HoldOps:
                 deadline,
                 snap.now,
             )
-            item = hold_item(program, hold)
-            planned[:] = [item]
-            actions: list[Action] = [Put(item, NotExists("pk"))]
+            put = hold_put(program, hold)
+            planned[:] = [put.item]
+            actions: list[Action] = [put]
             actions += [spend_grant(program, account, by_id[t.grant_id], t) for t in alloc.grants]
             marks = wallet_marks(
                 acct,
@@ -237,8 +238,8 @@ class HoldOps:
                 release_at,
                 snap.now,
             )
-            item = hold_item(program, hold)
-            planned[:] = [item]
+            put = hold_put(program, hold)
+            planned[:] = [put.item]
             marks = wallet_marks(
                 acct,
                 grants,
@@ -252,7 +253,7 @@ class HoldOps:
                 legs=[Leg(account, fund, amount), Leg(EXTERNAL, fund, -amount)],
                 held={(account, fund): amount},
                 attrs={account: marks},
-                actions=[Put(item, NotExists("pk"))],
+                actions=[put],
                 description=description,
                 owner=account,
                 details={
@@ -332,7 +333,7 @@ class HoldOps:
         planned: list[Item] = []
 
         def plan(snap: Snapshot) -> Plan:
-            key = keys.wallet_hold(program, account, hold_id)
+            key = hold_key(program, account, hold_id)
             stored = snap.store.get(key)
             if stored is None:
                 raise NotFound(f"hold {hold_id} not found in program {program}")

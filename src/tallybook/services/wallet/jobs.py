@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from tallybook.domain.ids import derived_id
 from tallybook.domain.model import EXPIRY, Account, Leg, Transaction, TxnType
@@ -22,24 +22,31 @@ from tallybook.errors import ConditionFailed, InvalidState
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.charges import ChargeProcessor
-from tallybook.services.wallet.debit import CANCELLING, CHARGE_GRACE, PENDING, charge_key
+from tallybook.services.wallet.debit import CHARGE_GRACE, charge_key
 from tallybook.services.wallet.marks import bonus_without_grants, marks_of, wallet_marks
 from tallybook.services.wallet.records import availability_after, present_funds
-from tallybook.services.wallet.rows import (
+from tallybook.store.records.codec import iso, parse_iso
+from tallybook.store.records.wallet import (
     DUE_CHARGE,
     DUE_GRANT,
     DUE_HOLD,
+    cancelling_charge,
+    drop_hold,
     due_rows,
+    expire_grant,
+    grant_account,
     grant_from_item,
     grant_key,
+    grant_left,
     hold_from_item,
+    is_due,
+    read_charge,
+    read_charges,
     read_grants,
     read_holds,
     row_key,
+    undue_empty_grant,
 )
-from tallybook.store import keys
-from tallybook.store.port import Compare, Remove, Set, SortCondition, Update, any_of
-from tallybook.store.records.codec import iso, parse_iso
 
 if TYPE_CHECKING:
     from tallybook.services.wallet.holds import HoldOps
@@ -106,21 +113,17 @@ class WalletJobs:
             if progress:
                 progress(1)
             key = row_key(row)
-            intent = self.store.get(key)
+            intent = read_charge(self.store, key)
             if intent is None:
                 continue
-            account, txn_id = cast(str, intent["account"]), cast(str, intent["txn_id"])
+            account, txn_id = intent.account, intent.txn_id
             if self.core.engine.existing(program, txn_id) is None:
                 try:
-                    self.store.update(
-                        key,
-                        [Set("status", CANCELLING)],
-                        any_of(Compare("status", "=", PENDING), Compare("status", "=", CANCELLING)),
-                    )
+                    self.store.transact_write([cancelling_charge(key)])
                 except ConditionFailed:
                     continue  # committed (and removed) meanwhile
                 self.processor().refund(key=charge_key(program, txn_id))
-                report.cancelled_charges.append((account, txn_id, cast(int, intent["amount"])))
+                report.cancelled_charges.append((account, txn_id, intent.amount))
             self.store.delete(key)
         return report
 
@@ -139,7 +142,7 @@ class WalletJobs:
                 continue
             if self.core.engine.existing(program, hold.id) is None:
                 try:
-                    self.store.delete(row_key(item), Compare("status", "=", str(hold.status)))
+                    self.store.transact_write([drop_hold(row_key(item), hold.status)])
                     report.orphan_holds.append((hold.account, hold.id))
                 except ConditionFailed:
                     pass
@@ -162,19 +165,15 @@ class WalletJobs:
             if progress:
                 progress(1)
             item = self.store.get(row_key(row))
-            if item is None or "gsi1pk" not in item:
+            if item is None or not is_due(item):
                 continue
             grant = grant_from_item(item)
-            account = cast(str, item["account"])
+            account = grant_account(item)
             if not grant.expired(now):
                 continue
             if grant.available == 0:
                 with contextlib.suppress(ConditionFailed):
-                    self.store.update(
-                        row_key(item),
-                        [Remove("gsi1pk"), Remove("gsi1sk")],
-                        Compare("available", "=", 0),
-                    )
+                    self.store.transact_write([undue_empty_grant(row_key(item))])
                 continue
             try:
                 txn = self._expire_grant(program, account, grant.id, grant.expires_at)
@@ -191,8 +190,7 @@ class WalletJobs:
         body = {"op": "wallet.expire_grant", "account": account, "grant": grant_id}
 
         def plan(snap: Snapshot) -> Plan:
-            item = snap.store.get(key)
-            left = cast(int, item["available"]) if item else 0
+            left = grant_left(snap.store.get(key))
             if left <= 0:
                 raise _NothingLeft(f"grant {grant_id} has nothing left to expire")
             acct = snap.account(account)
@@ -207,13 +205,7 @@ class WalletJobs:
                 legs=legs,
                 attrs={account: marks},
                 allow_empty=True,
-                actions=[
-                    Update(
-                        key,
-                        (Set("available", 0), Remove("gsi1pk"), Remove("gsi1sk")),
-                        Compare("available", "=", left),
-                    )
-                ],
+                actions=[expire_grant(key, left)],
                 owner=account,
                 details={
                     "account": account,
@@ -263,13 +255,9 @@ class WalletJobs:
                     f"{account}/bonus: balance {balance} != grants {in_grants} + held {reserved}"
                 )
         problems += self._check_marks(acct, holds, now, prog.fund(BONUS) is not None)
-        intents = self.store.query_all(
-            keys.account_partition(program, account), SortCondition.begins_with("C#")
-        )
-        for intent in intents:
-            created = parse_iso(cast(str, intent["created_at"]))
-            if created + CHARGE_GRACE <= now:
-                problems.append(f"charge intent {intent['txn_id']} of {account} is stale")
+        for intent in read_charges(self.store, program, account):
+            if intent.created_at + CHARGE_GRACE <= now:
+                problems.append(f"charge intent {intent.txn_id} of {account} is stale")
         return problems
 
     def _check_marks(

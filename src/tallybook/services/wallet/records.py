@@ -14,9 +14,8 @@ from typing import Any, cast
 
 from tallybook.domain.ids import is_system_account
 from tallybook.domain.model import Account, Transaction
-from tallybook.domain.wallet import BONUS, SPEND_ORDER, Grant, GrantTake, unexpired_bonus
+from tallybook.domain.wallet import BONUS, SPEND_ORDER, Grant, unexpired_bonus
 from tallybook.store.port import Value
-from tallybook.store.records.codec import iso
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +94,6 @@ def availability_after(
         total += value
     out["total"] = total
     return out
-
-
-def takes_value(takes: Iterable[GrantTake], sign: int = 1) -> Value:
-    return [[t.grant_id, iso(t.expires_at), sign * t.amount] for t in takes]
 
 
 def present_funds(fund_names: Iterable[str]) -> list[str]:

@@ -48,9 +48,8 @@ from tallybook.services.wallet.records import (
     present_funds,
     wallet_transaction,
 )
-from tallybook.services.wallet.rows import account_grants, grant_item, read_grants, read_holds
-from tallybook.store.port import NotExists, Put
 from tallybook.store.records.codec import iso
+from tallybook.store.records.wallet import account_grants, grant_put, read_grants, read_holds
 
 #: the longest a grant may be given to expire in, in days from now
 MAX_GRANT_DAYS = 3660
@@ -200,7 +199,7 @@ class WalletService:
                 type=TxnType.GRANT,
                 legs=[Leg(account, BONUS, amount), Leg(ISSUANCE, BONUS, -amount)],
                 attrs={account: marks},
-                actions=[Put(grant_item(program, account, grant), NotExists("pk"))],
+                actions=[grant_put(program, account, grant)],
                 description=description,
                 owner=account,
                 details={
