@@ -22,7 +22,6 @@ from fastapi import FastAPI
 
 from tallybook import __version__, admin
 from tallybook.http import problems
-from tallybook.http.fastpath import match_first
 from tallybook.http.idempotency import IdempotencyMiddleware
 from tallybook.http.keycache import DEFAULT_KEY_CACHE_SECONDS, KeyCache
 from tallybook.http.metrics import Metrics, MetricsAccess
@@ -102,8 +101,6 @@ def create_app(
     for router in CAPABILITY_ROUTERS:
         app.include_router(router, responses=STANDARD_PROBLEMS)
     _include_admin(app)
-    # the posting route, the hot one, is matched before the others (same answers)
-    match_first(app, ledger_routes.router, "POST", "/v1/transactions")
 
     # added innermost first: the request passes request -> idempotency -> app
     app.add_middleware(IdempotencyMiddleware, ledger=ledger, metrics=metrics)

@@ -38,7 +38,6 @@ __all__ = [
     "ReadPrincipal",
     "WritePrincipal",
     "authenticate",
-    "principal_for",
     "require",
     "run_blocking",
 ]
@@ -83,21 +82,17 @@ async def authenticate(request: Request) -> Principal:
     return principal
 
 
-async def principal_for(request: Request, scope: str) -> Principal:
-    """The caller of ``request``, who must hold ``scope`` (admin implies all)."""
-    principal = await authenticate(request)
-    if scope not in principal.scopes and "admin" not in principal.scopes:
-        raise Forbidden(f"this API key lacks the '{scope}' scope")
-    return principal
-
-
 def require(scope: str) -> Any:
     """Dependency: the caller must hold ``scope`` (admin implies all)."""
     if scope not in SCOPES:
         raise ValueError(scope)
+    missing = f"this API key lacks the '{scope}' scope"
 
     async def dependency(request: Request) -> Principal:
-        return await principal_for(request, scope)
+        principal = await authenticate(request)
+        if scope not in principal.scopes and "admin" not in principal.scopes:
+            raise Forbidden(missing)
+        return principal
 
     setattr(dependency, SCOPE_ATTRIBUTE, scope)  # documented in the OpenAPI
     return Depends(dependency)

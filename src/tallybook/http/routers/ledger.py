@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Body, Header, Path, Query, Request, Response, status
+from fastapi import APIRouter, Body, Header, Path, Query, Response, status
 
 from tallybook.domain.ids import is_system_account
 from tallybook.domain.model import Leg, Transaction
@@ -25,10 +25,8 @@ from tallybook.http.deps import (
     Principal,
     ReadPrincipal,
     WritePrincipal,
-    principal_for,
     run_blocking,
 )
-from tallybook.http.fastpath import FastPathRoute, fast_path, header_id, json_body
 from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
 from tallybook.http.schemas.common import FUND_PATTERN, ID_PATTERN
 from tallybook.http.schemas.ledger import (
@@ -89,15 +87,10 @@ def _utc(value: datetime | None, name: str) -> datetime | None:
     return converted
 
 
-def _posted_headers(txn: Transaction) -> dict[str, str]:
-    headers = {"Location": f"/v1/transactions/{txn.id}"}
-    if txn.replay:
-        headers[REPLAYED_HEADER] = "true"
-    return headers
-
-
 def _posted(txn: Transaction, response: Response) -> TransactionOut:
-    response.headers.update(_posted_headers(txn))
+    response.headers["Location"] = f"/v1/transactions/{txn.id}"
+    if txn.replay:
+        response.headers[REPLAYED_HEADER] = "true"
     return TransactionOut.of(txn)
 
 
@@ -216,6 +209,13 @@ def get_account_transactions(
 # --- transactions --------------------------------------------------------------
 
 
+@router.post(
+    "/transactions",
+    openapi_extra=replays_answered_by("ledger"),
+    status_code=status.HTTP_201_CREATED,
+    summary="Post a credit, debit, adjustment or raw balanced transaction",
+    description="`type` selects the shape. The `Idempotency-Key` is the transaction id.",
+)
 async def post_transaction(
     body: Annotated[TransactionIn, Body()],
     principal: WritePrincipal,
@@ -226,34 +226,6 @@ async def post_transaction(
     # async, the posting through run_blocking: no thread hop on SQLite (hot path)
     txn = await run_blocking(ledger, _post_transaction, ledger, body, principal, txn_id)
     return _posted(txn, response)
-
-
-async def _fast_post_transaction(route: FastPathRoute, request: Request) -> Response | None:
-    """:func:`post_transaction` for a well-formed request, without FastAPI's
-    generic handler (:mod:`tallybook.http.fastpath`); ``None``: the generic path."""
-    data = json_body(request)
-    if data is None:
-        return None
-    principal = await principal_for(request, "write")
-    txn_id = header_id(request, "idempotency-key")
-    body = route.validate_body(data)
-    if txn_id is None or body is None:
-        return None
-    ledger: Ledger = request.app.state.ledger
-    txn = await run_blocking(ledger, _post_transaction, ledger, body, principal, txn_id)
-    return route.render(TransactionOut.of(txn), status.HTTP_201_CREATED, _posted_headers(txn))
-
-
-router.add_api_route(
-    "/transactions",
-    post_transaction,
-    methods=["POST"],
-    route_class_override=fast_path(_fast_post_transaction),
-    openapi_extra=replays_answered_by("ledger"),
-    status_code=status.HTTP_201_CREATED,
-    summary="Post a credit, debit, adjustment or raw balanced transaction",
-    description="`type` selects the shape. The `Idempotency-Key` is the transaction id.",
-)
 
 
 def _post_transaction(
