@@ -21,11 +21,11 @@ from .receiver import Receiver, running_receiver
 from .workload import key_of, run
 
 FAST = RetryPolicy(base_seconds=0.01, cap_seconds=0.05, timeout_seconds=5.0)
-#: operations of the mixed workload: 1,000 on the embedded engines; on DynamoDB
-#: Local, where every write is read back from its stream, CI runs 300 so the
-#: whole run stays within its 20 minutes (1,000 took past that beside the other
-#: DynamoDB tests); TALLYBOOK_TEST_WEBHOOK_OPS=1000 runs the full size
-DYNAMODB_OPS = int(os.environ.get("TALLYBOOK_TEST_WEBHOOK_OPS", "300"))
+#: operations of the mixed workload: 1,000 on every engine, as the issue asks.
+#: On DynamoDB Local every write is read back from its stream: 25-49 s on a fresh
+#: instance here (70 s with the 2-core machine at load 8), with fan-out and
+#: delivery records batched; TALLYBOOK_TEST_WEBHOOK_OPS lowers it for a quick run
+DYNAMODB_OPS = int(os.environ.get("TALLYBOOK_TEST_WEBHOOK_OPS", "1000"))
 
 
 def drain(worker: DeliveryWorker, receiver: Receiver, want: int, passes: int = 500) -> None:

@@ -9,7 +9,10 @@ first attempt, then dead-lettered: its record says ``dead`` and the account's
 later events proceed. A receiver answering 410 Gone disables the subscription.
 
 Every attempt is recorded on the delivery record (status code, latency,
-error, time), newest first, the last :data:`KEEP_ATTEMPTS` of them.
+error, time), newest first, the last :data:`KEEP_ATTEMPTS` of them. Successful
+deliveries are recorded a few at a time (:data:`RECORD_EVERY` per
+transaction, and before anything else is written): a worker killed before it
+records them sends them again, which at least once allows.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -42,6 +46,8 @@ from tallybook.webhooks.signing import sign
 from tallybook.webhooks.subscriptions import Subscription
 
 KEEP_ATTEMPTS = 10
+#: successful deliveries recorded per transaction, at most
+RECORD_EVERY = 25
 #: the largest webhook body; a bigger event is sent without its data (``truncated``)
 MAX_PAYLOAD_BYTES = 64 * 1024
 _KEEP_WHEN_TRUNCATED = ("txn_id", "txn_type", "notification_id", "kind", "window")
@@ -126,6 +132,7 @@ class QueueRunner:
         queue = self.store.query(keys.webhook_queue(sub.program, sub.id), limit=limit).items
         events = self._events(sub.program, queue)
         blocked: set[str] = set()
+        sent: list[tuple[Item, dict[str, Any]]] = []  # delivered, not recorded yet
         for row in queue:
             accounts = cast(list[str], row.get("accounts") or [])
             if any(a in blocked for a in accounts):
@@ -141,15 +148,20 @@ class QueueRunner:
                 break
             event = events.get(cast(str, row["event_id"]))
             if event is None:
+                self._record_sent(sub, sent)
                 self._finish(sub, row, DEAD, None, "the event is past its retention")
                 stats.dead += 1
                 continue
             answer = self._send(sub, secret, event)
             if answer.ok:
-                self._finish(sub, row, DELIVERED, answer, None)
+                sent.append((row, self._attempt(answer, None)))
+                if len(sent) >= RECORD_EVERY:
+                    self._record_sent(sub, sent)
                 stats.delivered += 1
                 stats.lags.append(max(0.0, self.now() - _epoch(event.at)))
-            elif answer.status == 410:
+                continue
+            self._record_sent(sub, sent)
+            if answer.status == 410:
                 self._fail(sub, row, answer, give_up=False)
                 self.on_gone(sub)
                 stats.disabled += 1
@@ -163,7 +175,23 @@ class QueueRunner:
                     stats.dead += 1
                 else:
                     blocked.update(accounts)
+        self._record_sent(sub, sent)
         return stats
+
+    def _record_sent(self, sub: Subscription, sent: list[tuple[Item, dict[str, Any]]]) -> None:
+        """Record the delivered rows in ``sent`` in one transaction (each on its own
+        when that one fails: another worker's outcome for a row wins), and empty it."""
+        if not sent:
+            return
+        actions: list[Action] = []
+        for row, attempt in sent:
+            actions += self._done(sub, row, DELIVERED, attempt)
+        try:
+            self.store.transact_write([*actions, _count(sub, [DELIVERED] * len(sent))])
+        except (ConditionFailed, TransactionConflict):
+            for row, attempt in sent:
+                self._write([*self._done(sub, row, DELIVERED, attempt), _count(sub, [DELIVERED])])
+        sent.clear()
 
     def _events(self, program: str, queue: list[Item]) -> dict[str, Event]:
         wanted = {cast(str, r["event_id"]) for r in queue}
@@ -187,7 +215,9 @@ class QueueRunner:
         self, sub: Subscription, row: Item, status: str | None, attempt: dict[str, Any]
     ) -> Update:
         key = keys.webhook_delivery(sub.program, sub.id, cast(str, row["sk"]))
-        current = self.store.get(key)
+        # a row never tried (and not resent) has no attempts on its record yet
+        fresh = not row.get("attempts") and not row.get("resent")
+        current = None if fresh else self.store.get(key)
         log = cast(list[Any], (current or {}).get("log") or [])
         ops: list[Set | Add] = [
             Set("log", [attempt, *log][:KEEP_ATTEMPTS]),
@@ -205,16 +235,19 @@ class QueueRunner:
         self, sub: Subscription, row: Item, status: str, answer: Response | None, why: str | None
     ) -> None:
         """The row is done (delivered or dead): its record says so, the row goes."""
-        attempt = self._attempt(answer, why)
-        queued = keys.webhook_queued(sub.program, sub.id, cast(str, row["sk"]))
         outcomes = [status] if answer is None or answer.ok else [FAILED, status]
-        self._write(
-            [
-                Delete(queued, Compare("attempts", "=", row.get("attempts", 0))),
-                self._record_update(sub, row, status, attempt),
-                _count(sub, outcomes),
-            ]
-        )
+        done = self._done(sub, row, status, self._attempt(answer, why))
+        self._write([*done, _count(sub, outcomes)])
+
+    def _done(
+        self, sub: Subscription, row: Item, status: str, attempt: dict[str, Any]
+    ) -> list[Action]:
+        """The queue row goes (unless another worker moved it on); its record says so."""
+        queued = keys.webhook_queued(sub.program, sub.id, cast(str, row["sk"]))
+        return [
+            Delete(queued, Compare("attempts", "=", row.get("attempts", 0))),
+            self._record_update(sub, row, status, attempt),
+        ]
 
     def _fail(self, sub: Subscription, row: Item, answer: Response, *, give_up: bool) -> None:
         if give_up:
@@ -245,7 +278,7 @@ class QueueRunner:
 
 def _count(sub: Subscription, outcomes: list[str]) -> Update:
     """Add to the subscription's outcome counters (``/metrics`` reads them)."""
-    ops = tuple(Add(f"n_{outcome}", 1) for outcome in outcomes)
+    ops = tuple(Add(f"n_{outcome}", n) for outcome, n in Counter(outcomes).items())
     return Update(keys.webhook_subscription(sub.program, sub.id), ops, Exists("pk"))
 
 

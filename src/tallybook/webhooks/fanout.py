@@ -1,11 +1,14 @@
 """Fan-out: one delivery per (subscription, event), written once per event.
 
-Each event is fanned out in one storage transaction: the event leaves the
+Each event is fanned out by one group of actions: the event leaves the
 pending index (SQLite) or is put for the first time (DynamoDB, from the
 stream), and every active subscription that wants its type gets a delivery
-record and a queue row. The first action's condition makes the whole step
+record and a queue row. The group's first action's condition makes it
 idempotent: an event fanned out already is skipped, so a worker killed halfway
-and run again neither loses nor doubles a delivery.
+and run again neither loses nor doubles a delivery. Several events' groups go
+in one storage transaction (up to :data:`MAX_TRANSACTION_ACTIONS` actions and
+:data:`MAX_BATCH_BYTES` of event data); when some of them were fanned out
+already, those groups are dropped and the rest written again.
 
 Delivery records and queue rows are keyed by the event's log position, so a
 subscription's queue is in log order, which keeps every account's order.
@@ -13,6 +16,9 @@ subscription's queue is in log order, which keeps every account's order.
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import json
 import time
 from collections.abc import Sequence
 from typing import cast
@@ -36,6 +42,8 @@ from tallybook.webhooks.subscriptions import ACTIVE, Subscription
 
 #: subscriptions of one program (each event is fanned out in one transaction)
 MAX_SUBSCRIPTIONS = (MAX_TRANSACTION_ACTIONS - 1) // 2
+#: event data per fan-out transaction, at most (DynamoDB takes 4 MB per transaction)
+MAX_BATCH_BYTES = 1_000_000
 PENDING = "pending"
 
 
@@ -82,6 +90,7 @@ def fan_out_pending(store: ItemStore, program: str, subs: Sequence[Subscription]
         page = store.query(keys.events_pending(program), index="gsi1", limit=200)
         if not page.items:
             return done
+        groups: list[tuple[Event, list[Action]]] = []
         for item in page.items:
             event = event_from_item(item)
             pos = cast(str, item["position"])
@@ -90,32 +99,67 @@ def fan_out_pending(store: ItemStore, program: str, subs: Sequence[Subscription]
                 (Remove("gsi1pk"), Remove("gsi1sk")),
                 Exists("gsi1pk"),
             )
-            if _apply(store, [first, *_deliveries(event, pos, subs)]):
-                done += 1
+            groups.append((event, [first, *_deliveries(event, pos, subs)]))
+        done += apply_groups(store, groups)
 
 
 def fan_out_new(
     store: ItemStore, events: Sequence[tuple[Event, str]], subs: dict[str, list[Subscription]]
 ) -> int:
     """Store events read from the stream and fan them out; how many were new."""
-    done = 0
+    groups: list[tuple[Event, list[Action]]] = []
     for event, pos in events:
         first = Put(event_item(event, pos, pending=False), NotExists("pk"))
-        if _apply(store, [first, *_deliveries(event, pos, subs.get(event.program, []))]):
-            done += 1
+        groups.append((event, [first, *_deliveries(event, pos, subs.get(event.program, []))]))
+    return apply_groups(store, groups)
+
+
+def apply_groups(store: ItemStore, groups: Sequence[tuple[Event, list[Action]]]) -> int:
+    """Write each event's group of actions, several per transaction, in order; how
+    many were written (a group whose first condition fails was fanned out already)."""
+    done = 0
+    batch: list[list[Action]] = []
+    size = 0
+    seen: set[str] = set()
+    for event, actions in groups:
+        if event.id in seen:  # an item changed twice in a row: its first record wins
+            continue
+        seen.add(event.id)
+        weight = len(json.dumps(event.data, default=str))
+        full = sum(map(len, batch)) + len(actions) > MAX_TRANSACTION_ACTIONS
+        if batch and (full or size + weight > MAX_BATCH_BYTES):
+            done += _apply(store, batch)
+            batch, size = [], 0
+        batch.append(actions)
+        size += weight
+    if batch:
+        done += _apply(store, batch)
     return done
 
 
-def _apply(store: ItemStore, actions: list[Action]) -> bool:
-    """False when the event was fanned out already (its first condition failed)."""
-    for _ in range(5):
+def _apply(store: ItemStore, groups: list[list[Action]]) -> int:
+    """Write ``groups`` in one transaction; those whose first condition fails (fanned
+    out already) are dropped and the rest written again. How many were written."""
+    conflicts = 0
+    while groups:
+        starts = list(itertools.accumulate((len(g) for g in groups[:-1]), initial=0))
         try:
-            store.transact_write(actions)
-            return True
+            store.transact_write([a for g in groups for a in g])
+            return len(groups)
         except ConditionFailed as exc:
-            if exc.index == 0:
-                return False
-            raise
+            failed = {i for i, reason in enumerate(exc.reasons) if reason}
+            if exc.index is not None:
+                failed.add(exc.index)
+            # a group fanned out already fails on its first action (and on the
+            # puts of its deliveries, which exist too); any other failure is real
+            done = {g for g, start in enumerate(starts) if start in failed}
+            if not done or any(bisect.bisect_right(starts, i) - 1 not in done for i in failed):
+                raise
+            groups = [g for i, g in enumerate(groups) if i not in done]
         except TransactionConflict:
-            continue
-    raise TransactionConflict("fanning out an event kept conflicting; run the worker again")
+            conflicts += 1
+            if conflicts >= 5:
+                raise TransactionConflict(
+                    "fanning out events kept conflicting; run the worker again"
+                ) from None
+    return 0
