@@ -72,6 +72,7 @@ def test_due_holds_missed_under_lag_are_expired_once_it_catches_up(
     assert lagged.check.program("shop").ok
 
 
+@pytest.mark.slow  # the expiry job walks 800 days of the index
 def test_lots_by_expiry_day_under_lag(
     lagged: Ledger, lagging: LaggingStore, clock: ManualClock
 ) -> None:

@@ -146,6 +146,7 @@ def _jobs_and_pages(ledger: Ledger, clock: ManualClock, out: Path) -> None:
 _ROUNDS: list[Callable[[Ledger, ManualClock, Path], None]] = [_exercise, _jobs_and_pages]
 
 
+@pytest.mark.slow  # the jobs walk two years of days
 @pytest.mark.parametrize("round_", _ROUNDS, ids=["billing-reports-check", "jobs-ingest-admin"])
 def test_no_scan_at_run_time(
     ledger: Ledger,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import cast
 
+import pytest
+
 from tallybook.ledger import Ledger
 from tallybook.store import keys
 from tallybook.store.port import Item, OperationStats, Value
@@ -58,6 +60,7 @@ def cost(ledger: Ledger, action: object) -> dict[str, OperationStats]:
     return ledger.store.metrics.snapshot()
 
 
+@pytest.mark.slow
 def test_long_history_keeps_balance_and_earn_flat(ledger: Ledger, engine: str) -> None:
     entries = 100_000 if engine == "sqlite" else 2_000
     ledger.loyalty.configure("shop", {"expiry": {"days": 365}})

@@ -152,6 +152,7 @@ def test_history_rejects_bad_parameters(ledger: Ledger, clock: ManualClock) -> N
         ledger.accounts.history(PROGRAM, "alice", "Points!")
 
 
+@pytest.mark.slow
 def test_a_long_history_paginates_completely_and_in_order(
     ledger: Ledger, engine: str, clock: ManualClock
 ) -> None:
