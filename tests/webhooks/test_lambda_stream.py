@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from tallybook.ledger import Ledger
 from tallybook.webhooks import lambda_stream
 from tallybook.webhooks.delivery import RetryPolicy
 from tallybook.webhooks.stream import stream_reader
+from tallybook.webhooks.vault import KEY_ENV, WebhookKeyError, new_key
 
 from .receiver import running_receiver
 
@@ -59,3 +61,26 @@ def test_the_lambda_fans_out_stream_batches_and_retries_on_schedule(
                 break
     assert [b["data"]["txn_id"] for _, b in receiver.accepted] == ["t1", "t2"]
     assert receiver.rejected_signatures == 0
+
+
+def test_without_a_usable_key_stream_batches_are_kept_and_the_schedule_fails(
+    ledger: Ledger, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if engine != "dynamodb":
+        pytest.skip("the stream is DynamoDB's")
+    worker = ledger.webhooks.worker(policy=RetryPolicy(base_seconds=0.01, cap_seconds=0.02))
+    monkeypatch.setattr(lambda_stream, "_worker", worker)
+    with running_receiver() as receiver:
+        receiver.secret = ledger.webhooks.create("shop", receiver.url, allow_http=True).secret
+        ledger.accounts.open("shop", "alice")
+        ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t1")
+        key = os.environ.get(KEY_ENV, "")
+        monkeypatch.setenv(KEY_ENV, new_key())  # not the key that sealed the secret
+        results = [lambda_stream.handler({"Records": b}, None) for b in _stream_batches(ledger)]
+        assert sum(r["events"] for r in results) == 1  # fanned out, the batch not failed
+        assert any("not among" in r.get("error", "") for r in results)
+        with pytest.raises(WebhookKeyError):
+            lambda_stream.handler({"source": "aws.events"}, None)
+        monkeypatch.setenv(KEY_ENV, key)
+        lambda_stream.handler({"source": "aws.events"}, None)
+    assert [b["data"]["txn_id"] for _, b in receiver.accepted] == ["t1"]

@@ -7,10 +7,17 @@ worker's own bookkeeping (deliveries, attempts, leases) carry no event; a
 batch of only those sends nothing, so its own writes do not keep re-invoking
 the function. A failed invocation is retried by Lambda with the same batch,
 which the fan-out skips as already stored.
+
+Without a usable server key (:class:`~tallybook.webhooks.vault.WebhookKeyError`)
+a stream batch is still fanned out and the invocation succeeds, logging the
+error: failing it would make Lambda retry the batch and hold the shard's later
+records back until they pass the stream's 24 hours. The schedule's invocations
+fail on the error instead, so the function's ``Errors`` metric shows it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -21,9 +28,11 @@ from tallybook.webhooks.fanout import fan_out_new
 from tallybook.webhooks.log import install as install_event_log
 from tallybook.webhooks.service import WebhookService
 from tallybook.webhooks.stream import events_of
+from tallybook.webhooks.vault import WebhookKeyError
 from tallybook.webhooks.worker import DeliveryWorker
 
 _worker: DeliveryWorker | None = None
+log = logging.getLogger(__name__)
 
 
 def _get_worker() -> DeliveryWorker:
@@ -49,5 +58,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if not events:
         return {"events": 0, "delivered": 0, "failed": 0}
     new = fan_out_new(worker.store, events, subs)
-    stats = worker.deliver_due(subs)
+    try:
+        stats = worker.deliver_due(subs)
+    except WebhookKeyError as exc:  # fanned out: the queues keep the events
+        log.error("webhooks not delivered: %s", exc.message)
+        return {"events": new, "delivered": 0, "failed": 0, "error": exc.message}
     return {"events": new, "delivered": stats.delivered, "failed": stats.failed}
