@@ -35,8 +35,10 @@ if TYPE_CHECKING:
 
 DYNAMODB_ENDPOINT = os.environ.get("TALLYBOOK_TEST_DYNAMODB", "")
 ENGINES = ["sqlite", "dynamodb"]
-#: the engines of a ``unit`` test: memory instead of SQLite
-UNIT_ENGINES = ["memory", "dynamodb"]
+#: the engines of a ``unit`` test: memory instead of SQLite.
+#: ``TALLYBOOK_TEST_UNIT_ENGINE=sqlite`` puts SQLite back, to time the unit
+#: tests on both (docs/architecture.md, "Tests")
+UNIT_ENGINES = [os.environ.get("TALLYBOOK_TEST_UNIT_ENGINE", "memory"), "dynamodb"]
 
 if DYNAMODB_ENDPOINT:
     # DynamoDB has no default server key for webhook secrets (SQLite keeps a key

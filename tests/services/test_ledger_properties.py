@@ -29,8 +29,8 @@ from tallybook.services.ledger.postings import Plan, Snapshot
 ACCOUNTS = ("a", "b", "c")
 FUNDS = {"points": "points", "cash": "USD", "line": "USD"}
 OVERDRAFT = {"line"}
-EXAMPLES = {"memory": 40, "dynamodb": 5}
-MAX_OPS = {"memory": 40, "dynamodb": 20}
+EXAMPLES = {"memory": 40, "sqlite": 40, "dynamodb": 5}
+MAX_OPS = {"memory": 40, "sqlite": 40, "dynamodb": 20}
 _programs = itertools.count()
 
 account = st.sampled_from(ACCOUNTS)

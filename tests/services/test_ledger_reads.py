@@ -17,7 +17,7 @@ from .ledger_helpers import PROGRAM, open_accounts
 pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
 
 #: entries of the long history: 10,000 in memory; DynamoDB Local is slow
-LONG_HISTORY = {"memory": 10_000, "dynamodb": 300}
+LONG_HISTORY = {"memory": 10_000, "sqlite": 10_000, "dynamodb": 300}
 
 
 def pages(
