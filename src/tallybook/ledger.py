@@ -14,8 +14,8 @@ from tallybook.store.url import open_store
 from tallybook.webhooks.log import install as install_event_log
 
 if TYPE_CHECKING:
+    from tallybook.services.apikeys import KeyService
     from tallybook.services.billing.service import BillingService
-    from tallybook.services.keys import KeyService
     from tallybook.services.ledger.check import CheckService
     from tallybook.services.loyalty.service import LoyaltyService
     from tallybook.services.notifications.service import NotificationService
@@ -103,6 +103,6 @@ class Ledger:
 
     @cached_property
     def keys(self) -> KeyService:
-        from tallybook.services.keys import KeyService
+        from tallybook.services.apikeys import KeyService
 
         return KeyService(self.store, self.clock, self.programs)

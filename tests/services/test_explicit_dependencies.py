@@ -14,10 +14,10 @@ import pytest
 
 from tallybook.domain.model import FundSpec
 from tallybook.errors import Unauthorized
+from tallybook.services.apikeys import KeyService
 from tallybook.services.billing.service import BillingService
 from tallybook.services.clock import ManualClock
 from tallybook.services.events import LedgerEvent
-from tallybook.services.keys import KeyService
 from tallybook.services.ledger.check import CheckService
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.loyalty.service import LoyaltyService

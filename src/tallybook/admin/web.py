@@ -26,7 +26,7 @@ from tallybook.admin.money import format_amount
 from tallybook.admin.session import SESSION_COOKIE, Session, SessionSigner
 from tallybook.errors import TallybookError
 from tallybook.ledger import Ledger
-from tallybook.services.keys import ApiKey
+from tallybook.services.apikeys import ApiKey
 
 HERE = Path(__file__).parent
 FLASH_COOKIE = "tb_admin_flash"

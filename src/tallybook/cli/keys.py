@@ -43,7 +43,7 @@ def create(
     Example: tallybook keys create --program shop --scopes read,write --name checkout
     """
     from tallybook.domain.ids import check_id
-    from tallybook.services.keys import parse_scopes
+    from tallybook.services.apikeys import parse_scopes
 
     parse_scopes(scopes)
     check_id(program, "program id")

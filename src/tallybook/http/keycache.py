@@ -1,7 +1,7 @@
 """API-key authentication for the HTTP layer, with a short, bounded cache.
 
 Authenticating a key is one strongly consistent read of the key's item
-(:meth:`tallybook.services.keys.KeyService.authenticate`). A busy client
+(:meth:`tallybook.services.apikeys.KeyService.authenticate`). A busy client
 sends the same key on every request, so the HTTP layer remembers a
 successful authentication for ``ttl`` seconds (default
 :data:`DEFAULT_KEY_CACHE_SECONDS`) per process: a posting then costs its own

@@ -118,7 +118,7 @@ def fund_attr(fund: str) -> str:
     return f"f_{fund}"
 
 
-# --- API keys and HTTP idempotency (services/keys.py, http/idempotency.py) ---
+# --- API keys and HTTP idempotency (services/apikeys.py, http/idempotency.py) ---
 
 
 def api_key(key_id: str) -> Key:
