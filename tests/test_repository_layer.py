@@ -1,7 +1,7 @@
 """Services never spell a storage key: the repositories (``store/records``) own
 how each aggregate is stored (docs/architecture.md, "Keys and repositories").
 
-Read from the source of every module under ``services/``: no import of the
+Read from the source of every module under ``services/`` and ``webhooks/``: no import of the
 key layout (``tallybook.store.keys``), no key or index attribute name as a
 string (``"pk"``, ``"gsi1sk"``, ``"gsi2"`` ...), and no key prefix such as
 ``"ACCT#"`` or ``f"N#H#{us}"`` outside docstrings.
@@ -17,7 +17,9 @@ import pytest
 
 from tallybook.store.port import INDEX_ATTRS, INDEXES, KEY_ATTRS
 
-SERVICES = Path(__file__).resolve().parents[1] / "src" / "tallybook" / "services"
+SRC = Path(__file__).resolve().parents[1] / "src" / "tallybook"
+#: the packages whose modules go through the repositories
+PACKAGES = ("services", "webhooks")
 KEY_NAMES = frozenset({*KEY_ATTRS, *INDEX_ATTRS, *INDEXES})
 #: the start of a key or key prefix: capitals (and digits) up to a '#'
 KEY_PREFIX = re.compile(r"^[A-Z][A-Z0-9]*#")
@@ -57,16 +59,14 @@ def key_spellings(source: str) -> list[str]:
 
 
 def _service_modules() -> list[Path]:
-    return sorted(SERVICES.rglob("*.py"))
+    return sorted(m for package in PACKAGES for m in (SRC / package).rglob("*.py"))
 
 
 def test_there_are_service_modules_to_check() -> None:
     assert len(_service_modules()) > 20
 
 
-@pytest.mark.parametrize(
-    "module", _service_modules(), ids=lambda p: str(p.relative_to(SERVICES.parent))
-)
+@pytest.mark.parametrize("module", _service_modules(), ids=lambda p: str(p.relative_to(SRC)))
 def test_no_service_spells_a_key(module: Path) -> None:
     assert key_spellings(module.read_text(encoding="utf-8")) == []
 

@@ -327,3 +327,22 @@ STREAM_CHECKPOINTS = "WHSTREAM"
 
 def stream_checkpoint(shard_id: str) -> Key:
     return Key(STREAM_CHECKPOINTS, shard_id)
+
+
+#: the ledger's items that outbound events are derived from (``change_source``)
+TRANSACTION_SOURCE = "transaction"
+NOTIFICATION_SOURCE = "notification"
+REPORT_SOURCE = "report"
+
+
+def change_source(key: Key) -> str | None:
+    """Which kind of the ledger's items ``key`` is, if events are derived from it: a
+    transaction record, a notification history row or a report row; else ``None``."""
+    pk, sk = key.pk, key.sk
+    if sk == "TXN" and pk.startswith("TXN#"):
+        return TRANSACTION_SOURCE
+    if pk.startswith("ACCT#") and sk.startswith(NOTIFICATION_HISTORY_PREFIX):
+        return NOTIFICATION_SOURCE
+    if pk.startswith("REPORTS#"):
+        return REPORT_SOURCE
+    return None

@@ -20,30 +20,23 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
 
+from tallybook.domain.webhooks import Attempt, Event, Queued, Subscription
 from tallybook.errors import ConditionFailed, TransactionConflict
-from tallybook.store import keys
-from tallybook.store.port import (
-    Action,
-    Add,
-    Compare,
-    Delete,
-    Exists,
-    Item,
-    ItemStore,
-    Set,
-    Update,
-)
+from tallybook.store.port import Action, ItemStore, Update
 from tallybook.store.records.codec import parse_iso
-from tallybook.webhooks.events import Event
-from tallybook.webhooks.log import event_from_item
+from tallybook.store.records.webhook_events import (
+    read_events,
+    read_queue,
+    recorded_attempt,
+    requeue,
+    unqueue,
+)
+from tallybook.store.records.webhooks import count_outcomes
 from tallybook.webhooks.sender import Response, Sender
 from tallybook.webhooks.signing import sign
-from tallybook.webhooks.subscriptions import Subscription
 
 KEEP_ATTEMPTS = 10
 #: successful deliveries recorded per transaction, at most
@@ -54,8 +47,6 @@ _KEEP_WHEN_TRUNCATED = ("txn_id", "txn_type", "notification_id", "kind", "window
 DELIVERED = "delivered"
 DEAD = "dead"
 FAILED = "failed"
-#: the outcomes counted on each subscription (``n_delivered``, ...)
-OUTCOMES = (DELIVERED, FAILED, DEAD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,24 +120,23 @@ class QueueRunner:
         self, sub: Subscription, secret: str, limit: int, still_mine: Callable[[], bool]
     ) -> PassStats:
         stats = PassStats()
-        queue = self.store.query(keys.webhook_queue(sub.program, sub.id), limit=limit).items
-        events = self._events(sub.program, queue)
+        queue = read_queue(self.store, sub.program, sub.id, limit)
+        events = read_events(self.store, sub.program, list({r.event_id for r in queue}))
         blocked: set[str] = set()
-        sent: list[tuple[Item, dict[str, Any]]] = []  # delivered, not recorded yet
+        sent: list[tuple[Queued, Attempt]] = []  # delivered, not recorded yet
         for row in queue:
-            accounts = cast(list[str], row.get("accounts") or [])
-            if any(a in blocked for a in accounts):
+            if any(a in blocked for a in row.accounts):
                 # it waits for one account, so its other accounts wait for it
-                blocked.update(accounts)
+                blocked.update(row.accounts)
                 stats.waiting += 1
                 continue
-            if cast(int, row.get("next_us", 0)) > int(self.now() * 1e6):
-                blocked.update(accounts)
+            if row.next_us > int(self.now() * 1e6):
+                blocked.update(row.accounts)
                 stats.waiting += 1
                 continue
             if not still_mine():
                 break
-            event = events.get(cast(str, row["event_id"]))
+            event = events.get(row.event_id)
             if event is None:
                 self._record_sent(sub, sent)
                 self._finish(sub, row, DEAD, None, "the event is past its retention")
@@ -167,18 +157,18 @@ class QueueRunner:
                 stats.disabled += 1
                 break
             else:
-                first = cast(int, row.get("first_us") or 0) or int(self.now() * 1e6)
+                first = row.first_us or int(self.now() * 1e6)
                 dead = self.now() - first / 1e6 >= self.policy.max_age_seconds
                 self._fail(sub, row, answer, give_up=dead)
                 stats.failed += 1
                 if dead:
                     stats.dead += 1
                 else:
-                    blocked.update(accounts)
+                    blocked.update(row.accounts)
         self._record_sent(sub, sent)
         return stats
 
-    def _record_sent(self, sub: Subscription, sent: list[tuple[Item, dict[str, Any]]]) -> None:
+    def _record_sent(self, sub: Subscription, sent: list[tuple[Queued, Attempt]]) -> None:
         """Record the delivered rows in ``sent`` in one transaction (each on its own
         when that one fails: another worker's outcome for a row wins), and empty it."""
         if not sent:
@@ -193,76 +183,50 @@ class QueueRunner:
                 self._write([*self._done(sub, row, DELIVERED, attempt), _count(sub, [DELIVERED])])
         sent.clear()
 
-    def _events(self, program: str, queue: list[Item]) -> dict[str, Event]:
-        wanted = {cast(str, r["event_id"]) for r in queue}
-        found = self.store.batch_get([keys.event(program, e) for e in wanted])
-        return {cast(str, i["id"]): event_from_item(i) for i in found}
-
     def _send(self, sub: Subscription, secret: str, event: Event) -> Response:
         body = body_of(event)
         headers = sign(secret, event.id, body, int(self.now()))
         return self.sender.post(sub.url, headers, body, self.policy.timeout_seconds)
 
-    def _attempt(self, answer: Response | None, error: str | None) -> dict[str, Any]:
-        return {
-            "at_us": int(self.now() * 1e6),
-            "code": None if answer is None else answer.status,
-            "latency_ms": None if answer is None else answer.latency_ms,
-            "error": error if answer is None else answer.error,
-        }
+    def _attempt(self, answer: Response | None, error: str | None) -> Attempt:
+        return Attempt(
+            at_us=int(self.now() * 1e6),
+            code=None if answer is None else answer.status,
+            latency_ms=None if answer is None else answer.latency_ms,
+            error=error if answer is None else answer.error,
+        )
 
     def _record_update(
-        self, sub: Subscription, row: Item, status: str | None, attempt: dict[str, Any]
+        self, sub: Subscription, row: Queued, status: str | None, attempt: Attempt
     ) -> Update:
-        key = keys.webhook_delivery(sub.program, sub.id, cast(str, row["sk"]))
-        # a row never tried (and not resent) has no attempts on its record yet
-        fresh = not row.get("attempts") and not row.get("resent")
-        current = None if fresh else self.store.get(key)
-        log = cast(list[Any], (current or {}).get("log") or [])
-        ops: list[Set | Add] = [
-            Set("log", [attempt, *log][:KEEP_ATTEMPTS]),
-            Set("last_code", attempt["code"]),
-            Set("last_error", attempt["error"]),
-            Set("last_latency_ms", attempt["latency_ms"]),
-            Set("last_at_us", attempt["at_us"]),
-            Add("attempts", 1),
-        ]
-        if status is not None:
-            ops.append(Set("status", status))
-        return Update(key, tuple(ops))
+        return recorded_attempt(
+            self.store, sub.program, sub.id, row, attempt, status, KEEP_ATTEMPTS
+        )
 
     def _finish(
-        self, sub: Subscription, row: Item, status: str, answer: Response | None, why: str | None
+        self, sub: Subscription, row: Queued, status: str, answer: Response | None, why: str | None
     ) -> None:
         """The row is done (delivered or dead): its record says so, the row goes."""
         outcomes = [status] if answer is None or answer.ok else [FAILED, status]
         done = self._done(sub, row, status, self._attempt(answer, why))
         self._write([*done, _count(sub, outcomes)])
 
-    def _done(
-        self, sub: Subscription, row: Item, status: str, attempt: dict[str, Any]
-    ) -> list[Action]:
+    def _done(self, sub: Subscription, row: Queued, status: str, attempt: Attempt) -> list[Action]:
         """The queue row goes (unless another worker moved it on); its record says so."""
-        queued = keys.webhook_queued(sub.program, sub.id, cast(str, row["sk"]))
         return [
-            Delete(queued, Compare("attempts", "=", row.get("attempts", 0))),
+            unqueue(sub.program, sub.id, row),
             self._record_update(sub, row, status, attempt),
         ]
 
-    def _fail(self, sub: Subscription, row: Item, answer: Response, *, give_up: bool) -> None:
+    def _fail(self, sub: Subscription, row: Queued, answer: Response, *, give_up: bool) -> None:
         if give_up:
             self._finish(sub, row, DEAD, answer, None)
             return
-        failures = cast(int, row.get("attempts", 0)) + 1
         now_us = int(self.now() * 1e6)
-        next_us = now_us + int(self.policy.delay(failures, self.rng) * 1e6)
-        queued = keys.webhook_queued(sub.program, sub.id, cast(str, row["sk"]))
-        updates: list[Set] = [Set("attempts", failures), Set("next_us", next_us)]
-        if not row.get("first_us"):
-            updates.append(Set("first_us", now_us))
+        next_us = now_us + int(self.policy.delay(row.attempts + 1, self.rng) * 1e6)
         self._write(
             [
-                Update(queued, tuple(updates), Compare("attempts", "=", row.get("attempts", 0))),
+                requeue(sub.program, sub.id, row, next_us, now_us),
                 self._record_update(sub, row, None, self._attempt(answer, None)),
                 _count(sub, [FAILED]),
             ]
@@ -278,8 +242,7 @@ class QueueRunner:
 
 def _count(sub: Subscription, outcomes: list[str]) -> Update:
     """Add to the subscription's outcome counters (``/metrics`` reads them)."""
-    ops = tuple(Add(f"n_{outcome}", n) for outcome, n in Counter(outcomes).items())
-    return Update(keys.webhook_subscription(sub.program, sub.id), ops, Exists("pk"))
+    return count_outcomes(sub.program, sub.id, outcomes)
 
 
 def _epoch(at: str) -> float:

@@ -26,11 +26,18 @@ yields the same id, and storing it is idempotent.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Any, Final, cast
 
 from tallybook.domain.ids import is_system_account
+from tallybook.domain.webhooks import Event
 from tallybook.store.port import Item, Value
+from tallybook.store.records.webhook_events import (
+    NOTIFICATION_SOURCE,
+    TRANSACTION_SOURCE,
+    source_of,
+)
+
+__all__ = ["EVENT_TYPES", "Event", "derive", "event_id"]
 
 TRANSACTION_POSTED: Final = "transaction.posted"
 HOLD_AUTHORIZED: Final = "hold.authorized"
@@ -68,31 +75,6 @@ _HOLD_TYPES: Final = {
 _RAISED_STATUSES: Final = frozenset({"active", "unlisted"})
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One outbound event: what receivers get as the ``data`` of a webhook."""
-
-    id: str
-    type: str
-    program: str
-    #: the customer accounts it concerns, in leg order (empty for program events)
-    accounts: tuple[str, ...]
-    #: when the ledger recorded the change (ISO 8601, UTC)
-    at: str
-    data: dict[str, Value]
-
-    def envelope(self) -> dict[str, Value]:
-        """The webhook body (Standard Webhooks' ``type`` / ``timestamp`` / ``data``)."""
-        return {
-            "id": self.id,
-            "type": self.type,
-            "timestamp": self.at,
-            "program": self.program,
-            "accounts": list(self.accounts),
-            "data": self.data,
-        }
-
-
 def event_id(pk: str, sk: str, type_: str) -> str:
     digest = hashlib.sha256(f"{pk}\x00{sk}\x00{type_}".encode()).hexdigest()
     return f"evt_{digest[:32]}"
@@ -100,16 +82,15 @@ def event_id(pk: str, sk: str, type_: str) -> str:
 
 def derive(image: Item) -> list[Event]:
     """The events an item's new image stands for (none for most items)."""
-    pk, sk = image.get("pk"), image.get("sk")
-    if not isinstance(pk, str) or not isinstance(sk, str):
+    source = source_of(image)
+    if source is None:
         return []
-    if pk.startswith("TXN#") and sk == "TXN":
-        return _from_transaction(pk, sk, image)
-    if pk.startswith("ACCT#") and sk.startswith("N#H#"):
-        return _from_notification(pk, sk, image)
-    if pk.startswith("REPORTS#"):
-        return _from_report(pk, sk, image)
-    return []
+    kind, key = source
+    if kind == TRANSACTION_SOURCE:
+        return _from_transaction(key.pk, key.sk, image)
+    if kind == NOTIFICATION_SOURCE:
+        return _from_notification(key.pk, key.sk, image)
+    return _from_report(key.pk, key.sk, image)
 
 
 def _str(d: dict[str, Any], name: str) -> str | None:

@@ -19,67 +19,32 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
-import time
 from collections.abc import Sequence
-from typing import cast
 
+from tallybook.domain.webhooks import ACTIVE, Event, Subscription
 from tallybook.errors import ConditionFailed, TransactionConflict
-from tallybook.store import keys
-from tallybook.store.port import (
-    MAX_TRANSACTION_ACTIONS,
-    Action,
-    Exists,
-    Item,
-    ItemStore,
-    NotExists,
-    Put,
-    Remove,
-    Update,
+from tallybook.store.port import MAX_TRANSACTION_ACTIONS, Action, ItemStore
+from tallybook.store.records.webhook_events import (
+    delivery_puts,
+    event_put,
+    fanned_out,
+    pending_events,
 )
-from tallybook.webhooks.events import Event
-from tallybook.webhooks.log import EVENT_RETENTION_DAYS, event_from_item, event_item
-from tallybook.webhooks.subscriptions import ACTIVE, Subscription
+from tallybook.webhooks.log import retention_ttl
+
+__all__ = ["MAX_SUBSCRIPTIONS", "apply_groups", "fan_out_new", "fan_out_pending"]
 
 #: subscriptions of one program (each event is fanned out in one transaction)
 MAX_SUBSCRIPTIONS = (MAX_TRANSACTION_ACTIONS - 1) // 2
 #: event data per fan-out transaction, at most (DynamoDB takes 4 MB per transaction)
 MAX_BATCH_BYTES = 1_000_000
-PENDING = "pending"
 
 
-def delivery_items(sub: Subscription, event: Event, pos: str) -> tuple[Item, Item]:
-    """The delivery record and the queue row of ``event`` for ``sub``."""
-    ttl = int(time.time()) + EVENT_RETENTION_DAYS * 86_400
-    common: Item = {
-        "event_id": event.id,
-        "type": event.type,
-        "accounts": list(event.accounts),
-        "attempts": 0,
-    }
-    record: Item = {
-        **keys.webhook_delivery(sub.program, sub.id, pos).as_item(),
-        **common,
-        "status": PENDING,
-        "at": event.at,
-        "ttl": ttl,
-    }
-    queued: Item = {
-        **keys.webhook_queued(sub.program, sub.id, pos).as_item(),
-        **common,
-        "next_us": 0,
-        "first_us": 0,
-        "at": event.at,
-    }
-    return record, queued
-
-
-def _deliveries(event: Event, pos: str, subs: Sequence[Subscription]) -> list[Action]:
+def _deliveries(event: Event, pos: str, subs: Sequence[Subscription], ttl: int) -> list[Action]:
     actions: list[Action] = []
     for sub in subs:
-        if sub.status != ACTIVE or not sub.wants(event.type):
-            continue
-        record, queued = delivery_items(sub, event, pos)
-        actions += [Put(record, NotExists("pk")), Put(queued, NotExists("pk"))]
+        if sub.status == ACTIVE and sub.wants(event.type):
+            actions += delivery_puts(sub.program, sub.id, event, pos, ttl)
     return actions
 
 
@@ -87,19 +52,14 @@ def fan_out_pending(store: ItemStore, program: str, subs: Sequence[Subscription]
     """Fan out the events waiting in the pending index (SQLite); how many."""
     done = 0
     while True:
-        page = store.query(keys.events_pending(program), index="gsi1", limit=200)
-        if not page.items:
+        pending = pending_events(store, program, limit=200)
+        if not pending:
             return done
-        groups: list[tuple[Event, list[Action]]] = []
-        for item in page.items:
-            event = event_from_item(item)
-            pos = cast(str, item["position"])
-            first = Update(
-                keys.event(program, event.id),
-                (Remove("gsi1pk"), Remove("gsi1sk")),
-                Exists("gsi1pk"),
-            )
-            groups.append((event, [first, *_deliveries(event, pos, subs)]))
+        ttl = retention_ttl()
+        groups = [
+            (event, [fanned_out(program, event.id), *_deliveries(event, pos, subs, ttl)])
+            for event, pos in pending
+        ]
         done += apply_groups(store, groups)
 
 
@@ -107,10 +67,17 @@ def fan_out_new(
     store: ItemStore, events: Sequence[tuple[Event, str]], subs: dict[str, list[Subscription]]
 ) -> int:
     """Store events read from the stream and fan them out; how many were new."""
-    groups: list[tuple[Event, list[Action]]] = []
-    for event, pos in events:
-        first = Put(event_item(event, pos, pending=False), NotExists("pk"))
-        groups.append((event, [first, *_deliveries(event, pos, subs.get(event.program, []))]))
+    ttl = retention_ttl()
+    groups = [
+        (
+            event,
+            [
+                event_put(event, pos, ttl),
+                *_deliveries(event, pos, subs.get(event.program, []), ttl),
+            ],
+        )
+        for event, pos in events
+    ]
     return apply_groups(store, groups)
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
-from tallybook.store import keys
-from tallybook.store.port import Item, ItemStore, Value
-from tallybook.webhooks.events import Event, derive
+from tallybook.store.port import Item, ItemStore
+from tallybook.store.records.webhook_events import event_item
+from tallybook.webhooks.events import derive
 
 POSITION_DIGITS = 40
 #: events are kept this long after they are logged (deliveries read them)
@@ -27,34 +27,9 @@ def position(number: int, index: int) -> str:
     return f"{number:0{POSITION_DIGITS}d}.{index:03d}"
 
 
-def event_item(event: Event, pos: str, *, pending: bool) -> Item:
-    item: Item = {
-        **keys.event(event.program, event.id).as_item(),
-        "id": event.id,
-        "type": event.type,
-        "program": event.program,
-        "accounts": list(event.accounts),
-        "at": event.at,
-        "position": pos,
-        "data": event.data,
-        "ttl": int(time.time()) + EVENT_RETENTION_DAYS * 86_400,
-    }
-    if pending:
-        item["gsi1pk"] = keys.events_pending(event.program)
-        item["gsi1sk"] = pos
-    return item
-
-
-def event_from_item(item: Item) -> Event:
-    d = cast(dict[str, Any], item)
-    return Event(
-        id=d["id"],
-        type=d["type"],
-        program=d["program"],
-        accounts=tuple(d.get("accounts") or ()),
-        at=d.get("at", ""),
-        data=cast(dict[str, Value], d.get("data") or {}),
-    )
+def retention_ttl() -> int:
+    """The ``ttl`` of an event logged now, and of its deliveries."""
+    return int(time.time()) + EVENT_RETENTION_DAYS * 86_400
 
 
 def capture(images: Sequence[Item]) -> list[Item]:
@@ -64,7 +39,8 @@ def capture(images: Sequence[Item]) -> list[Item]:
     if not events:
         return []
     now = time.time_ns()
-    return [event_item(e, position(now, i), pending=True) for i, e in enumerate(events)]
+    ttl = retention_ttl()
+    return [event_item(e, position(now, i), ttl, pending=True) for i, e in enumerate(events)]
 
 
 def install(store: ItemStore) -> None:

@@ -22,10 +22,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from tallybook.services.ledger.core import ProgramList
-from tallybook.store import keys
-from tallybook.store.port import ItemStore, SortCondition
+from tallybook.store.port import ItemStore
 from tallybook.store.records.codec import parse_iso
-from tallybook.webhooks.delivery import OUTCOMES
+from tallybook.store.records.webhook_events import read_queue
+from tallybook.store.records.webhooks import OUTCOMES, list_subscriptions
 
 
 class WebhookCollector(Collector):
@@ -59,20 +59,15 @@ class WebhookCollector(Collector):
         store = self.store
         now = time.time()
         for program in self.programs.list():
-            subs = store.query_all(
-                keys.webhook_subscriptions(program),
-                SortCondition.begins_with(keys.WEBHOOK_SUBSCRIPTION_PREFIX),
-            )
-            for sub in subs:
-                sub_id = str(sub["id"])
+            for stored in list_subscriptions(store, program):
+                sub_id = stored.subscription.id
                 for outcome in OUTCOMES:
-                    count = sub.get(f"n_{outcome}")
-                    value = float(count) if isinstance(count, int) else 0.0
+                    value = float(stored.counts.get(outcome, 0))
                     deliveries.add_metric([program, sub_id, outcome], value)
-                head = store.query(keys.webhook_queue(program, sub_id), limit=1).items
+                head = read_queue(store, program, sub_id, 1)
                 age = 0.0
-                if head and isinstance(head[0].get("at"), str) and head[0]["at"]:
-                    age = max(0.0, now - parse_iso(str(head[0]["at"])).timestamp())
+                if head and head[0].at:
+                    age = max(0.0, now - parse_iso(head[0].at).timestamp())
                 lag.add_metric([program, sub_id], age)
                 queued.add_metric([program, sub_id], 1.0 if head else 0.0)
         yield deliveries

@@ -5,75 +5,25 @@ from __future__ import annotations
 import builtins
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
+from tallybook.domain.webhooks import ACTIVE, DISABLED, PENDING, Delivery, Subscription
 from tallybook.errors import ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
 from tallybook.services.ledger.core import ProgramDirectory
-from tallybook.store import keys
-from tallybook.store.port import Exists, ItemStore, NotExists, Put, Set, Update
+from tallybook.store.port import ItemStore
+from tallybook.store.records.webhook_events import delivery_page, read_delivery, resend_actions
 from tallybook.webhooks.delivery import PassStats, RetryPolicy
-from tallybook.webhooks.fanout import MAX_SUBSCRIPTIONS, PENDING
+from tallybook.webhooks.fanout import MAX_SUBSCRIPTIONS
 from tallybook.webhooks.sender import Sender
-from tallybook.webhooks.subscriptions import ACTIVE, DISABLED, Created, Subscription
+from tallybook.webhooks.subscriptions import Created
 from tallybook.webhooks.subscriptions import SubscriptionStore as _Subs
 
 if TYPE_CHECKING:
     from tallybook.webhooks.worker import DeliveryWorker
 
 MAX_PAGE = 200
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One event's delivery to one subscription, with its last attempts."""
-
-    subscription: str
-    position: str
-    event_id: str
-    type: str
-    accounts: tuple[str, ...]
-    status: str
-    attempts: int
-    at: str
-    last_code: int | None
-    last_error: str | None
-    last_latency_ms: int | None
-    log: tuple[dict[str, Any], ...]
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "subscription": self.subscription,
-            "position": self.position,
-            "event_id": self.event_id,
-            "type": self.type,
-            "accounts": list(self.accounts),
-            "status": self.status,
-            "attempts": self.attempts,
-            "at": self.at,
-            "last_code": self.last_code,
-            "last_error": self.last_error,
-            "last_latency_ms": self.last_latency_ms,
-            "log": list(self.log),
-        }
-
-
-def _delivery(sub_id: str, item: dict[str, Any]) -> Delivery:
-    return Delivery(
-        subscription=sub_id,
-        position=item["sk"],
-        event_id=item["event_id"],
-        type=item["type"],
-        accounts=tuple(item.get("accounts") or ()),
-        status=item.get("status", PENDING),
-        attempts=int(item.get("attempts") or 0),
-        at=item.get("at", ""),
-        last_code=item.get("last_code"),
-        last_error=item.get("last_error"),
-        last_latency_ms=item.get("last_latency_ms"),
-        log=tuple(item.get("log") or ()),
-    )
 
 
 class WebhookService:
@@ -131,41 +81,19 @@ class WebhookService:
         self, program: str, sub_id: str, *, limit: int = 50, cursor: str | None = None
     ) -> tuple[builtins.list[Delivery], str | None]:
         """A subscription's deliveries, newest first, a page at a time."""
-        self.subs.item(program, sub_id)
+        self.subs.stored(program, sub_id)
         if not 1 <= limit <= MAX_PAGE:
             raise ValidationError(f"limit must be between 1 and {MAX_PAGE}")
-        page = self.store.query(
-            keys.webhook_deliveries(program, sub_id), forward=False, limit=limit, cursor=cursor
-        )
-        items = [_delivery(sub_id, cast(dict[str, Any], i)) for i in page.items]
-        return items, page.cursor
+        return delivery_page(self.store, program, sub_id, limit, cursor)
 
     def resend(self, program: str, sub_id: str, position: str) -> Delivery:
         """Queue a delivery again (delivered or dead); one already queued stays as it is."""
-        key = keys.webhook_delivery(program, sub_id, position)
-        item = self.store.get(key)
-        if item is None:
+        found = read_delivery(self.store, program, sub_id, position)
+        if found is None:
             raise NotFound(f"delivery {position} not found for subscription {sub_id}")
-        queued: dict[str, Any] = {
-            **keys.webhook_queued(program, sub_id, position).as_item(),
-            "event_id": item["event_id"],
-            "type": item["type"],
-            "accounts": item.get("accounts") or [],
-            "attempts": 0,
-            "next_us": 0,
-            "first_us": 0,
-            "at": item.get("at", ""),
-            # its record has attempts already: they are read and kept
-            "resent": True,
-        }
         with contextlib.suppress(ConditionFailed):
-            self.store.transact_write(
-                [
-                    Put(queued, NotExists("pk")),
-                    Update(key, (Set("status", PENDING),), Exists("pk")),
-                ]
-            )
-        return _delivery(sub_id, cast(dict[str, Any], {**item, "status": PENDING}))
+            self.store.transact_write(resend_actions(program, found))
+        return replace(found, status=PENDING)
 
     def worker(
         self,

@@ -24,12 +24,17 @@ import boto3
 from botocore.exceptions import ClientError
 
 from tallybook.errors import ConfigError
-from tallybook.store import keys
 from tallybook.store.dynamodb.connection import DynamoConnection, _has_credentials
 from tallybook.store.dynamodb.errors import error_code
 from tallybook.store.dynamodb.store import DynamoStore
 from tallybook.store.dynamodb.values import to_item
 from tallybook.store.port import ItemStore
+from tallybook.store.records.webhooks import (
+    Checkpoint,
+    is_checkpoint_record,
+    read_checkpoint,
+    save_checkpoint,
+)
 from tallybook.webhooks.events import Event, derive
 from tallybook.webhooks.log import position, unwrap
 
@@ -121,7 +126,7 @@ class StreamReader:
         new events."""
         arn = self.stream_arn()
         shards = self.shards(arn)
-        drained = {s["ShardId"] for s in shards if self._checkpoint(s["ShardId"]).get("closed")}
+        drained = {s["ShardId"] for s in shards if read_checkpoint(self.store, s["ShardId"]).closed}
         new = 0
 
         def read_one(shard_id: str) -> bool:
@@ -132,9 +137,6 @@ class StreamReader:
 
         in_lineage_order(shards, drained, read_one)
         return new
-
-    def _checkpoint(self, shard_id: str) -> dict[str, Any]:
-        return cast(dict[str, Any], self.store.get(keys.stream_checkpoint(shard_id)) or {})
 
     def _iterator(self, arn: str, shard_id: str, after: str | None) -> str | None:
         args: dict[str, Any] = {"StreamArn": arn, "ShardId": shard_id}
@@ -156,11 +158,10 @@ class StreamReader:
         The checkpoint is written every few pages and at the end, unless all that
         was read since is checkpoint rows (whose own records would otherwise keep
         an idle worker writing)."""
-        key = keys.stream_checkpoint(shard_id)
-        checkpoint = self._checkpoint(shard_id)
-        if checkpoint.get("closed"):
+        checkpoint = read_checkpoint(self.store, shard_id)
+        if checkpoint.closed:
             return 0, True
-        iterator = self._iterator(arn, shard_id, cast(str | None, checkpoint.get("seq")))
+        iterator = self._iterator(arn, shard_id, checkpoint.seq)
         new = unsaved = 0
         last: str | None = None
         while iterator:
@@ -170,12 +171,12 @@ class StreamReader:
             if records:
                 new += sink(events_of(records))
                 last = records[-1]["dynamodb"]["SequenceNumber"]
-                unsaved += sum(1 for r in records if not _is_checkpoint(r))
+                unsaved += sum(1 for r in records if not is_checkpoint_record(r))
             if iterator is None:
-                self.store.put({**key.as_item(), "closed": True})
+                save_checkpoint(self.store, shard_id, Checkpoint(closed=True))
                 return new, True
             if unsaved and (not records or unsaved >= _CHECKPOINT_EVERY):
-                self.store.put({**key.as_item(), "seq": last})
+                save_checkpoint(self.store, shard_id, Checkpoint(seq=last))
                 unsaved = 0
             if not records:
                 break
@@ -216,8 +217,3 @@ def in_lineage_order(
 
 def _start(shard: Mapping[str, Any]) -> int:
     return int(shard["SequenceNumberRange"]["StartingSequenceNumber"])
-
-
-def _is_checkpoint(record: dict[str, Any]) -> bool:
-    pk = record.get("dynamodb", {}).get("Keys", {}).get("pk", {}).get("S")
-    return bool(pk == keys.STREAM_CHECKPOINTS)

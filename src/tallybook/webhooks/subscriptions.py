@@ -14,68 +14,36 @@ setting).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
 from urllib.parse import urlsplit
 
 from tallybook.domain.ids import check_id
+from tallybook.domain.webhooks import ACTIVE, Subscription, secret_hint
 from tallybook.errors import AlreadyExists, ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
-from tallybook.store import keys
-from tallybook.store.port import (
-    Compare,
-    Exists,
-    Item,
-    ItemStore,
-    NotExists,
-    Remove,
-    Set,
-    SortCondition,
-)
+from tallybook.store.port import ItemStore, Remove, Set
 from tallybook.store.records.codec import iso
+from tallybook.store.records.webhooks import (
+    StoredSubscription,
+    delete_subscription,
+    disable_if_active,
+    list_subscriptions,
+    put_subscription,
+    read_subscription,
+    sealing,
+    status_changes,
+    update_subscription,
+)
 from tallybook.webhooks.events import EVENT_TYPES
 from tallybook.webhooks.signing import new_secret
 from tallybook.webhooks.vault import Keyring, WebhookKeyError, keyring_for
 
 MAX_URL_LENGTH = 2048
 MAX_DESCRIPTION = 200
-ACTIVE = "active"
-DISABLED = "disabled"
-
-
-@dataclass(frozen=True, slots=True)
-class Subscription:
-    program: str
-    id: str
-    url: str
-    #: event types it receives; empty means every type
-    types: tuple[str, ...]
-    status: str
-    created_at: str
-    secret_hint: str
-    description: str | None = None
-    disabled_reason: str | None = None
-    allow_http: bool = False
-
-    def wants(self, event_type: str) -> bool:
-        return not self.types or event_type in self.types
-
-    def public(self) -> dict[str, Any]:
-        """Everything but the secret (its last four characters only)."""
-        return {
-            "id": self.id,
-            "program": self.program,
-            "url": self.url,
-            "types": list(self.types),
-            "status": self.status,
-            "created_at": self.created_at,
-            "secret_hint": self.secret_hint,
-            "description": self.description,
-            "disabled_reason": self.disabled_reason,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,30 +101,9 @@ def check_types(types: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(types))
 
 
-def _hint(secret: str) -> str:
-    return "…" + secret[-4:]
-
-
 def _context(program: str, sub_id: str) -> str:
     """What a sealed secret is bound to (AES-GCM's associated data)."""
     return f"subscription {sub_id} of program {program}"
-
-
-def from_item(item: Item) -> Subscription:
-    d = cast(dict[str, Any], item)
-    hint = d.get("secret_hint") or _hint(str(d.get("secret", "")))
-    return Subscription(
-        program=d["program"],
-        id=d["id"],
-        url=d["url"],
-        types=tuple(d.get("types") or ()),
-        status=d.get("status", ACTIVE),
-        created_at=d.get("created_at", ""),
-        secret_hint=hint,
-        description=d.get("description"),
-        disabled_reason=d.get("disabled_reason"),
-        allow_http=bool(d.get("allow_http", False)),
-    )
 
 
 class SubscriptionStore:
@@ -190,78 +137,65 @@ class SubscriptionStore:
             raise ValidationError(f"description is longer than {MAX_DESCRIPTION} characters")
         sid = check_id(sub_id, "subscription id") if sub_id else f"sub_{secrets.token_hex(8)}"
         secret = new_secret()
-        sealed = self.keyring().seal(secret, _context(program, sid))
-        item: Item = {
-            **keys.webhook_subscription(program, sid).as_item(),
-            "program": program,
-            "id": sid,
-            "url": url,
-            "types": list(wanted),
-            "status": ACTIVE,
-            "secret_sealed": sealed,
-            "secret_hint": _hint(secret),
-            "allow_http": allow_http,
-            "created_at": iso(self.clock.now()),
-        }
-        if description:
-            item["description"] = description
+        sub = Subscription(
+            program=program,
+            id=sid,
+            url=url,
+            types=wanted,
+            status=ACTIVE,
+            created_at=iso(self.clock.now()),
+            secret_hint=secret_hint(secret),
+            description=description or None,
+            allow_http=allow_http,
+        )
         try:
-            self.store.put(item, NotExists("pk"))
+            put_subscription(self.store, sub, self.keyring().seal(secret, _context(program, sid)))
         except ConditionFailed as exc:
             raise AlreadyExists(f"subscription {sid} exists in program {program}") from exc
-        return Created(from_item(item), secret)
+        return Created(sub, secret)
 
     def list(self, program: str) -> list[Subscription]:
-        items = self.store.query_all(
-            keys.webhook_subscriptions(program),
-            SortCondition.begins_with(keys.WEBHOOK_SUBSCRIPTION_PREFIX),
-        )
-        return [from_item(i) for i in items]
+        return [s.subscription for s in list_subscriptions(self.store, program)]
 
-    def item(self, program: str, sub_id: str) -> Item:
+    def stored(self, program: str, sub_id: str) -> StoredSubscription:
         check_id(sub_id, "subscription id")
-        item = self.store.get(keys.webhook_subscription(program, sub_id))
-        if item is None:
+        found = read_subscription(self.store, program, sub_id)
+        if found is None:
             raise NotFound(f"subscription {sub_id} not found in program {program}")
-        return item
+        return found
 
     def get(self, program: str, sub_id: str) -> Subscription:
-        return from_item(self.item(program, sub_id))
+        return self.stored(program, sub_id).subscription
 
     def secret(self, program: str, sub_id: str) -> str:
         """The signing secret, opened with the server key (plain in an older item)."""
-        return self._open(self.item(program, sub_id))
+        return self._open(self.stored(program, sub_id))
 
-    def _open(self, item: Item) -> str:
-        d = cast(dict[str, Any], item)
-        sealed = d.get("secret_sealed")
-        if isinstance(sealed, str):
-            return self.keyring().open(sealed, _context(d["program"], d["id"]))
-        return str(d["secret"])
+    def _open(self, stored: StoredSubscription) -> str:
+        sub = stored.subscription
+        if stored.sealed is not None:
+            return self.keyring().open(stored.sealed, _context(sub.program, sub.id))
+        return str(stored.plain)
 
-    def _reseal(self, item: Item) -> tuple[Set | Remove, ...]:
-        """The updates that seal an item's secret under the current key (none when it is)."""
-        d = cast(dict[str, Any], item)
-        sealed = d.get("secret_sealed")
-        if isinstance(sealed, str) and self.keyring().is_current(sealed):
+    def _reseal(self, stored: StoredSubscription) -> tuple[Set | Remove, ...]:
+        """The changes that seal a secret under the current key (none when it is)."""
+        if stored.sealed is not None and self.keyring().is_current(stored.sealed):
             return ()
-        secret = self._open(item)
-        again = self.keyring().seal(secret, _context(d["program"], d["id"]))
-        return (Set("secret_sealed", again), Set("secret_hint", _hint(secret)), Remove("secret"))
+        secret = self._open(stored)
+        sub = stored.subscription
+        return sealing(
+            self.keyring().seal(secret, _context(sub.program, sub.id)), secret_hint(secret)
+        )
 
     def reseal(self, program: str) -> int:
         """Seal every secret of ``program`` under the current key; how many changed."""
         done = 0
-        for item in self.store.query_all(
-            keys.webhook_subscriptions(program),
-            SortCondition.begins_with(keys.WEBHOOK_SUBSCRIPTION_PREFIX),
-        ):
-            ops = self._reseal(item)
-            if not ops:
+        for stored in list_subscriptions(self.store, program):
+            changes = self._reseal(stored)
+            if not changes:
                 continue
             try:
-                key = keys.webhook_subscription(program, cast(str, item["id"]))
-                self.store.update(key, ops, Exists("pk"))
+                update_subscription(self.store, program, stored.subscription.id, changes)
             except ConditionFailed:
                 continue  # deleted meanwhile
             done += 1
@@ -272,35 +206,27 @@ class SubscriptionStore:
 
         The write also seals a plain-text or old-key secret when the server key is
         at hand (without one, the status still changes)."""
-        item = self.item(program, sub_id)
+        stored = self.stored(program, sub_id)
         try:
-            reseal = self._reseal(item)
+            reseal = self._reseal(stored)
         except WebhookKeyError:
             reseal = ()
         try:
-            self.store.update(
-                keys.webhook_subscription(program, sub_id),
-                [Set("status", status), Set("disabled_reason", reason), *reseal],
-                Exists("pk"),
+            update_subscription(
+                self.store, program, sub_id, (*status_changes(status, reason), *reseal)
             )
         except ConditionFailed as exc:
             raise NotFound(f"subscription {sub_id} not found in program {program}") from exc
 
     def disable_if_active(self, program: str, sub_id: str, reason: str) -> None:
         """Disable unless already disabled (the worker, on a 410 answer)."""
-        try:
-            self.store.update(
-                keys.webhook_subscription(program, sub_id),
-                [Set("status", DISABLED), Set("disabled_reason", reason)],
-                Compare("status", "=", ACTIVE),
-            )
-        except ConditionFailed:
-            return
+        with contextlib.suppress(ConditionFailed):
+            disable_if_active(self.store, program, sub_id, reason)
 
     def delete(self, program: str, sub_id: str) -> None:
         """Remove it; its delivery records stay readable until they expire."""
-        self.item(program, sub_id)
-        self.store.delete(keys.webhook_subscription(program, sub_id))
+        self.stored(program, sub_id)
+        delete_subscription(self.store, program, sub_id)
 
     def now(self) -> datetime:
         return self.clock.now()

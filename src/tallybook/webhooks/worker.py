@@ -23,16 +23,17 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from tallybook.domain.webhooks import ACTIVE, Subscription
 from tallybook.errors import ConditionFailed
 from tallybook.services.clock import Clock
 from tallybook.services.ledger.core import ProgramList
-from tallybook.store import keys
-from tallybook.store.port import Compare, Delete, ItemStore, NotExists, Set, Update, any_of
+from tallybook.store.port import ItemStore
+from tallybook.store.records.webhooks import lease_release, lease_renewal, take_lease
 from tallybook.webhooks.delivery import PassStats, QueueRunner, RetryPolicy
 from tallybook.webhooks.fanout import fan_out_new, fan_out_pending
 from tallybook.webhooks.sender import HttpSender, Sender
 from tallybook.webhooks.stream import stream_reader
-from tallybook.webhooks.subscriptions import ACTIVE, Subscription, SubscriptionStore
+from tallybook.webhooks.subscriptions import SubscriptionStore
 
 #: a subscription's lease lasts this long unless renewed (a killed worker's
 #: lease lapses after it, and another worker takes the queue over)
@@ -107,13 +108,9 @@ class DeliveryWorker:
 
     def _lease(self, sub: Subscription) -> bool:
         now_us = int(self.now() * 1e6)
-        item = {
-            **keys.webhook_lease(sub.program, sub.id).as_item(),
-            "owner": self.owner,
-            "expires_us": now_us + int(self.lease_seconds * 1e6),
-        }
+        expires_us = now_us + int(self.lease_seconds * 1e6)
         try:
-            self.store.put(item, any_of(NotExists("pk"), Compare("expires_us", "<", now_us)))
+            take_lease(self.store, sub.program, sub.id, self.owner, now_us, expires_us)
         except ConditionFailed:
             return False
         self._renewed[sub.id] = self.now()
@@ -124,16 +121,9 @@ class DeliveryWorker:
         now = self.now()
         if now - self._renewed[sub.id] < self.lease_seconds / 3:
             return True
+        expires_us = int((now + self.lease_seconds) * 1e6)
         try:
-            self.store.transact_write(
-                [
-                    Update(
-                        keys.webhook_lease(sub.program, sub.id),
-                        (Set("expires_us", int((now + self.lease_seconds) * 1e6)),),
-                        Compare("owner", "=", self.owner),
-                    )
-                ]
-            )
+            self.store.transact_write([lease_renewal(sub.program, sub.id, self.owner, expires_us)])
         except ConditionFailed:
             return False
         self._renewed[sub.id] = now
@@ -141,9 +131,7 @@ class DeliveryWorker:
 
     def _release(self, sub: Subscription) -> None:
         try:
-            self.store.transact_write(
-                [Delete(keys.webhook_lease(sub.program, sub.id), Compare("owner", "=", self.owner))]
-            )
+            self.store.transact_write([lease_release(sub.program, sub.id, self.owner)])
         except ConditionFailed:
             return
 
