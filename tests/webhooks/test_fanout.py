@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from tallybook.ledger import Ledger
 from tallybook.store import keys
+from tallybook.store.records.webhook_events import position
 from tallybook.webhooks.events import Event
 from tallybook.webhooks.fanout import fan_out_new
-from tallybook.webhooks.log import position
 from tallybook.webhooks.subscriptions import SubscriptionStore
 
 

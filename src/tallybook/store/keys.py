@@ -274,9 +274,11 @@ def reward_index(p: str, hour: str, shard: int) -> str:
 
 
 # --- outbound events and webhooks (tallybook/webhooks) ----------------------
-# An event is one item, found by id; on SQLite it is written with the change it
-# reports and waits in the sparse gsi1 partition EVPEND#{p} (sorted by its log
-# position) until the delivery worker fans it out. Subscriptions sit in one
+# An event is one item, found by id, written when the delivery worker fans it
+# out. On SQLite each change events come from is written with it, as its new
+# image in EVCHG#{p} (sorted by log position), until the worker derives its
+# events; versions before kept the events themselves waiting in the sparse gsi1
+# partition EVPEND#{p}. Subscriptions sit in one
 # partition per program. Each (subscription, event) has a delivery record, in
 # event order under its subscription, and while unfinished a queue row in
 # WHQ#{p}#{sub} (a strongly consistent read of the queue, no index). The stream
@@ -335,14 +337,19 @@ NOTIFICATION_SOURCE = "notification"
 REPORT_SOURCE = "report"
 
 
-def change_source(key: Key) -> str | None:
-    """Which kind of the ledger's items ``key`` is, if events are derived from it: a
-    transaction record, a notification history row or a report row; else ``None``."""
-    pk, sk = key.pk, key.sk
-    if sk == "TXN" and pk.startswith("TXN#"):
-        return TRANSACTION_SOURCE
-    if pk.startswith("ACCT#") and sk.startswith(NOTIFICATION_HISTORY_PREFIX):
-        return NOTIFICATION_SOURCE
+def change_source(pk: str, sk: str) -> str | None:
+    """Which kind of the ledger's items the key ``pk``/``sk`` is, if events are derived
+    from it: a transaction record, a notification history row or a report row; else
+    ``None``. (On SQLite every write asks, inside the writer's lock: kept cheap.)"""
+    if sk == "TXN":
+        return TRANSACTION_SOURCE if pk.startswith("TXN#") else None
+    if sk.startswith(NOTIFICATION_HISTORY_PREFIX):
+        return NOTIFICATION_SOURCE if pk.startswith("ACCT#") else None
     if pk.startswith("REPORTS#"):
         return REPORT_SOURCE
     return None
+
+
+def event_changes(p: str) -> str:
+    """SQLite's change log: the new images events are derived from, by log position."""
+    return f"EVCHG#{p}"

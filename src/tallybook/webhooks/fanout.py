@@ -1,11 +1,14 @@
 """Fan-out: one delivery per (subscription, event), written once per event.
 
-Each event is fanned out by one group of actions: the event leaves the
-pending index (SQLite) or is put for the first time (DynamoDB, from the
-stream), and every active subscription that wants its type gets a delivery
+Events come from new images: SQLite's change log (rows the ledger wrote with
+its changes, :func:`tallybook.webhooks.log.capture`) or DynamoDB's stream.
+Each event is fanned out by one group of actions: the event is put for the
+first time, and every active subscription that wants its type gets a delivery
 record and a queue row. The group's first action's condition makes it
 idempotent: an event fanned out already is skipped, so a worker killed halfway
-and run again neither loses nor doubles a delivery. Several events' groups go
+and run again neither loses nor doubles a delivery. A SQLite change leaves its
+log in a group after its events' groups (an older version's events waiting in
+the pending index leave it in their own group's first action). Several events' groups go
 in one storage transaction (up to :data:`MAX_TRANSACTION_ACTIONS` actions and
 :data:`MAX_BATCH_BYTES` of event data); when some of them were fanned out
 already, those groups are dropped and the rest written again.
@@ -25,11 +28,15 @@ from tallybook.domain.webhooks import ACTIVE, Event, Subscription
 from tallybook.errors import ConditionFailed, TransactionConflict
 from tallybook.store.port import MAX_TRANSACTION_ACTIONS, Action, ItemStore
 from tallybook.store.records.webhook_events import (
+    change_done,
     delivery_puts,
+    event_position,
     event_put,
     fanned_out,
+    pending_changes,
     pending_events,
 )
+from tallybook.webhooks.events import derive
 from tallybook.webhooks.log import retention_ttl
 
 __all__ = ["MAX_SUBSCRIPTIONS", "apply_groups", "fan_out_new", "fan_out_pending"]
@@ -49,18 +56,35 @@ def _deliveries(event: Event, pos: str, subs: Sequence[Subscription], ttl: int) 
 
 
 def fan_out_pending(store: ItemStore, program: str, subs: Sequence[Subscription]) -> int:
-    """Fan out the events waiting in the pending index (SQLite); how many."""
-    done = 0
+    """Derive and fan out the events of the changes SQLite logged; how many events."""
+    done = _fan_out_legacy(store, program, subs)
     while True:
-        pending = pending_events(store, program, limit=200)
-        if not pending:
+        changes = pending_changes(store, program, limit=100)
+        if not changes:
             return done
         ttl = retention_ttl()
-        groups = [
+        groups: list[tuple[Event | None, list[Action]]] = []
+        for change in changes:
+            for i, event in enumerate(derive(change.image) if change.image else []):
+                pos = event_position(change.number, change.index, i)
+                groups.append(
+                    (event, [event_put(event, pos, ttl), *_deliveries(event, pos, subs, ttl)])
+                )
+            groups.append((None, [change_done(change)]))
+        done += apply_groups(store, groups)
+
+
+def _fan_out_legacy(store: ItemStore, program: str, subs: Sequence[Subscription]) -> int:
+    """Fan out the events an older version wrote with their changes (pending index)."""
+    done = 0
+    while pending := pending_events(store, program, limit=200):
+        ttl = retention_ttl()
+        groups: list[tuple[Event | None, list[Action]]] = [
             (event, [fanned_out(program, event.id), *_deliveries(event, pos, subs, ttl)])
             for event, pos in pending
         ]
         done += apply_groups(store, groups)
+    return done
 
 
 def fan_out_new(
@@ -81,38 +105,42 @@ def fan_out_new(
     return apply_groups(store, groups)
 
 
-def apply_groups(store: ItemStore, groups: Sequence[tuple[Event, list[Action]]]) -> int:
+def apply_groups(store: ItemStore, groups: Sequence[tuple[Event | None, list[Action]]]) -> int:
     """Write each event's group of actions, several per transaction, in order; how
-    many were written (a group whose first condition fails was fanned out already)."""
+    many events were written (a group whose first condition fails was fanned out
+    already). A group without an event is bookkeeping, written in its turn."""
     done = 0
-    batch: list[list[Action]] = []
+    batch: list[tuple[bool, list[Action]]] = []
     size = 0
     seen: set[str] = set()
     for event, actions in groups:
-        if event.id in seen:  # an item changed twice in a row: its first record wins
-            continue
-        seen.add(event.id)
-        weight = len(json.dumps(event.data, default=str))
-        full = sum(map(len, batch)) + len(actions) > MAX_TRANSACTION_ACTIONS
+        weight = 0
+        if event is not None:
+            if event.id in seen:  # an item changed twice in a row: its first record wins
+                continue
+            seen.add(event.id)
+            weight = len(json.dumps(event.data, default=str))
+        full = sum(len(g) for _, g in batch) + len(actions) > MAX_TRANSACTION_ACTIONS
         if batch and (full or size + weight > MAX_BATCH_BYTES):
             done += _apply(store, batch)
             batch, size = [], 0
-        batch.append(actions)
+        batch.append((event is not None, actions))
         size += weight
     if batch:
         done += _apply(store, batch)
     return done
 
 
-def _apply(store: ItemStore, groups: list[list[Action]]) -> int:
+def _apply(store: ItemStore, groups: list[tuple[bool, list[Action]]]) -> int:
     """Write ``groups`` in one transaction; those whose first condition fails (fanned
-    out already) are dropped and the rest written again. How many were written."""
+    out already) are dropped and the rest written again. How many groups that are
+    events (``True``) were written."""
     conflicts = 0
     while groups:
-        starts = list(itertools.accumulate((len(g) for g in groups[:-1]), initial=0))
+        starts = list(itertools.accumulate((len(g) for _, g in groups[:-1]), initial=0))
         try:
-            store.transact_write([a for g in groups for a in g])
-            return len(groups)
+            store.transact_write([a for _, g in groups for a in g])
+            return sum(1 for counted, _ in groups if counted)
         except ConditionFailed as exc:
             failed = {i for i, reason in enumerate(exc.reasons) if reason}
             if exc.index is not None:

@@ -3,9 +3,17 @@
 An event's *position* orders the log: on SQLite the commit time in nanoseconds
 taken under the engine's single-writer lock (so positions follow commit
 order), on DynamoDB the stream record's sequence number. Both are written as
-:data:`POSITION_DIGITS` digits and a per-change index, so they sort as strings.
-Events of one account are committed in order (postings of an account conflict
-on its head), so ordering by position keeps every account's order.
+:data:`~tallybook.store.records.webhook_events.POSITION_DIGITS` digits and a
+per-change index, so they sort as strings. Events of one account are
+committed in order (postings of an account conflict on its head), so ordering
+by position keeps every account's order.
+
+On SQLite the writing transaction logs only the *changes* events come from
+(:func:`capture`: the new image of each transaction record, notification
+history row and report row, picked by its key); the delivery worker derives
+their events when it fans them out (:func:`tallybook.webhooks.fanout.fan_out_pending`),
+as it does for DynamoDB's stream records. Deriving is pure, so doing it later
+gives the same events, and the posting pays only for one row.
 """
 
 from __future__ import annotations
@@ -15,16 +23,11 @@ from collections.abc import Sequence
 from typing import cast
 
 from tallybook.store.port import Item, ItemStore
-from tallybook.store.records.webhook_events import event_item
-from tallybook.webhooks.events import derive
+from tallybook.store.records.webhook_events import change_item, is_source
 
-POSITION_DIGITS = 40
-#: events are kept this long after they are logged (deliveries read them)
+#: events are kept this long after they are logged (deliveries read them), and
+#: so are changes not yet derived
 EVENT_RETENTION_DAYS = 30
-
-
-def position(number: int, index: int) -> str:
-    return f"{number:0{POSITION_DIGITS}d}.{index:03d}"
 
 
 def retention_ttl() -> int:
@@ -33,14 +36,14 @@ def retention_ttl() -> int:
 
 
 def capture(images: Sequence[Item]) -> list[Item]:
-    """The SQLite engine's change hook: event items for the items a transaction
-    writes, inserted in that same transaction (never overwriting one that exists)."""
-    events = [e for image in images for e in derive(image)]
-    if not events:
+    """The SQLite engine's change hook: the change-log rows of the items a transaction
+    writes that events come from, inserted in that same transaction."""
+    sources = [image for image in images if is_source(image)]
+    if not sources:
         return []
-    now = time.time_ns()
-    ttl = retention_ttl()
-    return [event_item(e, position(now, i), ttl, pending=True) for i, e in enumerate(events)]
+    now, ttl = time.time_ns(), retention_ttl()
+    rows = (change_item(image, now, i, ttl) for i, image in enumerate(sources))
+    return [row for row in rows if row is not None]
 
 
 def install(store: ItemStore) -> None:

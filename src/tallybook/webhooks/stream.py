@@ -29,6 +29,7 @@ from tallybook.store.dynamodb.errors import error_code
 from tallybook.store.dynamodb.store import DynamoStore
 from tallybook.store.dynamodb.values import to_item
 from tallybook.store.port import ItemStore
+from tallybook.store.records.webhook_events import event_position
 from tallybook.store.records.webhooks import (
     Checkpoint,
     is_checkpoint_record,
@@ -36,7 +37,7 @@ from tallybook.store.records.webhooks import (
     save_checkpoint,
 )
 from tallybook.webhooks.events import Event, derive
-from tallybook.webhooks.log import position, unwrap
+from tallybook.webhooks.log import unwrap
 
 Sink = Callable[[Sequence[tuple[Event, str]]], int]
 _PAGE = 1000
@@ -62,7 +63,7 @@ def events_of(records: Sequence[dict[str, Any]]) -> list[tuple[Event, str]]:
             continue
         seq = int(change["SequenceNumber"])
         item = to_item({name: _repair(av) for name, av in image.items()})
-        out += [(e, position(seq, i)) for i, e in enumerate(derive(item))]
+        out += [(e, event_position(seq, 0, i)) for i, e in enumerate(derive(item))]
     return out
 
 
