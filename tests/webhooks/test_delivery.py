@@ -18,7 +18,8 @@ import pytest
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.store import keys
-from tallybook.store.records.webhook_events import event_item, pending_changes, position
+from tallybook.store.records.webhook_changes import pending_changes, position
+from tallybook.store.records.webhook_events import event_item
 from tallybook.webhooks.delivery import RetryPolicy
 from tallybook.webhooks.worker import DeliveryWorker
 

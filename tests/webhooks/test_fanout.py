@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tallybook.ledger import Ledger
 from tallybook.store import keys
-from tallybook.store.records.webhook_events import position
+from tallybook.store.records.webhook_changes import position
 from tallybook.webhooks.events import Event
 from tallybook.webhooks.fanout import fan_out_new
 from tallybook.webhooks.subscriptions import SubscriptionStore

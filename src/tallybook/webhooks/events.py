@@ -31,7 +31,7 @@ from typing import Any, Final, cast
 from tallybook.domain.ids import is_system_account
 from tallybook.domain.webhooks import Event
 from tallybook.store.port import Item, Value
-from tallybook.store.records.webhook_events import (
+from tallybook.store.records.webhook_changes import (
     NOTIFICATION_SOURCE,
     TRANSACTION_SOURCE,
     source_of,

@@ -27,13 +27,11 @@ from collections.abc import Sequence
 from tallybook.domain.webhooks import ACTIVE, Event, Subscription
 from tallybook.errors import ConditionFailed, TransactionConflict
 from tallybook.store.port import MAX_TRANSACTION_ACTIONS, Action, ItemStore
+from tallybook.store.records.webhook_changes import change_done, event_position, pending_changes
 from tallybook.store.records.webhook_events import (
-    change_done,
     delivery_puts,
-    event_position,
     event_put,
     fanned_out,
-    pending_changes,
     pending_events,
 )
 from tallybook.webhooks.events import derive

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from tallybook.store.port import Item, ItemStore
-from tallybook.store.records.webhook_events import change_item, is_source
+from tallybook.store.records.webhook_changes import change_item, is_source
 
 #: events are kept this long after they are logged (deliveries read them), and
 #: so are changes not yet derived

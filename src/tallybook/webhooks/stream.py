@@ -29,7 +29,7 @@ from tallybook.store.dynamodb.errors import error_code
 from tallybook.store.dynamodb.store import DynamoStore
 from tallybook.store.dynamodb.values import to_item
 from tallybook.store.port import ItemStore
-from tallybook.store.records.webhook_events import event_position
+from tallybook.store.records.webhook_changes import event_position
 from tallybook.store.records.webhooks import (
     Checkpoint,
     is_checkpoint_record,
