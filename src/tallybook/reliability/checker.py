@@ -31,10 +31,9 @@ from tallybook.domain.ids import is_system_account
 from tallybook.domain.model import Transaction
 from tallybook.ledger import Ledger
 from tallybook.services.ledger.refusals import is_refusal
-from tallybook.store import keys
-from tallybook.store.port import SortCondition
 from tallybook.store.records.codec import transaction_from_item
 from tallybook.store.records.ledger import read_transactions
+from tallybook.store.records.notifications import active_rows, history_rows
 from tallybook.store.records.wallet import read_hold, read_holds
 
 _SETTLED = {"capture": "captured", "void": "voided", "expire": "expired", "release": "released"}
@@ -151,17 +150,9 @@ def _check_record(
 
 
 def _check_notifications(ledger: Ledger, program: str, account: str, result: CheckResult) -> None:
-    partition = keys.account_partition(program, account)
-    active = {
-        str(i["type"]): str(i["id"])
-        for i in ledger.store.query_all(
-            partition, SortCondition.begins_with(keys.NOTIFICATION_ACTIVE_PREFIX)
-        )
-    }
+    active = {str(i["type"]): str(i["id"]) for i in active_rows(ledger.store, program, account)}
     marked: dict[str, list[str]] = {}
-    for item in ledger.store.query_all(
-        partition, SortCondition.begins_with(keys.NOTIFICATION_HISTORY_PREFIX)
-    ):
+    for item in history_rows(ledger.store, program, account):
         result.counts["notifications"] += 1
         if item.get("status") == "active":
             marked.setdefault(str(item["type"]), []).append(str(item["id"]))
@@ -191,7 +182,7 @@ def _check_keys(
             chunk = ids[start : start + 100]
             found = {  # a refusal record (a final insufficient-funds answer) applied nothing
                 str(i["txn_id"])
-                for i in ledger.store.batch_get([keys.transaction(program, t) for t in chunk])
+                for i in read_transactions(ledger.store, program, chunk)
                 if not is_refusal(i)
             }
             for txn_id in chunk:

@@ -23,8 +23,7 @@ from typing import Any
 from tallybook.domain.model import FundState
 from tallybook.ledger import Ledger
 from tallybook.reliability.workload import TOKENS, Workload
-from tallybook.store import keys
-from tallybook.store.records.codec import account_from_item
+from tallybook.store.records.ledger import read_heads
 
 
 @dataclass
@@ -57,10 +56,9 @@ class Reader:
     def _collect(self) -> dict[str, tuple[int, int]]:
         """account -> (tokens seq, tokens balance), one batch read; checks bounds on the way."""
         found: dict[str, tuple[int, int]] = {}
-        head_keys = [keys.account_head(self.w.program, a) for a in self.accounts]
-        for start in range(0, len(head_keys), 100):
-            for item in self.ledger.store.batch_get(head_keys[start : start + 100]):
-                acct = account_from_item(item)
+        for start in range(0, len(self.accounts), 100):
+            chunk = self.accounts[start : start + 100]
+            for acct in read_heads(self.ledger.store, self.w.program, chunk):
                 self._bounds(acct.id, acct.funds)
                 state = acct.fund(TOKENS)
                 found[acct.id] = (state.seq, state.balance)

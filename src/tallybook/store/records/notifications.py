@@ -99,6 +99,14 @@ def active_rows(store: ItemStore, program: str, account: str) -> Iterable[Item]:
     )
 
 
+def history_rows(store: ItemStore, program: str, account: str) -> Iterable[Item]:
+    """Every history row of the account, oldest first (one query)."""
+    return store.query_all(
+        keys.account_partition(program, account),
+        SortCondition.begins_with(keys.NOTIFICATION_HISTORY_PREFIX),
+    )
+
+
 def read_idempotency(store: ItemStore, program: str, account: str, key: str) -> Item | None:
     return store.get(keys.notification_idempotency(program, account, key))
 
