@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from tallybook.domain.model import FundState
@@ -271,3 +271,21 @@ class Hold:
 
     def overdue(self, now: datetime) -> bool:
         return self.status is HoldStatus.ACTIVE and self.deadline <= now
+
+
+#: a :attr:`WalletMarks.grant_due` that never comes: no grant has anything left
+NEVER_DUE = datetime.max.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class WalletMarks:
+    """What the account head carries so that a wallet balance read is one
+    request (``services/wallet/marks.py`` says how the marks are kept)."""
+
+    #: no active hold falls due before this (None: not known)
+    hold_due: datetime | None = None
+    #: until this the unexpired grants hold exactly the free bonus
+    #: (:data:`NEVER_DUE`: no grant has anything left; None: not known)
+    grant_due: datetime | None = None
+    #: the bonus fund's sequence number ``grant_due`` was computed at
+    bonus_seq: int | None = None

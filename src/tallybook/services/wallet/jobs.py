@@ -23,9 +23,9 @@ from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.charges import ChargeProcessor
 from tallybook.services.wallet.debit import CHARGE_GRACE, charge_key
-from tallybook.services.wallet.marks import bonus_without_grants, marks_of, wallet_marks
+from tallybook.services.wallet.marks import bonus_without_grants, wallet_marks
 from tallybook.services.wallet.records import availability_after, present_funds
-from tallybook.store.records.codec import iso, parse_iso
+from tallybook.store.records.codec import iso
 from tallybook.store.records.wallet import (
     DUE_CHARGE,
     DUE_GRANT,
@@ -40,6 +40,7 @@ from tallybook.store.records.wallet import (
     grant_left,
     hold_from_item,
     is_due,
+    marks_of,
     read_charge,
     read_charges,
     read_grants,
@@ -265,9 +266,9 @@ class WalletJobs:
     ) -> list[str]:
         """The head's marks (``wallet_marks``) never let a balance read be wrong."""
         problems: list[str] = []
-        due = marks_of(acct).get("hold_due")
-        if isinstance(due, str) and any(h.deadline < parse_iso(due) for h in holds):
-            problems.append(f"{acct.id}: hold_due {due} is after an active hold's deadline")
+        due = marks_of(acct).hold_due
+        if due is not None and any(h.deadline < due for h in holds):
+            problems.append(f"{acct.id}: hold_due {iso(due)} is after an active hold's deadline")
         free = bonus_without_grants(acct, now) if has_bonus else None
         if free is not None:
             grants = unexpired_bonus(read_grants(self.store, acct.program, acct.id, now), now)

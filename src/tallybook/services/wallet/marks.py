@@ -3,14 +3,15 @@
 The balance view needs two facts besides the head: whether a hold is past its
 deadline (to expire it on the way), and how much bonus the *unexpired* grants
 hold. Every wallet write already reads the owner's holds' effect (the head)
-and unexpired grants, so it leaves two marks in the head's ``attrs["wallet"]``,
-written with the head under its version condition:
+and unexpired grants, so it leaves two marks in the head
+(:class:`~tallybook.domain.wallet.WalletMarks`, stored by
+``store/records/wallet.py``), written with the head under its version condition:
 
 - ``hold_due``: no active hold falls due before this time (a lower bound:
   settling a hold keeps it, which only makes a read query the holds once);
 - ``grant_due``: until this time the unexpired grants hold exactly the bonus
-  balance minus what holds reserve (``never`` when no grant has anything
-  left). Absent when that is not known, e.g. a grant expired with something
+  balance minus what holds reserve (``NEVER_DUE`` when no grant has
+  anything left). Absent when that is not known, e.g. a grant expired with something
   left and the expiry job has not moved it yet; ``bonus_seq`` is the bonus
   fund's sequence number it was computed at, so a posting to the bonus fund
   outside the wallet (which leaves the marks alone) voids it.
@@ -24,28 +25,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import cast
 
 from tallybook.domain.model import Account
-from tallybook.domain.wallet import BONUS, Grant, GrantTake
+from tallybook.domain.wallet import BONUS, NEVER_DUE, Grant, GrantTake, WalletMarks
 from tallybook.store.port import Value
-from tallybook.store.records.codec import iso, parse_iso
-
-WALLET_ATTR = "wallet"
-NEVER = "never"
-
-
-def marks_of(acct: Account) -> Mapping[str, object]:
-    value = acct.attributes.get(WALLET_ATTR)
-    return cast(Mapping[str, object], value) if isinstance(value, Mapping) else {}
+from tallybook.store.records.wallet import marks_attrs, marks_of
 
 
 def holds_may_be_due(acct: Account, now: datetime) -> bool:
     """False when the head proves no active hold is past its deadline."""
     if all(f.held == 0 for f in acct.funds.values()):
         return False
-    due = marks_of(acct).get("hold_due")
-    return not isinstance(due, str) or parse_iso(due) <= now
+    due = marks_of(acct).hold_due
+    return due is None or due <= now
 
 
 def bonus_without_grants(acct: Account, now: datetime) -> int | None:
@@ -54,10 +46,7 @@ def bonus_without_grants(acct: Account, now: datetime) -> int | None:
     if bonus.seq == 0:
         return 0
     marks = marks_of(acct)
-    due = marks.get("grant_due")
-    if not isinstance(due, str) or marks.get("bonus_seq") != bonus.seq:
-        return None
-    if due != NEVER and parse_iso(due) <= now:
+    if marks.grant_due is None or marks.bonus_seq != bonus.seq or marks.grant_due <= now:
         return None
     return bonus.available
 
@@ -86,22 +75,25 @@ def wallet_marks(
     """
     bd = balance_delta or {}
     hd = held_delta or {}
-    marks: dict[str, Value] = {}
     held_before = sum(f.held for f in acct.funds.values())
     held_after = held_before + sum(hd.values())
-    due = marks_of(acct).get("hold_due")
-    previous = due if held_before and isinstance(due, str) else None
+    previous = marks_of(acct).hold_due if held_before else None
+    hold_due: datetime | None = None
     if held_after and new_deadline is not None:
         if not held_before:
-            marks["hold_due"] = iso(new_deadline)
+            hold_due = new_deadline
         elif previous is not None:
-            marks["hold_due"] = min(previous, iso(new_deadline), key=parse_iso)
-    elif held_after and previous is not None:
-        marks["hold_due"] = previous
+            hold_due = min(previous, new_deadline)
+    elif held_after:
+        hold_due = previous
     bonus = acct.fund(BONUS)
     free_after = bonus.balance + bd.get(BONUS, 0) - bonus.held - hd.get(BONUS, 0)
     live = [g for g in grants_after if g.available > 0 and not g.expired(now)]
+    marks = WalletMarks(hold_due=hold_due)
     if sum(g.available for g in live) == free_after:
-        marks["grant_due"] = iso(min(g.expires_at for g in live)) if live else NEVER
-        marks["bonus_seq"] = bonus.seq + (1 if bd.get(BONUS) else 0)
-    return {WALLET_ATTR: marks}
+        marks = replace(
+            marks,
+            grant_due=min(g.expires_at for g in live) if live else NEVER_DUE,
+            bonus_seq=bonus.seq + (1 if bd.get(BONUS) else 0),
+        )
+    return marks_attrs(marks)

@@ -9,13 +9,22 @@ or hold taken by a transaction is listed in its record's ``details`` as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
 from tallybook.domain.model import Account
-from tallybook.domain.wallet import BONUS, Grant, GrantTake, Hold, HoldKind, HoldStatus
+from tallybook.domain.wallet import (
+    BONUS,
+    NEVER_DUE,
+    Grant,
+    GrantTake,
+    Hold,
+    HoldKind,
+    HoldStatus,
+    WalletMarks,
+)
 from tallybook.store import keys
 from tallybook.store.port import (
     ITEM_ABSENT,
@@ -40,11 +49,41 @@ from tallybook.store.records.codec import iso, parse_iso, to_us
 #: transaction records that created and settled them are kept for ever
 HOLD_RETENTION = timedelta(days=90)
 
+#: the head attribute holding the wallet's marks, and how "never due" is spelled in it
+WALLET_ATTR = "wallet"
+_NEVER = "never"
+
 DUE_GRANT = "grant"
 DUE_HOLD = "hold"
 DUE_CHARGE = "charge"
 #: the due index's key attributes, removed from a row once it is resolved
 _DUE_ATTRS = ("gsi1pk", "gsi1sk")
+
+
+def marks_of(acct: Account) -> WalletMarks:
+    """The wallet marks in ``acct``'s head (all unknown when it has none)."""
+    value = acct.attributes.get(WALLET_ATTR)
+    if not isinstance(value, Mapping):
+        return WalletMarks()
+    hold_due, grant_due, bonus_seq = (value.get(n) for n in ("hold_due", "grant_due", "bonus_seq"))
+    return WalletMarks(
+        hold_due=parse_iso(hold_due) if isinstance(hold_due, str) else None,
+        grant_due=(NEVER_DUE if grant_due == _NEVER else parse_iso(grant_due))
+        if isinstance(grant_due, str)
+        else None,
+        bonus_seq=int(bonus_seq) if isinstance(bonus_seq, int) else None,
+    )
+
+
+def marks_attrs(marks: WalletMarks) -> dict[str, Value]:
+    """The head's ``attrs`` update that stores ``marks``."""
+    stored: dict[str, Value] = {}
+    if marks.hold_due is not None:
+        stored["hold_due"] = iso(marks.hold_due)
+    if marks.grant_due is not None:
+        stored["grant_due"] = _NEVER if marks.grant_due == NEVER_DUE else iso(marks.grant_due)
+        stored["bonus_seq"] = marks.bonus_seq
+    return {WALLET_ATTR: stored}
 
 
 def due_attrs(program: str, kind: str, due: datetime, account: str, row_id: str) -> Item:
