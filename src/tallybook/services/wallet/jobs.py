@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from tallybook.domain.ids import derived_id
 from tallybook.domain.model import EXPIRY, Account, Leg, Transaction, TxnType
-from tallybook.domain.wallet import BONUS, Hold, HoldKind, HoldStatus, unexpired_bonus
+from tallybook.domain.wallet import BONUS, GrantTake, Hold, HoldKind, HoldStatus, unexpired_bonus
 from tallybook.errors import ConditionFailed, InvalidState
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
@@ -46,6 +46,7 @@ from tallybook.store.records.wallet import (
     read_grants,
     read_holds,
     row_key,
+    takes_value,
     undue_empty_grant,
 )
 
@@ -210,7 +211,7 @@ class WalletJobs:
                 owner=account,
                 details={
                     "account": account,
-                    "grants": [[grant_id, iso(expires_at), -left]],
+                    "grants": takes_value([GrantTake(grant_id, expires_at, left)], -1),
                     "expired": moved,
                     "availability": availability_after(acct, funds, grants, snap.now),
                 },
