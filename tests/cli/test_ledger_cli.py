@@ -280,6 +280,21 @@ def test_every_command_has_help_with_an_example() -> None:
         assert "Example" in result.output, f"tallybook {' '.join(path)} --help has no example"
 
 
+def test_every_command_summary_is_one_line() -> None:
+    """A command's summary (its help's first paragraph) is what a group's
+    ``--help`` lists; a line break in it shows as a break mid-sentence there."""
+    root = typer.main.get_command(app)
+    broken = []
+    for path in _commands(root, []):
+        command = root
+        for name in path:
+            command = command.get_command(click.Context(command), name)  # type: ignore[attr-defined]
+        summary = (command.short_help or command.help or "").strip().split("\n\n")[0]
+        if "\n" in summary:
+            broken.append(" ".join(path))
+    assert broken == []
+
+
 def test_readme_cli_walkthrough_runs_as_written(tmp_path: Path) -> None:
     """The README's ``## CLI`` block, run with the installed console script."""
     text = README.read_text()

@@ -15,6 +15,8 @@ def _problem(r: Any, status: int, code: str) -> None:
     assert r.headers["content-type"] == "application/problem+json"
     assert r.json()["type"] == f"https://tallybook.dev/problems/{code}"
     assert r.json()["status"] == status
+    # one encoding whichever layer answered (handlers or ASGI middleware)
+    assert r.content == json.dumps(r.json(), separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def test_a_stored_response_replays_and_another_body_is_409(app_client, idem, write_headers) -> None:

@@ -24,6 +24,8 @@ def _is_problem(r, status: int, code: str) -> None:
     assert body["status"] == status
     assert body["title"]
     assert body["detail"]
+    # one encoding whichever layer answered (handlers or ASGI middleware)
+    assert r.content == json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 @sqlite_only

@@ -122,3 +122,10 @@ def test_grant_in_days_is_the_same_request_on_a_retry(run) -> None:  # type: ign
         run("wallet", "grant", "alice", "50", "--expires-days", "30", "--txn", "g", "--json")
     )
     assert (first["replay"], again["replay"]) == (False, True)
+
+
+def test_a_result_line_stays_one_line_when_piped(run) -> None:  # type: ignore[no-untyped-def]
+    """Output to a pipe (no terminal width) is not broken at 80 columns."""
+    out = run("wallet", "credit", "alice", "store_credit", "1500", "--txn-id", "top-up-" + "x" * 40)
+    line = f"credit top-up-{'x' * 40}: store_credit +1500; available bonus 0, store_credit 1500"
+    assert out == f"{line}, cash 0 (total 1500)\n"

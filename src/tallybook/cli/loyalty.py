@@ -224,8 +224,9 @@ def expiring(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List a member's points that expire within DAYS, oldest first, a page of lots at
-    a time; the total counts every lot.
+    """List a member's points that expire within DAYS, oldest first.
+
+    A page of lots at a time; the total counts every lot.
 
     Example: tallybook loyalty expiring alice --days 30 --program shop
     """

@@ -13,8 +13,10 @@ from rich.table import Table
 
 from tallybook.ledger import Ledger
 
-console = Console()
-err_console = Console(stderr=True)
+#: soft wrap: a line of output is one line however narrow the terminal or pipe
+#: (rich would break it at 80 columns when stdout is not a terminal); tables still fit
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 def to_jsonable(value: Any) -> Any:

@@ -101,8 +101,9 @@ def threshold(
     clear: Annotated[bool, typer.Option("--clear", help="Raise no LowBalance for FUND.")] = False,
     store: StoreOption = None,
 ) -> None:
-    """Set the amount below which FUND's available balance raises a LowBalance notification
-    (removed again by a top-up above it), or --clear it. Applies from the next posting.
+    """Set (or --clear) the balance below which FUND raises a LowBalance notification.
+
+    A top-up above it removes the notification again. Applies from the next posting.
 
     Example: tallybook program threshold shop cash 500
     """

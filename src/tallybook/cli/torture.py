@@ -69,9 +69,10 @@ def torture(
     ] = 0.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Run random earn, redeem, transfer, credit, hold, capture, void and notify
-    operations with replays, from many clients, with storage faults; then check
-    invariants 1-6. Exits 1 when a violation was found.
+    """Run a random workload with replays and storage faults, then check invariants 1-6.
+
+    Earn, redeem, transfer, credit, hold, capture, void and notify operations from
+    many clients. Exits 1 when a violation was found.
 
     Example: tallybook torture --ops 100000 --processes 2 --store sqlite:///./torture.db
     """

@@ -210,8 +210,10 @@ app.command("transaction")(wallet_reads.transaction)
 def reconcile(
     program: ProgramOption, store: StoreOption = None, as_json: JsonOption = False
 ) -> None:
-    """Resolve wallet leftovers: charges in flight too long (refunded), holds without a
-    transaction record, holds and held credits past their deadline, expired bonus grants.
+    """Resolve wallet leftovers: stale charges, orphan and overdue holds, expired grants.
+
+    Charges in flight too long are refunded; holds without a transaction record,
+    holds and held credits past their deadline, and expired bonus grants are settled.
 
     Safe to run while traffic flows, and again: every step is a conditional write.
 

@@ -50,7 +50,7 @@ from tallybook.domain.ids import check_id
 from tallybook.errors import TallybookError
 from tallybook.http.deps import Principal, authenticate, run_blocking
 from tallybook.http.metrics import Metrics
-from tallybook.http.problems import problem_body
+from tallybook.http.problems import scope_problem
 from tallybook.ledger import Ledger
 from tallybook.store.records.responses import StoredResponse
 
@@ -215,18 +215,12 @@ class IdempotencyMiddleware:
         self, scope: Scope, send: Send, stored: StoredResponse, fp: str
     ) -> None:
         if stored.fingerprint != fp:
-            state = scope.setdefault("state", {})
-            state["problem_code"] = "idempotency-conflict"
-            request_id = state.get("request_id")
-            body = json.dumps(
-                problem_body(
-                    409,
-                    "idempotency-conflict",
-                    "this Idempotency-Key was used before with a different request",
-                    request_id=request_id,
-                    instance=scope["path"],
-                )
-            ).encode()
+            body = scope_problem(
+                scope,
+                409,
+                "idempotency-conflict",
+                "this Idempotency-Key was used before with a different request",
+            )
             await _send(send, 409, [(b"content-type", b"application/problem+json")], body)
             return
         self.metrics.observe_replay()

@@ -22,7 +22,6 @@ the query string.
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
 import re
 import secrets
@@ -37,7 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tallybook.errors import TallybookError
 from tallybook.http.idempotency import replay_receive
 from tallybook.http.metrics import Metrics
-from tallybook.http.problems import PROBLEM_MEDIA_TYPE, problem_body
+from tallybook.http.problems import PROBLEM_MEDIA_TYPE, scope_problem
 
 DEFAULT_MAX_BODY = 1024 * 1024
 REQUEST_ID_HEADER = "X-Request-Id"
@@ -108,18 +107,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
 async def send_problem(
     scope: Scope, send: Send, status: int, code: str, detail: str, title: str | None = None
 ) -> None:
-    state = scope.setdefault("state", {})
-    state["problem_code"] = code
-    body = json.dumps(
-        problem_body(
-            status,
-            code,
-            detail,
-            title=title,
-            request_id=state.get("request_id"),
-            instance=scope.get("path"),
-        )
-    ).encode()
+    body = scope_problem(scope, status, code, detail, title=title)
     await send(
         {
             "type": "http.response.start",

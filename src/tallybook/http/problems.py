@@ -10,6 +10,7 @@ request id.
 from __future__ import annotations
 
 import logging
+from collections.abc import MutableMapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -97,6 +98,30 @@ def problem_body(
     if errors is not None:
         body["errors"] = errors
     return body
+
+
+def scope_problem(
+    scope: MutableMapping[str, Any],
+    status: int,
+    code: str,
+    detail: str,
+    *,
+    title: str | None = None,
+) -> bytes:
+    """The body of a problem answered by ASGI middleware (below the app's
+    handlers), encoded as :class:`JSONResponse` encodes every other problem;
+    records ``code`` for the metrics middleware."""
+    state = scope.setdefault("state", {})
+    state["problem_code"] = code
+    body = problem_body(
+        status,
+        code,
+        detail,
+        title=title,
+        request_id=state.get("request_id"),
+        instance=scope.get("path"),
+    )
+    return bytes(JSONResponse(body).body)
 
 
 def problem_response(
