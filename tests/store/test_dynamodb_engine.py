@@ -487,9 +487,11 @@ def test_cli_table_create_is_safe_to_run_again() -> None:
         first = CliRunner().invoke(app, ["table", "create", "--store", url])
         assert first.exit_code == 0, first.output
         assert f"created table {table}" in first.output
+        assert "stream of new images" in first.output
         second = CliRunner().invoke(app, ["table", "create", "--store", url])
         assert second.exit_code == 0, second.output
         assert f"table exists: {table}" in second.output
         assert "already enabled" in second.output
+        assert "stream of new images" in second.output
     finally:
         DynamoStore(table, endpoint=DYNAMODB_ENDPOINT).delete_table()

@@ -118,9 +118,11 @@ class TableSetup:
     def summary(self) -> str:
         first = "created table" if self.created else "table exists:"
         ttl = "TTL on 'ttl' enabled now" if self.ttl_enabled else "TTL on 'ttl' already enabled"
+        stream = ", stream of new images"
         if self.status != "ACTIVE":
             ttl = f"status {self.status}; run again to enable TTL once it is ACTIVE"
-        return f"{first} {self.table} (key pk/sk, indexes gsi1 and gsi2, {ttl})"
+            stream = "" if not self.created else stream
+        return f"{first} {self.table} (key pk/sk, indexes gsi1 and gsi2, {ttl}{stream})"
 
 
 @dataclass(frozen=True, slots=True)
