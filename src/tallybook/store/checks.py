@@ -105,6 +105,10 @@ def _plain_bound(value: Value) -> int:
     One pass instead of :func:`check_value` plus :func:`value_size`; returns -1
     when the value holds anything else (subclasses, floats, numbers beyond 38
     digits, non-string map keys): the caller then runs the exact checks.
+    Strings and numbers inside maps, most of what a posting writes, are sized
+    in the loop without a call of their own (a subclass of either, which
+    :func:`check_value` takes too, is sized as its base: a bool as a number,
+    which only raises the bound).
     """
     t = type(value)
     if t is str:
@@ -118,9 +122,14 @@ def _plain_bound(value: Value) -> int:
         for k, v in value.items():  # type: ignore[union-attr]
             if type(k) is not str:
                 return -1
-            b = _plain_bound(v)
-            if b < 0:
-                return -1
+            if isinstance(v, str):
+                b = len(v) if v.isascii() else len(v.encode("utf-8"))
+            elif isinstance(v, int) and -_NUMBER_LIMIT < v < _NUMBER_LIMIT:
+                b = _NUMBER_SIZE_BOUND
+            else:
+                b = _plain_bound(v)
+                if b < 0:
+                    return -1
             total += (len(k) if k.isascii() else len(k.encode("utf-8"))) + 1 + b
         return total
     if t is list:
@@ -143,12 +152,17 @@ def check_item(item: Mapping[str, Value]) -> int:
     for name, value in item.items():
         if type(name) is not str or not name:
             check_name(name)
-        b = _plain_bound(value)
+        if isinstance(value, str):
+            b = len(value) if value.isascii() else len(value.encode("utf-8"))
+        elif isinstance(value, int) and -_NUMBER_LIMIT < value < _NUMBER_LIMIT:
+            b = _NUMBER_SIZE_BOUND
+        else:
+            b = _plain_bound(value)
         if b < 0:
             check_value(value, name)
             bound = -1
         elif bound >= 0:
-            bound += _utf8_len(name) + b
+            bound += (len(name) if name.isascii() else len(name.encode("utf-8"))) + b
     for name in INDEX_ATTRS & item.keys():
         check_attribute(name, item[name])
     if TTL_ATTR in item:
@@ -179,26 +193,27 @@ def json_size_bound(body: str) -> int:
 
 
 def check_updated(
-    item: Mapping[str, Value], updates: Sequence[UpdateOp], stored_bound: int | None
+    item: Mapping[str, Value],
+    updates: Sequence[UpdateOp],
+    stored_bound: int | None,
+    sets_bound: int,
 ) -> None:
-    """:func:`check_item` for ``item``, the result of checked ``updates`` applied to
-    a stored (valid) item whose size is at most ``stored_bound`` (``None``: there
-    was none). Only what the updates can break is checked: the size, through a
-    cheap bound first and exactly near the limit, and numbers that ``Add`` pushed
-    beyond 38 digits (the full checks then run, for their exact error)."""
+    """:func:`check_item` for ``item``, the result of ``updates`` applied to a
+    stored (valid) item whose size is at most ``stored_bound`` (``None``: there
+    was none). The updates were checked by :func:`check_actions`, which gave
+    ``sets_bound``, a bound of what their ``Set`` operations write, so their
+    values are not walked again. Only what applying them can break is checked:
+    the size, through that bound first and exactly near the limit, and numbers
+    that ``Add`` pushed beyond 38 digits (the full checks then run, for their
+    exact error)."""
     if stored_bound is None:
         key = key_of(item)
         bound = 4 + _utf8_len(key.pk) + _utf8_len(key.sk)
     else:
         bound = stored_bound
+    bound += sets_bound
     for op in updates:
-        if isinstance(op, Set):
-            b = _plain_bound(op.value)
-            if b < 0:
-                check_item(item)
-                return
-            bound += _utf8_len(op.attr) + b
-        elif isinstance(op, Add):
+        if isinstance(op, Add):
             result = item.get(op.attr)
             if type(result) is not int or not -_NUMBER_LIMIT < result < _NUMBER_LIMIT:
                 check_item(item)
@@ -224,7 +239,7 @@ def check_key(key: Key) -> None:
     for name, part in (("pk", key.pk), ("sk", key.sk)):
         if not isinstance(part, str) or not part:
             raise StoreValidationError(f"key attribute {name} must be a non-empty string")
-        if len(part.encode("utf-8")) > MAX_KEY_BYTES:
+        if _utf8_len(part) > MAX_KEY_BYTES:
             raise StoreValidationError(f"key attribute {name} exceeds 1024 bytes")
 
 
@@ -291,9 +306,13 @@ def transaction_size(actions: Sequence[Action]) -> int:
     return total
 
 
-def check_actions(actions: Sequence[Action]) -> None:
+def check_actions(actions: Sequence[Action]) -> list[int]:
     """Refuse a transaction AWS would refuse: no action, more than 100, an item
-    twice, a malformed action, an item beyond 400 KB or more than 4 MB in all."""
+    twice, a malformed action, an item beyond 400 KB or more than 4 MB in all.
+
+    Returns, for each action, a bound of the bytes its ``Set`` operations write
+    (0 for a put or a delete): what :func:`check_updated` adds to the stored
+    item's size once the update is applied."""
     if not actions:
         raise StoreValidationError("a transaction needs at least one action")
     if len(actions) > MAX_TRANSACTION_ACTIONS:
@@ -302,7 +321,9 @@ def check_actions(actions: Sequence[Action]) -> None:
         )
     seen: set[Key] = set()
     bound = 0
+    sets_bounds: list[int] = []
     for action in actions:
+        sets = 0
         if isinstance(action, Put):
             bound += check_item(action.item)
         else:
@@ -310,7 +331,11 @@ def check_actions(actions: Sequence[Action]) -> None:
             bound += _key_size(action.key)
         if isinstance(action, Update):
             for op in action.updates:
-                bound += check_update(op)
+                b = check_update(op)
+                bound += b
+                if isinstance(op, Set):
+                    sets += b
+        sets_bounds.append(sets)
         if action.condition is not None:
             check_condition(action.condition)
         k = action_key(action)
@@ -326,6 +351,7 @@ def check_actions(actions: Sequence[Action]) -> None:
                 f"a transaction's items add up to at most 4 MB ({MAX_TRANSACTION_BYTES} "
                 f"bytes), got {size}"
             )
+    return sets_bounds
 
 
 def check_batch_write(puts: Sequence[Item], deletes: Sequence[Key]) -> None:

@@ -200,39 +200,50 @@ class MemoryStore(ItemStore):
     # -- writes -------------------------------------------------------------
 
     def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
-        check_actions(actions)
+        sets_bounds = check_actions(actions)
         with self._lock:
             self.metrics.record("transact_write")
             try:
-                self._apply(actions)
+                self._apply(actions, sets_bounds)
             except TallybookError:
                 self.metrics.stat("transact_write").failed += 1
                 raise
 
-    def _apply(self, actions: Sequence[Action]) -> None:
-        """Check every condition against the live items, then write all or nothing."""
+    def _apply(self, actions: Sequence[Action], sets_bounds: Sequence[int]) -> None:
+        """Check every condition against the live items, then write all or nothing.
+
+        A stored item is decoded at most once, and only when a condition or an
+        update reads it (a put that must create its item finds none)."""
         now = now_epoch()
         keys = [action_key(action) for action in actions]
         current: list[_Row | None] = []
+        items: list[Item | None] = []
         reasons: list[str | None] = []
         for action, key in zip(actions, keys, strict=True):
             row = self._table.rows.get((key.pk, key.sk))
             row = row if row is not None and row.live(now) else None
+            item = None
+            if row is not None and (action.condition is not None or isinstance(action, Update)):
+                item = row.item()
             current.append(row)
-            ok = action.condition is None or evaluate(
-                action.condition, None if row is None else row.item()
-            )
+            items.append(item)
+            ok = action.condition is None or evaluate(action.condition, item)
             reasons.append(None if ok else "ConditionalCheckFailed")
         if any(reasons):
             raise cancelled(reasons)
         writes: list[tuple[Key, Item | None]] = []
-        for action, key, row in zip(actions, keys, current, strict=True):
+        for action, key, row, item, sets_bound in zip(
+            actions, keys, current, items, sets_bounds, strict=True
+        ):
             if isinstance(action, Put):
                 writes.append((key, action.item))
             elif isinstance(action, Update):
-                new = apply_updates(None if row is None else row.item(), key, action.updates)
+                new = apply_updates(item, key, action.updates)
                 check_updated(
-                    new, action.updates, None if row is None else json_size_bound(row.body)
+                    new,
+                    action.updates,
+                    None if row is None else json_size_bound(row.body),
+                    sets_bound,
                 )
                 writes.append((key, new))
             elif isinstance(action, Delete):

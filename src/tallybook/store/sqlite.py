@@ -268,14 +268,14 @@ class SqliteStore(ItemStore):
     # -- writes -------------------------------------------------------------
 
     def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
-        check_actions(actions)
+        sets_bounds = check_actions(actions)
         self.metrics.record("transact_write")
         conn = self._conn()
         # encoded before taking the writer lock: other processes wait less
         encoded = [_row(a.item) if isinstance(a, Put) else None for a in actions]
         try:
             with self._writer:
-                _write_transaction(conn, lambda: self._apply(conn, actions, encoded))
+                _write_transaction(conn, lambda: self._apply(conn, actions, encoded, sets_bounds))
             self._checkpointer.committed()
         except TallybookError:
             self.metrics.stat("transact_write").failed += 1
@@ -286,6 +286,7 @@ class SqliteStore(ItemStore):
         conn: sqlite3.Connection,
         actions: Sequence[Action],
         encoded: Sequence[tuple[Any, ...] | None],
+        sets_bounds: Sequence[int],
     ) -> None:
         keys = [action_key(action) for action in actions]
         bodies = self._read_bodies(conn, keys)
@@ -311,13 +312,15 @@ class SqliteStore(ItemStore):
         written: list[Item] = []
         rows: list[tuple[Any, ...]] = []
         deletes: list[tuple[str, str]] = []
-        for action, item, bound, row in zip(actions, current, bounds, encoded, strict=True):
+        for action, item, bound, row, sets_bound in zip(
+            actions, current, bounds, encoded, sets_bounds, strict=True
+        ):
             if isinstance(action, Put):
                 written.append(action.item)
                 rows.append(row if row is not None else _row(action.item))
             elif isinstance(action, Update):
                 new = apply_updates(item, action.key, action.updates)
-                check_updated(new, action.updates, bound)
+                check_updated(new, action.updates, bound, sets_bound)
                 written.append(new)
                 rows.append(_row(new))
             elif isinstance(action, Delete):

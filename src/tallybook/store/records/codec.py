@@ -18,7 +18,13 @@ from tallybook.store.port import Item, Value
 
 
 def iso(t: datetime) -> str:
-    """``2026-01-31T12:00:00.000000Z``: UTC, always six fraction digits."""
+    """``2026-01-31T12:00:00.000000Z``: UTC, always six fraction digits.
+
+    A time already in UTC (every clock's, every parsed one) is formatted as it
+    is: its isoformat ends in ``+00:00``, which ``Z`` replaces, without the
+    conversion and copy the general case makes (a posting formats several)."""
+    if t.tzinfo is UTC and t.year >= 1000:
+        return f"{t.isoformat(timespec='microseconds')[:26]}Z"
     u = t.astimezone(UTC)
     if u.year < 1000:  # strftime does not pad the year
         return u.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -27,7 +33,8 @@ def iso(t: datetime) -> str:
 
 def parse_iso(s: str) -> datetime:
     # fromisoformat is several times faster than strptime; the stored format
-    # (``iso``) takes the fast path, anything else the exact strptime rules
+    # (``iso``) takes the fast path, anything else the exact strptime rules.
+    # It reads the ``Z`` as UTC itself (Python 3.11+), so the result needs no copy.
     if (
         len(s) == 27
         and s[4] == s[7] == "-"
@@ -38,7 +45,7 @@ def parse_iso(s: str) -> datetime:
         and s[20:26].isdigit()
     ):
         try:
-            return datetime.fromisoformat(s[:26]).replace(tzinfo=UTC)
+            return datetime.fromisoformat(s)
         except ValueError:
             pass
     return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
