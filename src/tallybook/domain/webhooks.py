@@ -45,6 +45,31 @@ class Event:
         }
 
 
+#: lane kinds: an account's fund (entries' ``seq``) and a hold (1: placed, 2: settled)
+FUND_LANE: Final = "fund"
+HOLD_LANE: Final = "hold"
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """A sequence the ledger numbers without gaps, which orders transaction events:
+    the fund ``fund`` of account ``id``, or the hold ``id``."""
+
+    program: str
+    kind: str
+    id: str
+    fund: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """How far a lane's events are taken in: the last unit's ``seq`` on it and its
+    last log position (a later unit must sort after it)."""
+
+    seq: int
+    position: str
+
+
 @dataclass(frozen=True, slots=True)
 class Subscription:
     program: str

@@ -24,7 +24,7 @@ from typing import Any
 from tallybook.services.clock import SystemClock
 from tallybook.services.ledger.programs import ProgramService
 from tallybook.store.url import open_store
-from tallybook.webhooks.fanout import fan_out_new
+from tallybook.webhooks.fanout import fan_out_new, sweep_parked
 from tallybook.webhooks.log import install as install_event_log
 from tallybook.webhooks.service import WebhookService
 from tallybook.webhooks.stream import events_of
@@ -51,7 +51,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     worker = _get_worker()
     records = event.get("Records")
     subs = worker.subscriptions()
-    if records is None:  # the schedule
+    if records is None:  # the schedule: parked units a killed invocation left ready, then retries
+        sweep_parked(worker.store, subs)
         stats = worker.deliver_due(subs)
         return {"events": 0, "delivered": stats.delivered, "failed": stats.failed}
     events = events_of(records)

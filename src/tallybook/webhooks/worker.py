@@ -4,8 +4,9 @@
 as a scheduled job does). A pass:
 
 1. takes in new events: on SQLite the events the ledger wrote with its changes
-   wait in a pending index; on DynamoDB they are read from the table's stream
-   (:mod:`tallybook.webhooks.stream`); both are fanned out to deliveries;
+   wait in a change log; on DynamoDB they are read from the table's stream
+   (:mod:`tallybook.webhooks.stream`); both are fanned out to deliveries,
+   transaction events in their lanes' order (:mod:`tallybook.webhooks.order`);
 2. delivers each active subscription's queue on its own thread, so a slow or
    dead endpoint holds up only itself; a lease row per subscription keeps two
    workers from sending the same queue at once (which could break its order).
@@ -30,7 +31,7 @@ from tallybook.services.ledger.core import ProgramList
 from tallybook.store.port import ItemStore
 from tallybook.store.records.webhooks import lease_release, lease_renewal, take_lease
 from tallybook.webhooks.delivery import PassStats, QueueRunner, RetryPolicy
-from tallybook.webhooks.fanout import fan_out_new, fan_out_pending
+from tallybook.webhooks.fanout import fan_out_new, fan_out_pending, sweep_parked
 from tallybook.webhooks.sender import HttpSender, Sender
 from tallybook.webhooks.stream import stream_reader
 from tallybook.webhooks.subscriptions import SubscriptionStore
@@ -92,7 +93,8 @@ class DeliveryWorker:
 
     def take_in(self, subs: dict[str, list[Subscription]]) -> int:
         if self._reader is not None:
-            return self._reader.read(lambda events: fan_out_new(self.store, events, subs))
+            new = self._reader.read(lambda events: fan_out_new(self.store, events, subs))
+            return new + sweep_parked(self.store, subs)
         return sum(fan_out_pending(self.store, p, s) for p, s in subs.items())
 
     # -- one subscription --------------------------------------------------------

@@ -34,6 +34,13 @@ def event_position(number: int, change: int, event: int) -> str:
     return position(number, change * EVENTS_PER_CHANGE + event)
 
 
+def change_of(pos: str) -> tuple[str, int]:
+    """Which change a plain log position's event comes from (its number and the
+    change's index under it): the events of one change share it."""
+    number, _, index = pos.partition(".")
+    return number, int(index[:3]) // EVENTS_PER_CHANGE
+
+
 # --- the ledger's items that events come from ----------------------------------
 
 

@@ -1,0 +1,257 @@
+"""Per-lane order of transaction events, on a stream of any number of shards.
+
+The events of one transaction record come from one item, but two transactions
+of one account are two items (``TXN#...`` keys), which a stream of several
+shards may give in either order. The ledger numbers what must stay in order
+without gaps, in *lanes*: each customer leg carries its account and fund's
+entry ``seq`` (1, 2, ...), and a hold's placing and settling are 1 and 2 of
+the hold's lane. The fan-out takes a *unit* (the events of one record) in only
+once every lane it is on has taken in its predecessor:
+
+- a lane's **marker** holds the last ``seq`` taken in and that unit's last log
+  position; the unit's storage transaction moves each marker on, on condition
+  it is still at ``seq - 1``;
+- a unit whose predecessor is not in yet is **parked** (one row holding its
+  events), and the :func:`sweep` after each batch takes in what became ready,
+  chains included, until nothing moves;
+- a unit taken in after its predecessor sorts after it in every queue: when its
+  own position does not, it gets ``{root}~{depth}~{own}``, after the marker's
+  position (:func:`after`; a queue is read in position order);
+- an absent marker (the lane's first unit, a lane that was idle past the
+  markers' retention, or events fanned out by a version without markers) is
+  read back from the ledger: ``seq`` 1 is first; otherwise the predecessor's
+  transaction is found (the fund's entry ``seq - 1``, or the hold's placing)
+  and counts as taken in when its event is stored, or when it is older than
+  the stream keeps records (:data:`HORIZON_US`): it cannot come any more.
+
+Every record with a customer leg stands for ``transaction.posted``, and only
+the posting engine gives out ``seq``, so a parked unit's predecessor comes.
+A unit parked for longer than the stream keeps records, whose predecessor
+therefore was lost with the stream, is taken in, its lanes moved past it. A
+unit on no lane (a hold's void without legs stands on its hold's lane;
+notifications and reports stand on none) is taken in as it comes. A unit whose
+lanes are all past it (a stream record read again) is stored as before, which
+its first condition skips when it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from tallybook.domain.webhooks import FUND_LANE, HOLD_LANE, Event, Lane, Mark, Subscription
+from tallybook.errors import TransactionConflict
+from tallybook.store.port import Action, ItemStore
+from tallybook.store.records.codec import parse_iso, to_us
+from tallybook.store.records.webhook_changes import change_of
+from tallybook.store.records.webhook_events import event_put, read_events
+from tallybook.store.records.webhook_order import (
+    Parked,
+    Predecessor,
+    entry_before,
+    parked_delete,
+    parked_put,
+    read_marks,
+    read_parked,
+    transaction_before,
+)
+from tallybook.webhooks.apply import Group, MarkMove, Replan, apply_groups, deliveries
+from tallybook.webhooks.events import HOLD_AUTHORIZED, TRANSACTION_POSTED, event_id
+from tallybook.webhooks.log import retention_ttl
+
+__all__ = ["HORIZON_US", "Ordering", "Unit", "after", "lanes_of", "make_unit", "sweep", "units_of"]
+
+#: a stream keeps records 24 hours; past this, a record not read is gone
+HORIZON_US = 25 * 3600 * 1_000_000
+#: plans of one batch, at most, when other workers keep moving its lanes
+_REPLANS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """The events of one change (one transaction record), with their log positions."""
+
+    events: tuple[tuple[Event, str], ...]
+    #: the lanes it is on, each with its ``seq`` there (:func:`lanes_of`)
+    lanes: dict[Lane, int]
+    #: the parked row it was read from, if any
+    parked: Parked | None = None
+
+    @property
+    def program(self) -> str:
+        return self.events[0][0].program
+
+
+def make_unit(events: Sequence[tuple[Event, str]], parked: Parked | None = None) -> Unit:
+    return Unit(tuple(events), lanes_of(events), parked)
+
+
+def units_of(events: Sequence[tuple[Event, str]]) -> list[Unit]:
+    """Events in log order, grouped by the change they come from."""
+    out: list[Unit] = []
+    current: list[tuple[Event, str]] = []
+    for event, pos in events:
+        if current and change_of(current[-1][1]) != change_of(pos):
+            out.append(make_unit(current))
+            current = []
+        current.append((event, pos))
+    if current:
+        out.append(make_unit(current))
+    return out
+
+
+def lanes_of(events: Iterable[tuple[Event, str]]) -> dict[Lane, int]:
+    """The lanes the events of one change are on, each with its ``seq`` there."""
+    lanes: dict[Lane, int] = {}
+    for event, _ in events:
+        data = cast(dict[str, Any], event.data)
+        txn = data.get("txn_id")
+        if not isinstance(txn, str):
+            continue
+        for leg in data.get("legs") or []:
+            if isinstance(leg, dict) and isinstance(leg.get("seq"), int):
+                lanes[Lane(event.program, FUND_LANE, leg["account"], leg["fund"])] = leg["seq"]
+        details = data.get("details")
+        hold = data.get("hold_id") or (
+            details.get("hold_id") if isinstance(details, dict) else None
+        )
+        if isinstance(hold, str):
+            lanes[Lane(event.program, HOLD_LANE, hold)] = 1 if hold == txn else 2
+    return lanes
+
+
+def after(base: str | None, own: str) -> str:
+    """A unit's position, from its own: unchanged when it sorts after ``base`` (its
+    lanes' last position), else ``{root}~{depth}~{own}``, just after ``base``."""
+    if base is None or own > base:
+        return own
+    root, _, rest = base.partition("~")
+    depth = int(rest.partition("~")[0]) if rest else 0
+    return f"{root}~{depth + 1:06d}~{own}"
+
+
+class Ordering:
+    """Plans units in order: taken in, parked, or (parked) left waiting."""
+
+    def __init__(
+        self, store: ItemStore, subs: Mapping[str, Sequence[Subscription]], now_us: int
+    ) -> None:
+        self.store = store
+        self.subs = subs
+        self.now_us = now_us
+        self.ttl = retention_ttl()
+        self.marks: dict[Lane, Mark | None] = {}
+        self.seen: set[str] = set()
+
+    def load(self, units: Iterable[Unit]) -> None:
+        """Read the markers of the units' lanes not read yet, in one batch."""
+        lanes = {lane for u in units for lane in u.lanes if lane not in self.marks}
+        if not lanes:
+            return
+        found = read_marks(self.store, lanes)
+        self.marks.update({lane: found.get(lane) for lane in lanes})
+
+    def groups(self, unit: Unit) -> list[Group]:
+        """What taking ``unit`` in (or parking it) writes, after the units planned before."""
+        if unit.events[0][0].id in self.seen:
+            return []
+        self.seen.add(unit.events[0][0].id)
+        lanes = unit.lanes
+        self.load([unit])
+        moves: list[tuple[Lane, int | None, int]] = []
+        blocked: list[tuple[Lane, int | None, int]] = []
+        base: str | None = None
+        for lane, seq in lanes.items():
+            mark = self.marks[lane]
+            if mark is not None and seq <= mark.seq:
+                continue  # taken in already (a record read again)
+            if mark is not None and seq == mark.seq + 1:
+                moves.append((lane, mark.seq, seq))
+                base = max(base or "", mark.position)
+            elif mark is None and (seq == 1 or self._taken_before(lane, seq, unit)):
+                moves.append((lane, None, seq))
+            else:
+                blocked.append((lane, None if mark is None else mark.seq, seq))
+                if mark is not None:
+                    base = max(base or "", mark.position)
+        if blocked:
+            if unit.parked is None:
+                return [Group([parked_put(unit.program, unit.events, self.now_us, self.ttl)])]
+            if self.now_us - unit.parked.parked_us < HORIZON_US:
+                return []
+            moves += blocked  # its predecessor left the stream unread: go on without it
+        if unit.parked is not None and not moves and self._stored(unit):
+            return [Group([parked_delete(unit.program, unit.parked.key)])]
+        return self._take(unit, moves, base)
+
+    def _take(
+        self, unit: Unit, moves: list[tuple[Lane, int | None, int]], base: str | None
+    ) -> list[Group]:
+        subs = self.subs.get(unit.program, [])
+        groups: list[Group] = []
+        last = ""
+        for event, own in unit.events:
+            pos = after(base, own) if moves else own
+            groups.append(
+                Group(
+                    [event_put(event, pos, self.ttl), *deliveries(event, pos, subs, self.ttl)],
+                    event,
+                )
+            )
+            last = pos
+        closing: list[Action] = []
+        if unit.parked is not None:
+            closing.append(parked_delete(unit.program, unit.parked.key))
+        marks = tuple(MarkMove(lane, expect, Mark(seq, last)) for lane, expect, seq in moves)
+        if closing or marks:
+            groups.append(Group(closing, None, marks))
+        for move in marks:
+            self.marks[move.lane] = move.mark
+        return groups
+
+    def _taken_before(self, lane: Lane, seq: int, unit: Unit) -> bool:
+        """Whether a lane without a marker has its unit ``seq - 1`` in (or never will)."""
+        at_us = to_us(parse_iso(unit.events[0][0].at))
+        pred: Predecessor | None
+        if lane.kind == FUND_LANE:
+            pred = entry_before(self.store, lane.program, lane.id, lane.fund, seq, at_us)
+        else:
+            pred = transaction_before(self.store, lane.program, lane.id)
+        if pred is None or pred.created_us < at_us - HORIZON_US:
+            return True
+        types = (TRANSACTION_POSTED, HOLD_AUTHORIZED)
+        ids = [event_id(pred.key.pk, pred.key.sk, t) for t in types]
+        return bool(read_events(self.store, lane.program, ids))
+
+    def _stored(self, unit: Unit) -> bool:
+        first = unit.events[0][0]
+        return bool(read_events(self.store, first.program, [first.id]))
+
+
+def sweep(
+    store: ItemStore,
+    subs: Mapping[str, Sequence[Subscription]],
+    now_us: int,
+    programs: Iterable[str],
+) -> int:
+    """Take in the parked units of ``programs`` that are ready now, chains included
+    (again until nothing moves); how many events were written."""
+    done = 0
+    for program in dict.fromkeys(programs):
+        replans = 0
+        while parked := read_parked(store, program):
+            units = [make_unit(p.events, p) for p in parked]
+            ordering = Ordering(store, subs, now_us)
+            ordering.load(units)
+            groups = [g for unit in units for g in ordering.groups(unit)]
+            if not groups:
+                break
+            try:
+                done += apply_groups(store, groups)
+            except Replan as exc:
+                done += exc.done
+                replans += 1
+                if replans >= _REPLANS:
+                    raise TransactionConflict("lane markers kept moving; run again") from None
+    return done
