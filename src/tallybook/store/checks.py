@@ -18,6 +18,7 @@ the exact count runs only when the bound passes 4 MB.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from tallybook.errors import ItemTooLarge, StoreValidationError
 from tallybook.store.port import (
@@ -44,7 +45,6 @@ from tallybook.store.port import (
     Update,
     UpdateOp,
     Value,
-    action_key,
     key_of,
 )
 
@@ -91,6 +91,9 @@ def item_size(item: Mapping[str, Value]) -> int:
 
 
 _NUMBER_LIMIT = 10**MAX_NUMBER_DIGITS
+#: the negative bound, computed once: ``-_NUMBER_LIMIT`` in a check would build
+#: a new 128-bit integer for every number checked
+_NUMBER_LOW = -_NUMBER_LIMIT
 #: value_size of the largest number allowed (38 digits): an upper bound for any number
 _NUMBER_SIZE_BOUND = 1 + (MAX_NUMBER_DIGITS + 1) // 2
 
@@ -114,7 +117,7 @@ def _plain_bound(value: Value) -> int:
     if t is str:
         return len(value) if value.isascii() else len(value.encode("utf-8"))  # type: ignore[union-attr, arg-type]
     if t is int:
-        return _NUMBER_SIZE_BOUND if -_NUMBER_LIMIT < value < _NUMBER_LIMIT else -1
+        return _NUMBER_SIZE_BOUND if _NUMBER_LOW < value < _NUMBER_LIMIT else -1
     if t is bool or value is None:
         return 1
     if t is dict:
@@ -124,7 +127,7 @@ def _plain_bound(value: Value) -> int:
                 return -1
             if isinstance(v, str):
                 b = len(v) if v.isascii() else len(v.encode("utf-8"))
-            elif isinstance(v, int) and -_NUMBER_LIMIT < v < _NUMBER_LIMIT:
+            elif isinstance(v, int) and _NUMBER_LOW < v < _NUMBER_LIMIT:
                 b = _NUMBER_SIZE_BOUND
             else:
                 b = _plain_bound(v)
@@ -146,7 +149,11 @@ def _plain_bound(value: Value) -> int:
 def check_item(item: Mapping[str, Value]) -> int:
     """Refuse an item the port does not take; return an upper bound of its size
     (exact when it came near 400 KB)."""
-    key = key_of(item)
+    return _check_item(item, key_of(item))
+
+
+def _check_item(item: Mapping[str, Value], key: Key) -> int:
+    """:func:`check_item` of an item whose key was read already."""
     check_key(key)
     bound = 0
     for name, value in item.items():
@@ -154,7 +161,7 @@ def check_item(item: Mapping[str, Value]) -> int:
             check_name(name)
         if isinstance(value, str):
             b = len(value) if value.isascii() else len(value.encode("utf-8"))
-        elif isinstance(value, int) and -_NUMBER_LIMIT < value < _NUMBER_LIMIT:
+        elif isinstance(value, int) and _NUMBER_LOW < value < _NUMBER_LIMIT:
             b = _NUMBER_SIZE_BOUND
         else:
             b = _plain_bound(value)
@@ -215,7 +222,7 @@ def check_updated(
     for op in updates:
         if isinstance(op, Add):
             result = item.get(op.attr)
-            if type(result) is not int or not -_NUMBER_LIMIT < result < _NUMBER_LIMIT:
+            if type(result) is not int or not _NUMBER_LOW < result < _NUMBER_LIMIT:
                 check_item(item)
                 return
             bound += _utf8_len(op.attr) + _NUMBER_SIZE_BOUND
@@ -306,13 +313,21 @@ def transaction_size(actions: Sequence[Action]) -> int:
     return total
 
 
-def check_actions(actions: Sequence[Action]) -> list[int]:
-    """Refuse a transaction AWS would refuse: no action, more than 100, an item
-    twice, a malformed action, an item beyond 400 KB or more than 4 MB in all.
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What :func:`check_actions` learnt of a valid transaction, for the engine
+    that applies it (so it does not work it out again)."""
 
-    Returns, for each action, a bound of the bytes its ``Set`` operations write
-    (0 for a put or a delete): what :func:`check_updated` adds to the stored
-    item's size once the update is applied."""
+    #: each action's key, in order
+    keys: list[Key]
+    #: each action's bound of the bytes its ``Set`` operations write (0 for a
+    #: put or a delete): what :func:`check_updated` adds to the stored item's size
+    sets_bounds: list[int]
+
+
+def check_actions(actions: Sequence[Action]) -> Checked:
+    """Refuse a transaction AWS would refuse: no action, more than 100, an item
+    twice, a malformed action, an item beyond 400 KB or more than 4 MB in all."""
     if not actions:
         raise StoreValidationError("a transaction needs at least one action")
     if len(actions) > MAX_TRANSACTION_ACTIONS:
@@ -320,30 +335,33 @@ def check_actions(actions: Sequence[Action]) -> list[int]:
             f"a transaction holds at most {MAX_TRANSACTION_ACTIONS} actions, got {len(actions)}"
         )
     seen: set[Key] = set()
-    bound = 0
+    keys: list[Key] = []
     sets_bounds: list[int] = []
+    bound = 0
     for action in actions:
         sets = 0
         if isinstance(action, Put):
-            bound += check_item(action.item)
+            k = key_of(action.item)
+            bound += _check_item(action.item, k)
         else:
-            check_key(action.key)
-            bound += _key_size(action.key)
+            k = action.key
+            check_key(k)
+            bound += _key_size(k)
         if isinstance(action, Update):
             for op in action.updates:
                 b = check_update(op)
                 bound += b
                 if isinstance(op, Set):
                     sets += b
-        sets_bounds.append(sets)
         if action.condition is not None:
             check_condition(action.condition)
-        k = action_key(action)
         if k in seen:
             raise StoreValidationError(
                 f"a transaction cannot touch the same item twice ({k.pk}/{k.sk})"
             )
         seen.add(k)
+        keys.append(k)
+        sets_bounds.append(sets)
     if bound > MAX_TRANSACTION_BYTES:
         size = transaction_size(actions)
         if size > MAX_TRANSACTION_BYTES:
@@ -351,7 +369,7 @@ def check_actions(actions: Sequence[Action]) -> list[int]:
                 f"a transaction's items add up to at most 4 MB ({MAX_TRANSACTION_BYTES} "
                 f"bytes), got {size}"
             )
-    return sets_bounds
+    return Checked(keys, sets_bounds)
 
 
 def check_batch_write(puts: Sequence[Item], deletes: Sequence[Key]) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from tallybook.errors import TallybookError
 from tallybook.store.checks import (
+    Checked,
     check_actions,
     check_batch_write,
     check_key,
@@ -46,7 +47,6 @@ from tallybook.store.port import (
     SortCondition,
     StoreMetrics,
     Update,
-    action_key,
 )
 from tallybook.store.queries import shape
 
@@ -200,22 +200,22 @@ class MemoryStore(ItemStore):
     # -- writes -------------------------------------------------------------
 
     def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
-        sets_bounds = check_actions(actions)
+        checked = check_actions(actions)
         with self._lock:
             self.metrics.record("transact_write")
             try:
-                self._apply(actions, sets_bounds)
+                self._apply(actions, checked)
             except TallybookError:
                 self.metrics.stat("transact_write").failed += 1
                 raise
 
-    def _apply(self, actions: Sequence[Action], sets_bounds: Sequence[int]) -> None:
+    def _apply(self, actions: Sequence[Action], checked: Checked) -> None:
         """Check every condition against the live items, then write all or nothing.
 
         A stored item is decoded at most once, and only when a condition or an
         update reads it (a put that must create its item finds none)."""
         now = now_epoch()
-        keys = [action_key(action) for action in actions]
+        keys = checked.keys
         current: list[_Row | None] = []
         items: list[Item | None] = []
         reasons: list[str | None] = []
@@ -233,7 +233,7 @@ class MemoryStore(ItemStore):
             raise cancelled(reasons)
         writes: list[tuple[Key, Item | None]] = []
         for action, key, row, item, sets_bound in zip(
-            actions, keys, current, items, sets_bounds, strict=True
+            actions, keys, current, items, checked.sets_bounds, strict=True
         ):
             if isinstance(action, Put):
                 writes.append((key, action.item))

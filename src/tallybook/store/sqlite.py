@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 from tallybook.errors import StoreUnavailable, StoreValidationError, TallybookError, Throttled
 from tallybook.retry import RetryPolicy, retrying
 from tallybook.store.checks import (
+    Checked,
     check_actions,
     check_batch_write,
     check_key,
@@ -63,7 +64,6 @@ from tallybook.store.port import (
     Query,
     StoreMetrics,
     Update,
-    action_key,
 )
 from tallybook.store.queries import shape
 
@@ -268,14 +268,14 @@ class SqliteStore(ItemStore):
     # -- writes -------------------------------------------------------------
 
     def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
-        sets_bounds = check_actions(actions)
+        checked = check_actions(actions)
         self.metrics.record("transact_write")
         conn = self._conn()
         # encoded before taking the writer lock: other processes wait less
         encoded = [_row(a.item) if isinstance(a, Put) else None for a in actions]
         try:
             with self._writer:
-                _write_transaction(conn, lambda: self._apply(conn, actions, encoded, sets_bounds))
+                _write_transaction(conn, lambda: self._apply(conn, actions, encoded, checked))
             self._checkpointer.committed()
         except TallybookError:
             self.metrics.stat("transact_write").failed += 1
@@ -286,9 +286,9 @@ class SqliteStore(ItemStore):
         conn: sqlite3.Connection,
         actions: Sequence[Action],
         encoded: Sequence[tuple[Any, ...] | None],
-        sets_bounds: Sequence[int],
+        checked: Checked,
     ) -> None:
-        keys = [action_key(action) for action in actions]
+        keys = checked.keys
         bodies = self._read_bodies(conn, keys)
         current: list[Item | None] = []
         bounds: list[int | None] = []
@@ -313,7 +313,7 @@ class SqliteStore(ItemStore):
         rows: list[tuple[Any, ...]] = []
         deletes: list[tuple[str, str]] = []
         for action, item, bound, row, sets_bound in zip(
-            actions, current, bounds, encoded, sets_bounds, strict=True
+            actions, current, bounds, encoded, checked.sets_bounds, strict=True
         ):
             if isinstance(action, Put):
                 written.append(action.item)

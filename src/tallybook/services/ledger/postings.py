@@ -40,7 +40,6 @@ from tallybook.domain.model import (
     Account,
     FundState,
     Leg,
-    PostedLeg,
     Program,
     Transaction,
 )
@@ -284,13 +283,12 @@ class PostingEngine:
         if plan.order_id is not None:
             check_id(plan.order_id, "order id")
         now = snap.now
-        now_us = to_us(now)
-        now_iso = iso(now)
+        # which legs are customers' is asked once; the system legs only add to counters
+        customer = [leg for leg in plan.legs if not is_system_account(leg.account)]
 
-        changes: dict[tuple[str, str], FundChange] = {}
-        for leg in plan.legs:
-            if not is_system_account(leg.account):
-                changes[(leg.account, leg.fund)] = FundChange(amount=leg.amount)
+        changes: dict[tuple[str, str], FundChange] = {
+            (leg.account, leg.fund): FundChange(amount=leg.amount) for leg in customer
+        }
         for (account, fund), delta in plan.held.items():
             prev = changes.get((account, fund), FundChange())
             changes[(account, fund)] = FundChange(prev.amount, prev.held_delta + delta)
@@ -298,25 +296,29 @@ class PostingEngine:
         touched += [a for a in plan.head_sets if a not in touched]
         snap.preload(touched)
 
+        now_us = to_us(now)
         new_states: dict[str, dict[str, FundState]] = {}
         for (account, fund), change in changes.items():
             acct = snap.account(account)
             funds = new_states.setdefault(account, dict(acct.funds))
             funds[fund] = apply_change(program, account, fund, acct.fund(fund), change, now_us)
 
-        posted: list[PostedLeg] = []
-        for leg in plan.legs:
-            state = None if is_system_account(leg.account) else new_states[leg.account][leg.fund]
-            posted.append(posted_leg(program, leg, state))
-        owner = plan.owner or next(
-            (leg.account for leg in plan.legs if not is_system_account(leg.account)),
-            touched[0] if touched else None,
+        posted = tuple(
+            posted_leg(
+                program,
+                leg,
+                None if is_system_account(leg.account) else new_states[leg.account][leg.fund],
+            )
+            for leg in plan.legs
+        )
+        owner = plan.owner or (
+            customer[0].account if customer else (touched[0] if touched else None)
         )
         record = Transaction(
             program=program.id,
             id=txn_id,
             type=plan.type,
-            legs=tuple(posted),
+            legs=posted,
             created_at=now,
             order_id=plan.order_id,
             description=description,
@@ -325,9 +327,7 @@ class PostingEngine:
         )
         system = _system_amounts(plan.legs)
         carrier = owner if owner in touched else (touched[0] if touched else None)
-        owner_has_entry = any(
-            leg.account == owner for leg in plan.legs if not is_system_account(leg.account)
-        )
+        owner_has_entry = any(leg.account == owner for leg in customer)
         actions: list[Action] = [
             records.transaction_put(
                 record,
@@ -356,22 +356,20 @@ class PostingEngine:
                 actions.append(
                     records.system_shard_update(program.id, system_account, txn_id, amounts)
                 )
+        counters = _reward_counters(plan.legs)
+        now_iso = iso(now) if counters else ""
         for leg, p in zip(plan.legs, posted, strict=True):
-            if is_system_account(leg.account):
+            if p.balance is None:  # a system leg: no entry
                 continue
-            actions.append(
-                records.entry_put(
-                    record,
-                    leg.account,
-                    leg.fund,
-                    p.unit,
-                    leg.amount,
-                    new_states[leg.account][leg.fund],
-                    {
-                        **_reward_index(program.id, plan.legs, leg, txn_id, now_iso),
-                        **plan.entry_fields.get((leg.account, leg.fund), {}),
-                    },
+            fields = plan.entry_fields.get((leg.account, leg.fund))
+            if leg.fund in counters:
+                index = reward_index_fields(
+                    program.id, counters[leg.fund], txn_id, leg.account, leg.fund, now_iso
                 )
+                fields = index if fields is None else {**index, **fields}
+            state = new_states[leg.account][leg.fund]
+            actions.append(
+                records.entry_put(record, leg.account, leg.fund, p.unit, leg.amount, state, fields)
             )
 
         actions.extend(plan.actions)
@@ -395,17 +393,14 @@ def _system_amounts(legs: Sequence[Leg]) -> dict[tuple[str, str], int]:
     return out
 
 
-def _reward_index(
-    program_id: str, legs: Sequence[Leg], leg: Leg, txn_id: str, now_iso: str
-) -> Item:
-    """Index attributes of a customer entry posted against issuance, redemption or
-    expiry: the rewards-issued report reads them per hour on gsi1 (no extra item,
-    no scan; see docs/billing.md). Other entries are left out of the index."""
-    counters = {
-        other.account
-        for other in legs
-        if other.fund == leg.fund and other.account in _REWARD_COUNTERS
-    }
-    if len(counters) != 1:
-        return {}
-    return reward_index_fields(program_id, counters.pop(), txn_id, leg.account, leg.fund, now_iso)
+def _reward_counters(legs: Sequence[Leg]) -> dict[str, str]:
+    """fund -> the one reward counter (issuance, redemption or expiry) a
+    transaction posts that fund against. A customer entry in such a fund
+    carries index attributes: the rewards-issued report reads them per hour on
+    gsi1 (no extra item, no scan; see docs/billing.md). A fund posted against
+    none or against several is left out of the index."""
+    found: dict[str, set[str]] = {}
+    for leg in legs:
+        if leg.account in _REWARD_COUNTERS:
+            found.setdefault(leg.fund, set()).add(leg.account)
+    return {fund: next(iter(c)) for fund, c in found.items() if len(c) == 1}

@@ -129,7 +129,17 @@ def fund_state_to_value(s: FundState) -> dict[str, Value]:
     return {"balance": s.balance, "held": s.held, "seq": s.seq, "last_us": s.last_us}
 
 
+#: a fund never posted to, as a head stores it, and its value: a head carries
+#: every fund of its program, most of them usually untouched, and reading one
+#: is the commonest decoding of all (every posting reads its heads), so they
+#: share one frozen value instead of each building its own
+_UNTOUCHED_VALUE: dict[str, Value] = {"balance": 0, "held": 0, "seq": 0, "last_us": 0}
+_UNTOUCHED = FundState()
+
+
 def fund_state_from_value(v: Value) -> FundState:
+    if v == _UNTOUCHED_VALUE:
+        return _UNTOUCHED
     d = cast(dict[str, Any], v)
     return FundState(_int(d, "balance"), _int(d, "held"), _int(d, "seq"), _int(d, "last_us"))
 
