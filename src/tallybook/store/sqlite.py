@@ -403,7 +403,14 @@ def _needs_body(condition: Condition | None) -> bool:
 
 def _column(item: Item, name: str) -> Any:
     v = item.get(name)
-    return v if isinstance(v, str | int) and not isinstance(v, bool) else None
+    if v is None:  # most items have no index keys nor ttl
+        return None
+    return v if isinstance(v, _COLUMN_TYPES) and not isinstance(v, bool) else None
+
+
+#: what an index key or ttl column holds (a tuple: ``str | int`` would build a
+#: union object on every call)
+_COLUMN_TYPES = (str, int)
 
 
 def _row(item: Item) -> tuple[Any, ...]:

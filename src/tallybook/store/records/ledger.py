@@ -20,6 +20,7 @@ transaction writes costs 2 WCU per KB and every index entry 1 more:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import cast
 
@@ -58,7 +59,10 @@ def system_counter_attr(system_account: str, fund: str) -> str:
 # --- heads -----------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
 def head_key(program_id: str, account_id: str) -> Key:
+    """The head's key, remembered: a posting needs it to read the head and again
+    to write it, and busy accounts post again and again (keys are frozen values)."""
     return keys.account_head(program_id, account_id)
 
 
@@ -73,6 +77,10 @@ def read_heads(store: ItemStore, program_id: str, account_ids: Sequence[str]) ->
     return [account_from_item(item) for item in found]
 
 
+#: every head write counts its version up by one (update operations are frozen values)
+_NEXT_VERSION = Add("version", 1)
+
+
 def head_update(
     program_id: str,
     account: Account,
@@ -83,11 +91,9 @@ def head_update(
     system: Mapping[tuple[str, str], int] | None = None,
 ) -> Update:
     """Write a head read at ``account.version``: fails if anyone wrote it since."""
-    updates: list[Set | Add] = [Add("version", 1)]
+    updates: list[Set | Add] = [_NEXT_VERSION]
     if funds is not None:
-        updates.append(
-            Set("funds", {name: cast(Value, fund_state_to_value(s)) for name, s in funds.items()})
-        )
+        updates.append(Set("funds", {name: fund_state_to_value(s) for name, s in funds.items()}))
     if attrs is not None:
         updates.append(Set("attrs", cast(Value, {**account.attributes, **attrs})))
     for attr, value in (sets or {}).items():
