@@ -103,7 +103,9 @@ SYNCHRONOUS: dict[str, str] = {
 DEFAULT_SYNCHRONOUS = "full"
 
 
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+#: without the encoder's cycle check: the port's checks walk every value before
+#: anything is encoded, so a cyclic value never gets here
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
 _decode_json = json.JSONDecoder().decode
 
 
