@@ -141,6 +141,9 @@ def fund_state_from_value(v: Value) -> FundState:
     if v == _UNTOUCHED_VALUE:
         return _UNTOUCHED
     d = cast(dict[str, Any], v)
+    balance, held, seq, last_us = d.get("balance"), d.get("held"), d.get("seq"), d.get("last_us")
+    if type(balance) is int and type(held) is int and type(seq) is int and type(last_us) is int:
+        return FundState(balance, held, seq, last_us)  # as stored: no field to default
     return FundState(_int(d, "balance"), _int(d, "held"), _int(d, "seq"), _int(d, "last_us"))
 
 
