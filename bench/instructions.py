@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -158,6 +159,9 @@ def count(name: str, n: int) -> int:
             capture_output=True,
             text=True,
             check=True,
+            # string hashing seeded alike in every run: dict and set layouts, and
+            # so the instructions they cost, are then the same from run to run
+            env={**os.environ, "PYTHONHASHSEED": "0"},
         )
         found = re.search(r"Collected : (\d+)", done.stderr)
         if found is None:
