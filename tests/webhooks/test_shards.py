@@ -203,7 +203,8 @@ def test_a_worker_killed_between_parking_and_releasing_loses_nothing(
 def test_a_lane_without_a_marker_starts_after_what_an_older_version_fanned_out(
     ledger: Ledger,
 ) -> None:
-    """Events fanned out before markers existed: the next one is not held back."""
+    """Events fanned out before markers existed: the next one is not held back, and
+    sorts after its predecessor even when its own position (another shard's) does not."""
     subs = subs_of(ledger)
     ledger.accounts.open("shop", "old")
     for i in range(3):
@@ -214,9 +215,18 @@ def test_a_lane_without_a_marker_starts_after_what_an_older_version_fanned_out(
     assert read_marks(ledger.store, [lane])[lane].seq == 3
     _forget_marker(ledger.store, lane)
     ledger.transactions.credit("shop", "old", "cash", 100, txn_id="new")
-    newer = [p for _, ps in records_of(ledger) for p in ps if p[0].data.get("txn_id") == "new"]
+    newer = [
+        (e, position(1, i))  # read from a shard whose numbers are lower
+        for _, ps in records_of(ledger)
+        for i, (e, _) in enumerate(ps)
+        if e.data.get("txn_id") == "new"
+    ]
     assert fan_out_new(ledger.store, newer, subs) == 1
     assert read_marks(ledger.store, [lane])[lane].seq == 4
+    old2 = next(e for e, _ in pairs if e.data["txn_id"] == "old2")
+    stored = {e.id: ledger.store.get(keys.event("shop", e.id)) for e in (old2, newer[0][0])}
+    before, after = (str((stored[e.id] or {})["position"]) for e in (old2, newer[0][0]))
+    assert after > before
 
 
 def _forget_marker(store: ItemStore, lane: Lane) -> None:

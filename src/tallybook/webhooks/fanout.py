@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from tallybook.domain.webhooks import Event, Subscription
+from tallybook.domain.webhooks import Event, Lane, Subscription
 from tallybook.errors import TransactionConflict
 from tallybook.store.port import MAX_TRANSACTION_ACTIONS, ItemStore
 from tallybook.store.records.webhook_changes import change_done, event_position, pending_changes
@@ -31,7 +31,7 @@ from tallybook.store.records.webhook_events import fanned_out, pending_events
 from tallybook.webhooks.apply import Group, Replan, apply_groups, deliveries
 from tallybook.webhooks.events import derive
 from tallybook.webhooks.log import retention_ttl
-from tallybook.webhooks.order import Ordering, Unit, sweep, units_of
+from tallybook.webhooks.order import Ordering, Unit, release, sweep, units_of
 
 __all__ = ["MAX_SUBSCRIPTIONS", "fan_out_new", "fan_out_pending", "sweep_parked"]
 
@@ -39,6 +39,7 @@ __all__ = ["MAX_SUBSCRIPTIONS", "fan_out_new", "fan_out_pending", "sweep_parked"
 MAX_SUBSCRIPTIONS = (MAX_TRANSACTION_ACTIONS - 1) // 2
 #: plans of one batch, at most, when other workers keep moving its lanes
 _REPLANS = 5
+_MOVING = "lane markers kept moving; run the worker again"
 
 
 def _now_us() -> int:
@@ -71,9 +72,8 @@ def fan_out_pending(store: ItemStore, program: str, subs: Sequence[Subscription]
             done += exc.done
             replans += 1
             if replans >= _REPLANS:
-                raise TransactionConflict(
-                    "lane markers kept moving; run the worker again"
-                ) from None
+                raise TransactionConflict(_MOVING) from None
+        done += release(store, by_program, _now_us(), ordering.moved)
     return done + sweep(store, by_program, _now_us(), [program])
 
 
@@ -99,21 +99,24 @@ def fan_out_new(
     were new (parked ones count when they are taken in)."""
     units = units_of(events)
     done = 0
+    moved: list[tuple[Lane, int]] = []
     for _ in range(_REPLANS):
         ordering = Ordering(store, subs, _now_us())
         ordering.load(units)
+        groups = [g for unit in units for g in ordering.groups(unit)]
+        moved += ordering.moved
         try:
-            done += apply_groups(store, [g for unit in units for g in ordering.groups(unit)])
+            done += apply_groups(store, groups)
             break
         except Replan as exc:
             done += exc.done
     else:
-        raise TransactionConflict("lane markers kept moving; run the worker again")
-    programs = [unit.program for unit in units if unit.lanes]
-    return done + sweep(store, subs, _now_us(), programs)
+        raise TransactionConflict(_MOVING)
+    return done + release(store, subs, _now_us(), moved)
 
 
 def sweep_parked(store: ItemStore, subs: Mapping[str, Sequence[Subscription]]) -> int:
     """Take in the parked units that are ready (a worker killed between taking a
-    unit in and releasing the ones it made ready left them); how many events."""
+    unit in and releasing its successor left them); how many events. Each pass
+    of the worker does it."""
     return sweep(store, subs, _now_us(), subs)

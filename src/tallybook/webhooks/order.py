@@ -45,22 +45,35 @@ from tallybook.errors import TransactionConflict
 from tallybook.store.port import Action, ItemStore
 from tallybook.store.records.codec import parse_iso, to_us
 from tallybook.store.records.webhook_changes import change_of
-from tallybook.store.records.webhook_events import event_put, read_events
+from tallybook.store.records.webhook_events import event_put, read_events, stored_positions
 from tallybook.store.records.webhook_order import (
     Parked,
     Predecessor,
+    any_parked,
     entry_before,
+    parked_at,
     parked_delete,
     parked_put,
     read_marks,
     read_parked,
+    read_parked_at,
     transaction_before,
 )
 from tallybook.webhooks.apply import Group, MarkMove, Replan, apply_groups, deliveries
 from tallybook.webhooks.events import HOLD_AUTHORIZED, TRANSACTION_POSTED, event_id
 from tallybook.webhooks.log import retention_ttl
 
-__all__ = ["HORIZON_US", "Ordering", "Unit", "after", "lanes_of", "make_unit", "sweep", "units_of"]
+__all__ = [
+    "HORIZON_US",
+    "Ordering",
+    "Unit",
+    "after",
+    "lanes_of",
+    "make_unit",
+    "release",
+    "sweep",
+    "units_of",
+]
 
 #: a stream keeps records 24 hours; past this, a record not read is gone
 HORIZON_US = 25 * 3600 * 1_000_000
@@ -143,6 +156,8 @@ class Ordering:
         self.ttl = retention_ttl()
         self.marks: dict[Lane, Mark | None] = {}
         self.seen: set[str] = set()
+        #: (lane, seq) of every unit planned to be taken in: their successors may wait
+        self.moved: list[tuple[Lane, int]] = []
 
     def load(self, units: Iterable[Unit]) -> None:
         """Read the markers of the units' lanes not read yet, in one batch."""
@@ -164,22 +179,34 @@ class Ordering:
         base: str | None = None
         for lane, seq in lanes.items():
             mark = self.marks[lane]
-            if mark is not None and seq <= mark.seq:
+            if mark is None:
+                # read back from the ledger once: a parked unit's predecessor, when
+                # it is taken in, leaves a marker
+                found = seq == 1 or (unit.parked is None and self._taken_before(lane, seq, unit))
+                if found is False:
+                    blocked.append((lane, None, seq))
+                    continue
+                moves.append((lane, None, seq))
+                if isinstance(found, str):
+                    base = max(base or "", found)
+            elif seq <= mark.seq:
                 continue  # taken in already (a record read again)
-            if mark is not None and seq == mark.seq + 1:
+            elif seq == mark.seq + 1:
                 moves.append((lane, mark.seq, seq))
                 base = max(base or "", mark.position)
-            elif mark is None and (seq == 1 or self._taken_before(lane, seq, unit)):
-                moves.append((lane, None, seq))
             else:
-                blocked.append((lane, None if mark is None else mark.seq, seq))
-                if mark is not None:
-                    base = max(base or "", mark.position)
+                blocked.append((lane, mark.seq, seq))
+                base = max(base or "", mark.position)
         if blocked:
+            at = parked_at(blocked[0][0], blocked[0][2])
             if unit.parked is None:
-                return [Group([parked_put(unit.program, unit.events, self.now_us, self.ttl)])]
+                return [Group([parked_put(unit.program, at, unit.events, self.now_us, self.ttl)])]
             if self.now_us - unit.parked.parked_us < HORIZON_US:
-                return []
+                if unit.parked.key == at:
+                    return []
+                # in on that lane, it waits on another
+                put = parked_put(unit.program, at, unit.events, unit.parked.parked_us, self.ttl)
+                return [Group([parked_delete(unit.program, unit.parked.key), put])]
             moves += blocked  # its predecessor left the stream unread: go on without it
         if unit.parked is not None and not moves and self._stored(unit):
             return [Group([parked_delete(unit.program, unit.parked.key)])]
@@ -208,10 +235,12 @@ class Ordering:
             groups.append(Group(closing, None, marks))
         for move in marks:
             self.marks[move.lane] = move.mark
+            self.moved.append((move.lane, move.mark.seq))
         return groups
 
-    def _taken_before(self, lane: Lane, seq: int, unit: Unit) -> bool:
-        """Whether a lane without a marker has its unit ``seq - 1`` in (or never will)."""
+    def _taken_before(self, lane: Lane, seq: int, unit: Unit) -> bool | str:
+        """Whether a lane without a marker has its unit ``seq - 1`` in (or never will):
+        the position it was queued at when it is stored, else ``True`` or ``False``."""
         at_us = to_us(parse_iso(unit.events[0][0].at))
         pred: Predecessor | None
         if lane.kind == FUND_LANE:
@@ -222,11 +251,34 @@ class Ordering:
             return True
         types = (TRANSACTION_POSTED, HOLD_AUTHORIZED)
         ids = [event_id(pred.key.pk, pred.key.sk, t) for t in types]
-        return bool(read_events(self.store, lane.program, ids))
+        return max(stored_positions(self.store, lane.program, ids).values(), default=False)
 
     def _stored(self, unit: Unit) -> bool:
         first = unit.events[0][0]
         return bool(read_events(self.store, first.program, [first.id]))
+
+
+def release(
+    store: ItemStore,
+    subs: Mapping[str, Sequence[Subscription]],
+    now_us: int,
+    moved: Iterable[tuple[Lane, int]],
+) -> int:
+    """Take in the units parked on the successors of what ``moved`` (and theirs, as
+    a chain); how many events were written. A program with nothing parked costs
+    one read."""
+    done = 0
+    by_program: dict[str, set[str]] = {}
+    for lane, seq in moved:
+        by_program.setdefault(lane.program, set()).add(parked_at(lane, seq + 1))
+    for program, wanted in by_program.items():
+        if not any_parked(store, program):
+            continue
+        while parked := read_parked_at(store, program, sorted(wanted)):
+            written, moves = _take_parked(store, subs, now_us, parked)
+            done += written
+            wanted = {parked_at(lane, seq + 1) for lane, seq in moves}
+    return done
 
 
 def sweep(
@@ -235,23 +287,37 @@ def sweep(
     now_us: int,
     programs: Iterable[str],
 ) -> int:
-    """Take in the parked units of ``programs`` that are ready now, chains included
-    (again until nothing moves); how many events were written."""
+    """Take in every parked unit of ``programs`` that is ready (a worker killed
+    between taking a unit in and releasing its successor left it), with the
+    chains that follows; how many events were written."""
     done = 0
     for program in dict.fromkeys(programs):
-        replans = 0
-        while parked := read_parked(store, program):
-            units = [make_unit(p.events, p) for p in parked]
-            ordering = Ordering(store, subs, now_us)
-            ordering.load(units)
-            groups = [g for unit in units for g in ordering.groups(unit)]
-            if not groups:
-                break
-            try:
-                done += apply_groups(store, groups)
-            except Replan as exc:
-                done += exc.done
-                replans += 1
-                if replans >= _REPLANS:
-                    raise TransactionConflict("lane markers kept moving; run again") from None
+        parked = read_parked(store, program)
+        if parked:
+            written, moves = _take_parked(store, subs, now_us, parked)
+            done += written + release(store, subs, now_us, moves)
     return done
+
+
+def _take_parked(
+    store: ItemStore,
+    subs: Mapping[str, Sequence[Subscription]],
+    now_us: int,
+    parked: Sequence[Parked],
+) -> tuple[int, list[tuple[Lane, int]]]:
+    """Plan and write parked units (again when a marker moved meanwhile); the
+    events written and the lane moves made."""
+    done = 0
+    moved: list[tuple[Lane, int]] = []
+    for _ in range(_REPLANS):
+        units = [make_unit(p.events, p) for p in parked]
+        ordering = Ordering(store, subs, now_us)
+        ordering.load(units)
+        groups = [g for unit in units for g in ordering.groups(unit)]
+        moved += ordering.moved
+        try:
+            return done + apply_groups(store, groups), moved
+        except Replan as exc:
+            done += exc.done
+            parked = read_parked_at(store, parked[0].events[0][0].program, [p.key for p in parked])
+    raise TransactionConflict("lane markers kept moving; run again")

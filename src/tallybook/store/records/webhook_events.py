@@ -98,6 +98,12 @@ def fanned_out(program: str, event_id: str) -> Update:
     )
 
 
+def stored_positions(store: ItemStore, program: str, ids: Sequence[str]) -> dict[str, str]:
+    """The log positions of the events of ``ids`` that are stored, by id."""
+    found = store.batch_get([keys.event(program, e) for e in ids])
+    return {cast(str, i["id"]): cast(str, i["position"]) for i in found}
+
+
 def read_events(store: ItemStore, program: str, ids: Sequence[str]) -> dict[str, Event]:
     """The events of ``ids`` still kept, by id."""
     found = store.batch_get([keys.event(program, e) for e in ids])

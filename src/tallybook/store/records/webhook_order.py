@@ -7,9 +7,10 @@ A *lane* is a sequence the ledger numbers without gaps: an account's fund
   ``H``: a lane's marker, the ``seq`` of the last unit taken in on it and that
   unit's last log ``position`` (``ttl``: kept while the lane moves; an absent
   marker is read back from the ledger, see :func:`entry_before`);
-- ``WHPARK#{program}`` / ``{position}``: a parked unit (the events of one
-  transaction record, with their log positions, and ``parked_us``), waiting
-  for a predecessor on one of its lanes; keyed by its first event's position.
+- ``WHPARK#{program}`` / ``F#{account}#{fund}#{seq}`` or ``H#{hold}#{seq}``: a
+  parked unit (the events of one transaction record, with their log
+  positions, and ``parked_us``), waiting on that lane for ``seq - 1``: taking
+  that one in looks its successor up by key.
 """
 
 from __future__ import annotations
@@ -81,44 +82,67 @@ def mark_update(lane: Lane, expect: int | None, mark: Mark, now: int, ttl: int) 
 
 @dataclass(frozen=True, slots=True)
 class Parked:
-    """A unit waiting for a predecessor: its events with their log positions."""
+    """A unit waiting for its predecessor on one lane: its events with their log
+    positions, and where it waits (``key``: the lane and the unit's ``seq`` there)."""
 
     key: str
     events: tuple[tuple[Event, str], ...]
     parked_us: int
 
 
-def _parked_key(program: str, position: str) -> Key:
-    return Key(f"WHPARK#{program}", position)
+def _parked_partition(program: str) -> str:
+    return f"WHPARK#{program}"
 
 
-def parked_put(program: str, events: Sequence[tuple[Event, str]], parked_us: int, ttl: int) -> Put:
-    """Park a unit; one parked already (a record read again) fails the condition."""
+def parked_at(lane: Lane, seq: int) -> str:
+    """Where a unit waiting on ``lane`` at ``seq`` is parked (its sort key)."""
+    if lane.kind == FUND_LANE:
+        return f"F#{lane.id}#{lane.fund}#{seq:012d}"
+    return f"H#{lane.id}#{seq:012d}"
+
+
+def parked_put(
+    program: str, at: str, events: Sequence[tuple[Event, str]], parked_us: int, ttl: int
+) -> Put:
+    """Park a unit at ``at``; one parked there already (the same unit: a record read
+    again) fails the condition."""
     stored: list[Value] = []
     for e, pos in events:
         full = event_item(e, pos, ttl, pending=False)
         stored.append({k: v for k, v in full.items() if k not in ("pk", "sk", "ttl")})
     item: Item = {
-        **_parked_key(program, events[0][1]).as_item(),
+        **Key(_parked_partition(program), at).as_item(),
         "events": stored,
         "parked_us": parked_us,
     }
     return Put(item, ITEM_ABSENT)
 
 
-def parked_delete(program: str, key: str) -> Delete:
-    """The parked unit leaves (it is taken in); fails when another worker took it."""
-    return Delete(_parked_key(program, key), ITEM_PRESENT)
+def parked_delete(program: str, at: str) -> Delete:
+    """The parked unit leaves (taken in, or parked on another lane); fails when
+    another worker moved it."""
+    return Delete(Key(_parked_partition(program), at), ITEM_PRESENT)
+
+
+def _parked(item: Item) -> Parked:
+    stored = cast(list[dict[str, Any]], item.get("events") or [])
+    events = tuple((event_from_item(cast(Item, e)), cast(str, e["position"])) for e in stored)
+    return Parked(cast(str, item["sk"]), events, int(cast(int, item["parked_us"])))
 
 
 def read_parked(store: ItemStore, program: str) -> list[Parked]:
-    """Every parked unit of ``program``, oldest log position first."""
-    out: list[Parked] = []
-    for item in store.query_all(f"WHPARK#{program}"):
-        stored = cast(list[dict[str, Any]], item.get("events") or [])
-        events = tuple((event_from_item(cast(Item, e)), cast(str, e["position"])) for e in stored)
-        out.append(Parked(cast(str, item["sk"]), events, int(cast(int, item["parked_us"]))))
-    return out
+    """Every parked unit of ``program``."""
+    return [_parked(i) for i in store.query_all(_parked_partition(program))]
+
+
+def any_parked(store: ItemStore, program: str) -> bool:
+    return bool(store.query(_parked_partition(program), limit=1).items)
+
+
+def read_parked_at(store: ItemStore, program: str, at: Iterable[str]) -> list[Parked]:
+    """The units parked at ``at`` (where successors of what was taken in wait)."""
+    wanted = [Key(_parked_partition(program), a) for a in dict.fromkeys(at)]
+    return [_parked(i) for i in store.batch_get(wanted)] if wanted else []
 
 
 # --- reading a lane's predecessor back from the ledger ---------------------------------
