@@ -2,9 +2,10 @@
 how each aggregate is stored (docs/architecture.md, "Keys and repositories").
 
 Read from the source of every module outside ``store/`` (services, webhooks, the
-entry points, reliability, domain): no import of the key layout (``tallybook.store.keys``), no key or index attribute name as a
-string (``"pk"``, ``"gsi1sk"``, ``"gsi2"`` ...), and no key prefix such as
-``"ACCT#"`` or ``f"N#H#{us}"`` outside docstrings.
+entry points, reliability, domain): no import of the key layout
+(``tallybook.store.keys``), no key or index attribute name as a string
+(``"pk"``, ``"gsi1sk"``, ``"gsi2"`` ...), and no key prefix such as ``"ACCT#"``
+or ``f"N#H#{us}"`` outside docstrings.
 """
 
 from __future__ import annotations
