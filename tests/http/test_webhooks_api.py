@@ -72,6 +72,23 @@ def test_bad_subscriptions_are_problems(
     assert detail in r.text
 
 
+def _subscribe_port_9(
+    app_client: TestClient,
+    admin_headers: Headers,
+    idem: Callable[..., Headers],
+    monkeypatch: pytest.MonkeyPatch,
+) -> str:
+    """A subscription to a loopback port nothing listens on; its id."""
+    monkeypatch.setenv("TALLYBOOK_WEBHOOKS_ALLOW_HTTP", "1")
+    r = app_client.post(
+        "/v1/webhooks",
+        json={"url": "http://127.0.0.1:9/h", "allow_http": True},
+        headers=idem(admin_headers),
+    )
+    sub_id = r.json()["id"]
+    return str(sub_id)
+
+
 def test_deliveries_and_resend(
     app_client: TestClient,
     admin_headers: Headers,
@@ -80,13 +97,7 @@ def test_deliveries_and_resend(
     credit: Callable[..., Any],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("TALLYBOOK_WEBHOOKS_ALLOW_HTTP", "1")
-    r = app_client.post(
-        "/v1/webhooks",
-        json={"url": "http://127.0.0.1:9/h", "allow_http": True},
-        headers=idem(admin_headers),
-    )
-    sub_id = r.json()["id"]
+    sub_id = _subscribe_port_9(app_client, admin_headers, idem, monkeypatch)
     open_account("alice")
     credit("alice", 100)
     ledger = app_client.app.state.ledger  # type: ignore[attr-defined]
@@ -155,3 +166,29 @@ def test_a_missing_or_malformed_server_key_is_a_problem_naming_the_variable(
     assert r.json()["type"].endswith("/webhook-key")
     assert "TALLYBOOK_WEBHOOK_KEY" in r.json()["detail"]
     assert app_client.get("/v1/webhooks", headers=admin_headers).json()["subscriptions"] == []
+
+
+@pytest.mark.parametrize(
+    ("position", "status"),
+    [
+        (f"{'1' * 40}.000", 404),
+        # taken in after a predecessor read later from another shard (webhooks/order.py)
+        (f"{'1' * 40}.000~000001~{'2' * 40}.008", 404),
+        ("1.0", 422),
+        (f"{'1' * 40}.000~1~{'2' * 40}.008", 422),
+    ],
+)
+def test_resend_takes_every_position_form(
+    app_client: TestClient,
+    admin_headers: Headers,
+    idem: Callable[..., Headers],
+    monkeypatch: pytest.MonkeyPatch,
+    position: str,
+    status: int,
+) -> None:
+    sub_id = _subscribe_port_9(app_client, admin_headers, idem, monkeypatch)
+    r = app_client.post(
+        f"/v1/webhooks/{sub_id}/deliveries/{position}/resend", headers=idem(admin_headers)
+    )
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")

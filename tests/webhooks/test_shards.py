@@ -252,3 +252,19 @@ def test_a_unit_waits_for_its_predecessor_until_the_stream_cannot_hold_it(
     assert read_parked(ledger.store, "shop") == []
     lane = Lane("shop", "fund", "x", "cash")
     assert read_marks(ledger.store, [lane])[lane].seq == 2
+
+
+def test_every_position_a_unit_can_get_is_one_resend_takes() -> None:
+    """Positions from :func:`after` (a unit sorted after its lanes' last one) match
+    the pattern the HTTP API and the admin page take for a delivery."""
+    import re
+
+    from tallybook.domain.webhooks import POSITION_PATTERN
+    from tallybook.webhooks.order import after
+
+    first, second, third = position(10**30, 8), position(10**29, 16), position(10**28, 0)
+    moved = after(first, second)
+    again = after(moved, third)
+    assert first < moved < again
+    for pos in (first, moved, again, after(None, third)):
+        assert re.fullmatch(POSITION_PATTERN, pos), pos

@@ -10,12 +10,13 @@ from fastapi.responses import HTMLResponse, Response
 
 from tallybook.admin.web import AgentDep, IdPath, PostingAgent, ledger_of, redirect, render
 from tallybook.domain.ids import check_id
+from tallybook.domain.webhooks import POSITION_PATTERN
 from tallybook.errors import TallybookError
 from tallybook.webhooks.service import MAX_PAGE
 
 router = APIRouter()
 
-PositionPath = Annotated[str, Path(pattern=r"^\d{1,40}\.\d{3}$")]
+PositionPath = Annotated[str, Path(pattern=POSITION_PATTERN)]
 
 
 @router.get("/webhooks", response_class=HTMLResponse)

@@ -13,6 +13,11 @@ from typing import Any, Final, TypeAlias
 #: a JSON value as the store keeps it (the port's ``Value``: no floats)
 Value: TypeAlias = "str | int | bool | list[Value] | dict[str, Value] | None"
 
+#: a delivery's position in its subscription's queue: a log position
+#: (``{number}.{index}``), or, for an event taken in after a predecessor read
+#: later than it from another shard, ``{root}~{depth}~{own}`` (``webhooks/order.py``)
+POSITION_PATTERN = r"^\d{1,40}\.\d{3}(~\d{6,}~\d{1,40}\.\d{3})?$"
+
 #: subscription statuses
 ACTIVE: Final = "active"
 DISABLED: Final = "disabled"

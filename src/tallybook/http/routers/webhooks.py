@@ -19,6 +19,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, status
 
+from tallybook.domain.webhooks import POSITION_PATTERN
 from tallybook.errors import ValidationError
 from tallybook.http.deps import AdminPrincipal, LedgerDep
 from tallybook.http.routers.ledger import Cursor, Limit
@@ -38,7 +39,7 @@ router = APIRouter(prefix="/v1", tags=["webhooks"])
 SubId = Annotated[
     str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="subscription id")
 ]
-Position = Annotated[str, Path(pattern=r"^\d{1,40}\.\d{3}$", description="delivery position")]
+Position = Annotated[str, Path(pattern=POSITION_PATTERN, description="delivery position")]
 
 
 @router.post(
