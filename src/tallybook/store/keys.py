@@ -282,7 +282,11 @@ def reward_index(p: str, hour: str, shard: int) -> str:
 # partition per program. Each (subscription, event) has a delivery record, in
 # event order under its subscription, and while unfinished a queue row in
 # WHQ#{p}#{sub} (a strongly consistent read of the queue, no index). The stream
-# reader of DynamoDB keeps one checkpoint row per shard. See docs/webhooks.md.
+# reader of DynamoDB keeps one checkpoint row per shard. Per-account order on a
+# stream of several shards: a marker per lane (an account's fund: WHORD#{p}#{account}
+# / F#{fund}; a hold: WHORDH#{p}#{hold} / H) holds the last unit taken in, and a
+# unit read before its predecessor waits in WHPARK#{p} under its lane and seq.
+# See docs/webhooks.md.
 
 
 def event(p: str, event_id: str) -> Key:
@@ -322,6 +326,26 @@ def webhook_queued(p: str, sub_id: str, position: str) -> Key:
 
 def webhook_lease(p: str, sub_id: str) -> Key:
     return Key(webhook_subscriptions(p), f"LEASE#{sub_id}")
+
+
+def webhook_fund_marker(p: str, account: str, fund: str) -> Key:
+    return Key(f"WHORD#{p}#{account}", f"F#{fund}")
+
+
+def webhook_hold_marker(p: str, hold_id: str) -> Key:
+    return Key(f"WHORDH#{p}#{hold_id}", "H")
+
+
+def webhook_parked(p: str) -> str:
+    return f"WHPARK#{p}"
+
+
+def webhook_parked_on_fund(account: str, fund: str, seq: int) -> str:
+    return f"F#{account}#{fund}#{seq:012d}"
+
+
+def webhook_parked_on_hold(hold_id: str, seq: int) -> str:
+    return f"H#{hold_id}#{seq:012d}"
 
 
 STREAM_CHECKPOINTS = "WHSTREAM"

@@ -49,8 +49,8 @@ _ENTRY_SLACK_US = 86_400 * 1_000_000
 
 def marker_key(lane: Lane) -> Key:
     if lane.kind == FUND_LANE:
-        return Key(f"WHORD#{lane.program}#{lane.id}", f"F#{lane.fund}")
-    return Key(f"WHORDH#{lane.program}#{lane.id}", "H")
+        return keys.webhook_fund_marker(lane.program, lane.id, lane.fund)
+    return keys.webhook_hold_marker(lane.program, lane.id)
 
 
 def read_marks(store: ItemStore, lanes: Iterable[Lane]) -> dict[Lane, Mark]:
@@ -91,14 +91,14 @@ class Parked:
 
 
 def _parked_partition(program: str) -> str:
-    return f"WHPARK#{program}"
+    return keys.webhook_parked(program)
 
 
 def parked_at(lane: Lane, seq: int) -> str:
     """Where a unit waiting on ``lane`` at ``seq`` is parked (its sort key)."""
     if lane.kind == FUND_LANE:
-        return f"F#{lane.id}#{lane.fund}#{seq:012d}"
-    return f"H#{lane.id}#{seq:012d}"
+        return keys.webhook_parked_on_fund(lane.id, lane.fund, seq)
+    return keys.webhook_parked_on_hold(lane.id, seq)
 
 
 def parked_put(
