@@ -3,36 +3,16 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import pytest
 
 from tallybook.ledger import Ledger
 from tallybook.webhooks import lambda_stream
 from tallybook.webhooks.delivery import RetryPolicy
-from tallybook.webhooks.stream import stream_reader
 from tallybook.webhooks.vault import KEY_ENV, WebhookKeyError, new_key
 
 from .receiver import running_receiver
-
-
-def _stream_batches(ledger: Ledger) -> list[list[dict[str, Any]]]:
-    """The stream's records so far, in pages (what Lambda's event source mapping reads)."""
-    reader = stream_reader(ledger.store)
-    assert reader is not None
-    arn = reader.stream_arn()
-    batches = []
-    for shard in reader.shards(arn):
-        iterator = reader.client.get_shard_iterator(
-            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
-        while iterator:
-            page = reader.client.get_records(ShardIterator=iterator, Limit=100)
-            if not page["Records"]:
-                break
-            batches.append(page["Records"])
-            iterator = page.get("NextShardIterator")
-    return batches
+from .workload import stream_pages
 
 
 def test_the_lambda_fans_out_stream_batches_and_retries_on_schedule(
@@ -49,11 +29,11 @@ def test_the_lambda_fans_out_stream_batches_and_retries_on_schedule(
         ledger.accounts.open("shop", "alice")
         ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t1")
         ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t2")
-        results = [lambda_stream.handler({"Records": b}, None) for b in _stream_batches(ledger)]
+        results = [lambda_stream.handler({"Records": b}, None) for b in stream_pages(ledger)]
         assert sum(r["events"] for r in results) == 2
         assert sum(r["failed"] for r in results) == 1  # t1's first attempt got a 500
         # the same batches again (Lambda retrying): nothing new is stored
-        again = [lambda_stream.handler({"Records": b}, None) for b in _stream_batches(ledger)]
+        again = [lambda_stream.handler({"Records": b}, None) for b in stream_pages(ledger)]
         assert sum(r["events"] for r in again) == 0
         for _ in range(50):
             lambda_stream.handler({"source": "aws.events"}, None)
@@ -76,7 +56,7 @@ def test_without_a_usable_key_stream_batches_are_kept_and_the_schedule_fails(
         ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t1")
         key = os.environ.get(KEY_ENV, "")
         monkeypatch.setenv(KEY_ENV, new_key())  # not the key that sealed the secret
-        results = [lambda_stream.handler({"Records": b}, None) for b in _stream_batches(ledger)]
+        results = [lambda_stream.handler({"Records": b}, None) for b in stream_pages(ledger)]
         assert sum(r["events"] for r in results) == 1  # fanned out, the batch not failed
         assert any("not among" in r.get("error", "") for r in results)
         with pytest.raises(WebhookKeyError):

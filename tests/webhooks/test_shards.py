@@ -36,7 +36,7 @@ from tallybook.webhooks.worker import DeliveryWorker
 
 from .receiver import Receiver, running_receiver
 from .test_delivery import FAST, assert_per_account_order, first_receipts
-from .workload import key_of, run
+from .workload import key_of, run, stream_pages
 
 ENGINES = ["memory", "sqlite", "dynamodb"]
 Record = tuple[str, list[tuple[Event, str]]]
@@ -54,20 +54,13 @@ def records_of(ledger: Ledger) -> list[Record]:
             if c.image is not None and pairs:
                 out.append((f"{c.image['pk']}/{c.image['sk']}", pairs))
         return out
-    arn = reader.stream_arn()
     out = []
-    for shard in reader.shards(arn):
-        iterator = reader.client.get_shard_iterator(
-            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
-        while iterator:
-            answer = reader.client.get_records(ShardIterator=iterator, Limit=1000)
-            for record in answer["Records"]:
-                pairs = events_of([record])
-                if pairs:
-                    k = record["dynamodb"]["Keys"]
-                    out.append((f"{k['pk']['S']}/{k['sk']['S']}", pairs))
-            iterator = answer.get("NextShardIterator") if answer["Records"] else None
+    for page in stream_pages(ledger, limit=1000):
+        for record in page:
+            pairs = events_of([record])
+            if pairs:
+                k = record["dynamodb"]["Keys"]
+                out.append((f"{k['pk']['S']}/{k['sk']['S']}", pairs))
     return out
 
 

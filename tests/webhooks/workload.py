@@ -9,6 +9,7 @@ from typing import Any
 
 from tallybook.errors import InsufficientFunds
 from tallybook.ledger import Ledger
+from tallybook.webhooks.stream import stream_reader
 
 ACCOUNTS = [f"a{i}" for i in range(8)]
 NOTIFICATION_TYPES = ["Promo", "Survey", "Welcome"]
@@ -103,3 +104,23 @@ def run(ledger: Ledger, ops: int, seed: int = 20) -> Expected:
                 exp.add("hold.voided", f"h{n}")
         done += 1
     return exp
+
+
+def stream_pages(ledger: Ledger, limit: int = 100) -> list[list[dict[str, Any]]]:
+    """The table stream's records so far, shard by shard, in pages of at most
+    ``limit`` (what Lambda's event source mapping hands over)."""
+    reader = stream_reader(ledger.store)
+    assert reader is not None
+    arn = reader.stream_arn()
+    pages = []
+    for shard in reader.shards(arn):
+        iterator = reader.client.get_shard_iterator(
+            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        while iterator:
+            page = reader.client.get_records(ShardIterator=iterator, Limit=limit)
+            if not page["Records"]:
+                break
+            pages.append(page["Records"])
+            iterator = page.get("NextShardIterator")
+    return pages
