@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from tallybook.domain.webhooks import Event, Lane, Subscription
+from tallybook.domain.webhooks import Event, Subscription
 from tallybook.errors import TransactionConflict
 from tallybook.store.port import MAX_TRANSACTION_ACTIONS, ItemStore
 from tallybook.store.records.webhook_changes import change_done, event_position, pending_changes
@@ -31,15 +31,21 @@ from tallybook.store.records.webhook_events import fanned_out, pending_events
 from tallybook.webhooks.apply import Group, Replan, apply_groups, deliveries
 from tallybook.webhooks.events import derive
 from tallybook.webhooks.log import retention_ttl
-from tallybook.webhooks.order import Ordering, Unit, release, sweep, units_of
+from tallybook.webhooks.order import (
+    MOVING,
+    REPLANS,
+    Ordering,
+    Unit,
+    release,
+    sweep,
+    take_in,
+    units_of,
+)
 
 __all__ = ["MAX_SUBSCRIPTIONS", "fan_out_new", "fan_out_pending", "sweep_parked"]
 
 #: subscriptions of one program (each event is fanned out in one transaction)
 MAX_SUBSCRIPTIONS = (MAX_TRANSACTION_ACTIONS - 1) // 2
-#: plans of one batch, at most, when other workers keep moving its lanes
-_REPLANS = 5
-_MOVING = "lane markers kept moving; run the worker again"
 
 
 def _now_us() -> int:
@@ -71,8 +77,8 @@ def fan_out_pending(store: ItemStore, program: str, subs: Sequence[Subscription]
         except Replan as exc:
             done += exc.done
             replans += 1
-            if replans >= _REPLANS:
-                raise TransactionConflict(_MOVING) from None
+            if replans >= REPLANS:
+                raise TransactionConflict(MOVING) from None
         done += release(store, by_program, _now_us(), ordering.moved)
     return done + sweep(store, by_program, _now_us(), [program])
 
@@ -97,21 +103,7 @@ def fan_out_new(
 ) -> int:
     """Store events read from the stream and fan them out, in lane order; how many
     were new (parked ones count when they are taken in)."""
-    units = units_of(events)
-    done = 0
-    moved: list[tuple[Lane, int]] = []
-    for _ in range(_REPLANS):
-        ordering = Ordering(store, subs, _now_us())
-        ordering.load(units)
-        groups = [g for unit in units for g in ordering.groups(unit)]
-        moved += ordering.moved
-        try:
-            done += apply_groups(store, groups)
-            break
-        except Replan as exc:
-            done += exc.done
-    else:
-        raise TransactionConflict(_MOVING)
+    done, moved = take_in(store, subs, _now_us(), units_of(events))
     return done + release(store, subs, _now_us(), moved)
 
 

@@ -36,7 +36,7 @@ its first condition skips when it was.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -72,13 +72,16 @@ __all__ = [
     "make_unit",
     "release",
     "sweep",
+    "take_in",
     "units_of",
 ]
 
 #: a stream keeps records 24 hours; past this, a record not read is gone
 HORIZON_US = 25 * 3600 * 1_000_000
 #: plans of one batch, at most, when other workers keep moving its lanes
-_REPLANS = 5
+REPLANS = 5
+#: what a batch whose lanes kept moving through every plan fails with
+MOVING = "lane markers kept moving; run the worker again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,12 +308,33 @@ def _take_parked(
     now_us: int,
     parked: Sequence[Parked],
 ) -> tuple[int, list[tuple[Lane, int]]]:
-    """Plan and write parked units (again when a marker moved meanwhile); the
-    events written and the lane moves made."""
+    """Plan and write parked units (again, with the rows still parked, when a
+    marker moved meanwhile); the events written and the lane moves made."""
+    program, at = parked[0].events[0][0].program, [p.key for p in parked]
+    return take_in(
+        store,
+        subs,
+        now_us,
+        [make_unit(p.events, p) for p in parked],
+        again=lambda: [make_unit(p.events, p) for p in read_parked_at(store, program, at)],
+    )
+
+
+def take_in(
+    store: ItemStore,
+    subs: Mapping[str, Sequence[Subscription]],
+    now_us: int,
+    units: Sequence[Unit],
+    again: Callable[[], Sequence[Unit]] | None = None,
+) -> tuple[int, list[tuple[Lane, int]]]:
+    """Plan ``units`` along their lanes and write them, planning again when a
+    marker moved meanwhile (``again``: the units to plan then, if they may have
+    changed); the events written and the lane moves made."""
     done = 0
     moved: list[tuple[Lane, int]] = []
-    for _ in range(_REPLANS):
-        units = [make_unit(p.events, p) for p in parked]
+    for attempt in range(REPLANS):
+        if attempt and again is not None:
+            units = again()
         ordering = Ordering(store, subs, now_us)
         ordering.load(units)
         groups = [g for unit in units for g in ordering.groups(unit)]
@@ -319,5 +343,4 @@ def _take_parked(
             return done + apply_groups(store, groups), moved
         except Replan as exc:
             done += exc.done
-            parked = read_parked_at(store, parked[0].events[0][0].program, [p.key for p in parked])
-    raise TransactionConflict("lane markers kept moving; run again")
+    raise TransactionConflict(MOVING)
