@@ -25,10 +25,9 @@ from tallybook.ledger import Ledger
 from tallybook.reliability.faults import Crash, FaultyStore
 from tallybook.store import keys
 from tallybook.store.port import Delete, ItemStore
-from tallybook.store.records.webhook_changes import event_position, pending_changes, position
+from tallybook.store.records.webhook_changes import pending_changes, position
 from tallybook.store.records.webhook_order import marker_key, read_marks, read_parked
-from tallybook.webhooks.events import derive
-from tallybook.webhooks.fanout import fan_out_new, sweep_parked
+from tallybook.webhooks.fanout import change_events, fan_out_new, sweep_parked
 from tallybook.webhooks.order import HORIZON_US, lanes_of, sweep
 from tallybook.webhooks.stream import events_of, stream_reader
 from tallybook.webhooks.subscriptions import SubscriptionStore
@@ -49,8 +48,7 @@ def records_of(ledger: Ledger) -> list[Record]:
         changes = pending_changes(ledger.store, "shop", limit=100_000)
         out: list[Record] = []
         for c in changes:
-            events = derive(c.image) if c.image else []
-            pairs = [(e, event_position(c.number, c.index, i)) for i, e in enumerate(events)]
+            pairs = change_events(c)
             if c.image is not None and pairs:
                 out.append((f"{c.image['pk']}/{c.image['sk']}", pairs))
         return out

@@ -26,7 +26,12 @@ from collections.abc import Mapping, Sequence
 from tallybook.domain.webhooks import Event, Subscription
 from tallybook.errors import TransactionConflict
 from tallybook.store.port import MAX_TRANSACTION_ACTIONS, ItemStore
-from tallybook.store.records.webhook_changes import change_done, event_position, pending_changes
+from tallybook.store.records.webhook_changes import (
+    Change,
+    change_done,
+    event_position,
+    pending_changes,
+)
 from tallybook.store.records.webhook_events import fanned_out, pending_events
 from tallybook.webhooks.apply import Group, Replan, apply_groups, deliveries
 from tallybook.webhooks.events import derive
@@ -42,7 +47,13 @@ from tallybook.webhooks.order import (
     units_of,
 )
 
-__all__ = ["MAX_SUBSCRIPTIONS", "fan_out_new", "fan_out_pending", "sweep_parked"]
+__all__ = [
+    "MAX_SUBSCRIPTIONS",
+    "change_events",
+    "fan_out_new",
+    "fan_out_pending",
+    "sweep_parked",
+]
 
 #: subscriptions of one program (each event is fanned out in one transaction)
 MAX_SUBSCRIPTIONS = (MAX_TRANSACTION_ACTIONS - 1) // 2
@@ -61,11 +72,7 @@ def fan_out_pending(store: ItemStore, program: str, subs: Sequence[Subscription]
         ordering = Ordering(store, by_program, _now_us())
         planned: list[tuple[list[Unit], Group]] = []
         for change in changes:
-            events = derive(change.image) if change.image else []
-            pairs = [
-                (e, event_position(change.number, change.index, i)) for i, e in enumerate(events)
-            ]
-            planned.append((units_of(pairs), Group([change_done(change)])))
+            planned.append((units_of(change_events(change)), Group([change_done(change)])))
         ordering.load(unit for units, _ in planned for unit in units)
         groups: list[Group] = []
         for units, done_group in planned:
@@ -81,6 +88,12 @@ def fan_out_pending(store: ItemStore, program: str, subs: Sequence[Subscription]
                 raise TransactionConflict(MOVING) from None
         done += release(store, by_program, _now_us(), ordering.moved)
     return done + sweep(store, by_program, _now_us(), [program])
+
+
+def change_events(change: Change) -> list[tuple[Event, str]]:
+    """The events a change SQLite logged stands for, each with its log position."""
+    events = derive(change.image) if change.image else []
+    return [(e, event_position(change.number, change.index, i)) for i, e in enumerate(events)]
 
 
 def _fan_out_legacy(store: ItemStore, program: str, subs: Sequence[Subscription]) -> int:
