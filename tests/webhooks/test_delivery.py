@@ -54,7 +54,20 @@ def first_receipts(receiver: Receiver) -> list[dict[str, Any]]:
 
 
 def assert_per_account_order(bodies: list[dict[str, Any]]) -> None:
-    """Each (account, fund)'s entry numbers arrive in increasing order."""
+    """Each account's changes arrive as numbered, 1, 2, 3, ... without a gap (the
+    events of one change together), and each (account, fund)'s entry numbers in
+    increasing order."""
+    changes: dict[str, tuple[int, str]] = {}
+    for body in bodies:
+        txn = body["data"].get("txn_id")
+        for account, n in (body["data"].get("account_seq") or {}).items():
+            before, before_txn = changes.get(account, (0, ""))
+            if n == before:
+                assert txn == before_txn, f"{account}: change {n} is {before_txn} and {txn}"
+            else:
+                assert n == before + 1, f"{account}: change {n} after {before}"
+            changes[account] = (n, txn)
+    assert changes or not any(b["type"] == "transaction.posted" for b in bodies)
     last: dict[tuple[str, str], int] = defaultdict(int)
     for body in bodies:
         if body["type"] != "transaction.posted":
@@ -115,7 +128,8 @@ def test_events_come_from_the_ledgers_record(ledger: Ledger, engine: str) -> Non
     before = ledger.store.metrics.stat("transact_write").requests
     txn = ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t1")
     assert ledger.store.metrics.stat("transact_write").requests == before + 1
-    from tallybook.webhooks.events import TRANSACTION_POSTED, event_id
+    from tallybook.domain.event_types import TRANSACTION_POSTED
+    from tallybook.webhooks.events import event_id
 
     eid = event_id(f"TXN#shop#{txn.id}", "TXN", TRANSACTION_POSTED)
     changes = pending_changes(ledger.store, "shop", limit=10)

@@ -16,11 +16,19 @@ import random
 import time
 import zlib
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from tallybook.domain.webhooks import Event, Lane, Subscription
+from tallybook.domain.webhooks import (
+    ACCOUNT_LANE,
+    FUND_LANE,
+    HOLD_LANE,
+    Event,
+    Lane,
+    Subscription,
+)
 from tallybook.ledger import Ledger
 from tallybook.reliability.faults import Crash, FaultyStore
 from tallybook.store import keys
@@ -191,33 +199,107 @@ def test_a_worker_killed_between_parking_and_releasing_loses_nothing(
     assert_holds_in_order(bodies)
 
 
-def test_a_lane_without_a_marker_starts_after_what_an_older_version_fanned_out(
+def _unnumbered(pairs: list[tuple[Event, str]]) -> list[tuple[Event, str]]:
+    """Events as a version that did not number accounts derived them."""
+    drop = ("account_seq", "account_previous")
+    return [
+        (replace(e, data={k: v for k, v in e.data.items() if k not in drop}), pos)
+        for e, pos in pairs
+    ]
+
+
+def _first_numbered(pairs: list[tuple[Event, str]], account: str) -> list[tuple[Event, str]]:
+    """Events of an account's first numbered change after an upgrade: ``account_seq``
+    1, though the account has older, unnumbered records."""
+    return [
+        (replace(e, data={**_unnumbered([(e, pos)])[0][0].data, "account_seq": {account: 1}}), pos)
+        for e, pos in pairs
+    ]
+
+
+def _events_of(ledger: Ledger, txn_id: str, shard_position: int | None = None) -> list[Any]:
+    """The events of one transaction, optionally as read from a shard whose numbers
+    are lower (``shard_position``)."""
+    out = [
+        (e, pos if shard_position is None else position(shard_position, i))
+        for _, ps in records_of(ledger)
+        for i, (e, pos) in enumerate(ps)
+        if e.data.get("txn_id") == txn_id
+    ]
+    assert out, txn_id
+    return out
+
+
+def _position_of(ledger: Ledger, event: Event) -> str:
+    return str((ledger.store.get(keys.event("shop", event.id)) or {})["position"])
+
+
+def test_an_account_lane_without_a_marker_starts_after_its_previous_change(
     ledger: Ledger,
 ) -> None:
-    """Events fanned out before markers existed: the next one is not held back, and
-    sorts after its predecessor even when its own position (another shard's) does not."""
+    """A marker gone (the account idle past its retention): the next change is read
+    back from its ``account_previous``, not held back, and sorts after it even when
+    its own position (another shard's) does not."""
     subs = subs_of(ledger)
     ledger.accounts.open("shop", "old")
     for i in range(3):
         ledger.transactions.credit("shop", "old", "cash", 100, txn_id=f"old{i}")
-    pairs = [p for _, ps in records_of(ledger) for p in ps]
-    fan_out_new(ledger.store, pairs, subs)
-    lane = Lane("shop", "fund", "old", "cash")
+    fan_out_new(ledger.store, [p for _, ps in records_of(ledger) for p in ps], subs)
+    lane = Lane("shop", ACCOUNT_LANE, "old")
+    assert read_marks(ledger.store, [lane])[lane].seq == 3
+    _forget_marker(ledger.store, lane)
+    ledger.transactions.credit("shop", "old", "points", 5, txn_id="new")
+    newer = _events_of(ledger, "new", shard_position=1)
+    assert newer[0][0].data["account_previous"] == {"old": "old2"}
+    assert fan_out_new(ledger.store, newer, subs) == 1
+    assert read_marks(ledger.store, [lane])[lane].seq == 4
+    old2 = _events_of(ledger, "old2")[0][0]
+    assert _position_of(ledger, newer[0][0]) > _position_of(ledger, old2)
+
+
+def test_a_lane_without_a_marker_starts_after_what_an_older_version_fanned_out(
+    ledger: Ledger,
+) -> None:
+    """Events fanned out before markers and account numbers existed: the account's
+    first numbered change is not held back, and sorts after its fund's predecessor
+    even when its own position (another shard's) does not."""
+    subs = subs_of(ledger)
+    ledger.accounts.open("shop", "old")
+    for i in range(3):
+        ledger.transactions.credit("shop", "old", "cash", 100, txn_id=f"old{i}")
+    fan_out_new(ledger.store, _unnumbered([p for _, ps in records_of(ledger) for p in ps]), subs)
+    lane = Lane("shop", FUND_LANE, "old", "cash")
     assert read_marks(ledger.store, [lane])[lane].seq == 3
     _forget_marker(ledger.store, lane)
     ledger.transactions.credit("shop", "old", "cash", 100, txn_id="new")
-    newer = [
-        (e, position(1, i))  # read from a shard whose numbers are lower
-        for _, ps in records_of(ledger)
-        for i, (e, _) in enumerate(ps)
-        if e.data.get("txn_id") == "new"
-    ]
+    newer = _first_numbered(_events_of(ledger, "new", shard_position=1), "old")
     assert fan_out_new(ledger.store, newer, subs) == 1
     assert read_marks(ledger.store, [lane])[lane].seq == 4
-    old2 = next(e for e, _ in pairs if e.data["txn_id"] == "old2")
-    stored = {e.id: ledger.store.get(keys.event("shop", e.id)) for e in (old2, newer[0][0])}
-    before, after = (str((stored[e.id] or {})["position"]) for e in (old2, newer[0][0]))
-    assert after > before
+    account = Lane("shop", ACCOUNT_LANE, "old")
+    assert read_marks(ledger.store, [account])[account].seq == 1
+    old2 = _events_of(ledger, "old2")[0][0]
+    assert _position_of(ledger, newer[0][0]) > _position_of(ledger, old2)
+
+
+def test_an_accounts_first_numbered_change_waits_for_an_older_record(ledger: Ledger) -> None:
+    """Across an upgrade: the first numbered change of an account read before the
+    last unnumbered record of its fund and hold is parked until that one is in."""
+    subs = subs_of(ledger)
+    ledger.accounts.open("shop", "up")
+    ledger.wallet.credit("shop", "up", "cash", 500, txn_id="w1")
+    ledger.wallet.authorize("shop", "up", 200, hold_id="h1")
+    ledger.wallet.capture("shop", "h1", 150)
+    older = _unnumbered(_events_of(ledger, "w1") + _events_of(ledger, "h1"))
+    capture = _first_numbered(_events_of(ledger, "h1:capture", shard_position=1), "up")
+    lanes = lanes_of(capture)
+    assert Lane("shop", HOLD_LANE, "h1") in lanes
+    assert Lane("shop", ACCOUNT_LANE, "up") in lanes
+    assert fan_out_new(ledger.store, capture, subs) == 0
+    assert len(read_parked(ledger.store, "shop")) == 1
+    assert fan_out_new(ledger.store, older, subs) == len(older) + len(capture)
+    assert read_parked(ledger.store, "shop") == []
+    last = max(_position_of(ledger, e) for e, _ in older)
+    assert all(_position_of(ledger, e) > last for e, _ in capture)
 
 
 def _forget_marker(store: ItemStore, lane: Lane) -> None:
@@ -241,7 +323,7 @@ def test_a_unit_waits_for_its_predecessor_until_the_stream_cannot_hold_it(
     assert sweep(ledger.store, subs, now_us + HORIZON_US - 10**6, ["shop"]) == 0
     assert sweep(ledger.store, subs, now_us + HORIZON_US + 10**6, ["shop"]) == 1
     assert read_parked(ledger.store, "shop") == []
-    lane = Lane("shop", "fund", "x", "cash")
+    lane = Lane("shop", ACCOUNT_LANE, "x")
     assert read_marks(ledger.store, [lane])[lane].seq == 2
 
 

@@ -38,13 +38,13 @@ def key_of(body: dict[str, Any]) -> tuple[str, str]:
 
 
 def run(ledger: Ledger, ops: int, seed: int = 20) -> Expected:
-    """``ops`` operations: credits, replays, transfers, debits (some refused),
+    """``ops`` operations: credits (of two funds), replays, transfers, debits (some refused),
     notifications added and dismissed, holds authorized then captured or voided."""
     rng = random.Random(seed)
     exp = Expected()
     for a in ACCOUNTS:
         ledger.accounts.open("shop", a)
-    credits: list[tuple[str, str, int]] = []
+    credits: list[tuple[str, str, str, int]] = []
     active: dict[tuple[str, str], str] = {}
     done = 0
     while done < ops:
@@ -53,12 +53,13 @@ def run(ledger: Ledger, ops: int, seed: int = 20) -> Expected:
         n = done
         if roll < 0.30 or not credits:
             amount = rng.randint(100, 900)
-            ledger.transactions.credit("shop", a, "cash", amount, txn_id=f"c{n}")
-            credits.append((a, f"c{n}", amount))
+            fund = "points" if roll < 0.08 else "cash"
+            ledger.transactions.credit("shop", a, fund, amount, txn_id=f"c{n}")
+            credits.append((a, fund, f"c{n}", amount))
             exp.add("transaction.posted", f"c{n}")
         elif roll < 0.42:
-            acct, txn, amount = rng.choice(credits)
-            again = ledger.transactions.credit("shop", acct, "cash", amount, txn_id=txn)
+            acct, fund, txn, amount = rng.choice(credits)
+            again = ledger.transactions.credit("shop", acct, fund, amount, txn_id=txn)
             assert again.replay
             exp.replays += 1
         elif roll < 0.57:

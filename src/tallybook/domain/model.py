@@ -97,6 +97,10 @@ class Account:
     #: (system account, fund) -> what this account's postings moved against it;
     #: a system account's balance is the sum over the program's accounts
     system: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: how many of the account's changes stood for outbound events (gap-free
+    #: ``account_seq``, see domain/event_types.py) and the last one's transaction id
+    changes: int = 0
+    last_change: str | None = None
 
     def fund(self, name: str) -> FundState:
         return self.funds.get(name, FundState())

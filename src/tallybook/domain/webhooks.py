@@ -50,7 +50,10 @@ class Event:
         }
 
 
-#: lane kinds: an account's fund (entries' ``seq``) and a hold (1: placed, 2: settled)
+#: lane kinds: an account (its changes' ``account_seq``); and, for records written
+#: before accounts were numbered, an account's fund (entries' ``seq``) and a hold
+#: (1: placed, 2: settled)
+ACCOUNT_LANE: Final = "account"
 FUND_LANE: Final = "fund"
 HOLD_LANE: Final = "hold"
 
@@ -58,7 +61,7 @@ HOLD_LANE: Final = "hold"
 @dataclass(frozen=True, slots=True)
 class Lane:
     """A sequence the ledger numbers without gaps, which orders transaction events:
-    the fund ``fund`` of account ``id``, or the hold ``id``."""
+    the account ``id``, the fund ``fund`` of account ``id``, or the hold ``id``."""
 
     program: str
     kind: str

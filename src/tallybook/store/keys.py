@@ -328,6 +328,10 @@ def webhook_lease(p: str, sub_id: str) -> Key:
     return Key(webhook_subscriptions(p), f"LEASE#{sub_id}")
 
 
+def webhook_account_marker(p: str, account: str) -> Key:
+    return Key(f"WHORD#{p}#{account}", "A")
+
+
 def webhook_fund_marker(p: str, account: str, fund: str) -> Key:
     return Key(f"WHORD#{p}#{account}", f"F#{fund}")
 
@@ -338,6 +342,10 @@ def webhook_hold_marker(p: str, hold_id: str) -> Key:
 
 def webhook_parked(p: str) -> str:
     return f"WHPARK#{p}"
+
+
+def webhook_parked_on_account(account: str, seq: int) -> str:
+    return f"A#{account}#{seq:012d}"
 
 
 def webhook_parked_on_fund(account: str, fund: str, seq: int) -> str:

@@ -43,7 +43,15 @@ KEEP_ATTEMPTS = 10
 RECORD_EVERY = 25
 #: the largest webhook body; a bigger event is sent without its data (``truncated``)
 MAX_PAYLOAD_BYTES = 64 * 1024
-_KEEP_WHEN_TRUNCATED = ("txn_id", "txn_type", "notification_id", "kind", "window")
+_KEEP_WHEN_TRUNCATED = (
+    "txn_id",
+    "txn_type",
+    "account_seq",
+    "account_previous",
+    "notification_id",
+    "kind",
+    "window",
+)
 DELIVERED = "delivered"
 DEAD = "dead"
 FAILED = "failed"

@@ -28,7 +28,16 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final, cast
 
-from tallybook.domain.ids import is_system_account
+from tallybook.domain.event_types import (
+    EVENT_TYPES,
+    NOTIFICATION_DISMISSED,
+    NOTIFICATION_RAISED,
+    REPORT_FILED,
+    TIER_CHANGED,
+    TRANSACTION_POSTED,
+    event_accounts,
+    transaction_event_types,
+)
 from tallybook.domain.webhooks import Event
 from tallybook.store.port import Item, Value
 from tallybook.store.records.webhook_changes import (
@@ -39,39 +48,6 @@ from tallybook.store.records.webhook_changes import (
 
 __all__ = ["EVENT_TYPES", "Event", "derive", "event_id"]
 
-TRANSACTION_POSTED: Final = "transaction.posted"
-HOLD_AUTHORIZED: Final = "hold.authorized"
-HOLD_CAPTURED: Final = "hold.captured"
-HOLD_VOIDED: Final = "hold.voided"
-HOLD_EXPIRED: Final = "hold.expired"
-GRANT_EXPIRED: Final = "grant.expired"
-POINTS_EXPIRED: Final = "points.expired"
-TIER_CHANGED: Final = "tier.changed"
-NOTIFICATION_RAISED: Final = "notification.raised"
-NOTIFICATION_DISMISSED: Final = "notification.dismissed"
-REPORT_FILED: Final = "report.filed"
-
-EVENT_TYPES: Final = (
-    TRANSACTION_POSTED,
-    HOLD_AUTHORIZED,
-    HOLD_CAPTURED,
-    HOLD_VOIDED,
-    HOLD_EXPIRED,
-    GRANT_EXPIRED,
-    POINTS_EXPIRED,
-    TIER_CHANGED,
-    NOTIFICATION_RAISED,
-    NOTIFICATION_DISMISSED,
-    REPORT_FILED,
-)
-
-_HOLD_TYPES: Final = {
-    "authorize": HOLD_AUTHORIZED,
-    "capture": HOLD_CAPTURED,
-    "void": HOLD_VOIDED,
-    # a held credit reaching its release date: the expiry job released the hold
-    "release": HOLD_EXPIRED,
-}
 _RAISED_STATUSES: Final = frozenset({"active", "unlisted"})
 
 
@@ -105,38 +81,48 @@ def _from_transaction(pk: str, sk: str, image: Item) -> list[Event]:
     program, txn_type, at = d["program"], str(d.get("type", "")), str(d.get("created_at", ""))
     details = cast(dict[str, Any], d.get("details") or {})
     legs = cast(list[dict[str, Any]], d.get("legs") or [])
-    accounts = [leg["account"] for leg in legs if not is_system_account(leg["account"])]
-    for name in ("account", "owner"):
-        who = details.get(name) if name == "account" else d.get(name)
-        if isinstance(who, str) and not is_system_account(who):
-            accounts.append(who)
-    owners = tuple(dict.fromkeys(accounts))
+    owner = d.get("owner")
+    owners = event_accounts(
+        (leg["account"] for leg in legs), details, owner if isinstance(owner, str) else None
+    )
     base: dict[str, Value] = {"txn_id": d["txn_id"], "txn_type": txn_type}
+    base.update(_account_order(d.get("chg")))
 
     def event(type_: str, data: dict[str, Value]) -> Event:
         return Event(event_id(pk, sk, type_), type_, program, owners, at, {**base, **data})
 
     out: list[Event] = []
-    if legs:
-        posted: dict[str, Value] = {"legs": cast(Value, legs), "details": cast(Value, details)}
-        for name in ("order_id", "description", "metadata"):
-            if name in d:
-                posted[name] = d[name]
-        out.append(event(TRANSACTION_POSTED, posted))
-    hold_id = details.get("hold_id")
-    specific = _HOLD_TYPES.get(txn_type)
-    if txn_type == "expire":
-        if hold_id is not None:
-            specific = HOLD_EXPIRED
-        elif "grants" in details:
-            specific = GRANT_EXPIRED
+    for type_ in transaction_event_types(txn_type, bool(legs), details):
+        if type_ == TRANSACTION_POSTED:
+            posted: dict[str, Value] = {"legs": cast(Value, legs), "details": cast(Value, details)}
+            for name in ("order_id", "description", "metadata"):
+                if name in d:
+                    posted[name] = d[name]
+            out.append(event(type_, posted))
+        elif type_ == TIER_CHANGED:
+            tier = {"tier": details.get("tier"), "previous_tier": details.get("previous_tier")}
+            out.append(event(type_, cast(dict[str, Value], tier)))
         else:
-            specific = POINTS_EXPIRED
-    if specific is not None and (legs or specific != POINTS_EXPIRED):
-        out.append(event(specific, _specific_data(details, legs)))
-    if details.get("tier_changed"):
-        tier = {"tier": details.get("tier"), "previous_tier": details.get("previous_tier")}
-        out.append(event(TIER_CHANGED, cast(dict[str, Value], tier)))
+            out.append(event(type_, _specific_data(details, legs)))
+    return out
+
+
+def _account_order(numbers: Value) -> dict[str, Value]:
+    """``account_seq`` (each account's change number) and ``account_previous`` (the
+    transaction that took the number before, when there was one) from a record's
+    ``chg`` map (``{account: [n, previous txn id]}``, written by the posting engine)."""
+    if not isinstance(numbers, dict) or not numbers:
+        return {}
+    seqs: dict[str, Value] = {}
+    previous: dict[str, Value] = {}
+    for account, value in numbers.items():
+        if isinstance(value, list) and value and isinstance(value[0], int):
+            seqs[account] = value[0]
+            if len(value) > 1 and isinstance(value[1], str):
+                previous[account] = value[1]
+    out: dict[str, Value] = {"account_seq": seqs}
+    if previous:
+        out["account_previous"] = previous
     return out
 
 

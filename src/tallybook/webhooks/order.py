@@ -40,7 +40,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from tallybook.domain.webhooks import FUND_LANE, HOLD_LANE, Event, Lane, Mark, Subscription
+from tallybook.domain.event_types import TRANSACTION_EVENT_TYPES
+from tallybook.domain.webhooks import (
+    ACCOUNT_LANE,
+    FUND_LANE,
+    HOLD_LANE,
+    Event,
+    Lane,
+    Mark,
+    Subscription,
+)
 from tallybook.errors import TransactionConflict
 from tallybook.store.port import Action, ItemStore
 from tallybook.store.records.codec import parse_iso, to_us
@@ -60,7 +69,7 @@ from tallybook.store.records.webhook_order import (
     transaction_before,
 )
 from tallybook.webhooks.apply import Group, MarkMove, Replan, apply_groups, deliveries
-from tallybook.webhooks.events import HOLD_AUTHORIZED, TRANSACTION_POSTED, event_id
+from tallybook.webhooks.events import event_id
 from tallybook.webhooks.log import retention_ttl
 
 __all__ = [
@@ -118,21 +127,34 @@ def units_of(events: Sequence[tuple[Event, str]]) -> list[Unit]:
 
 
 def lanes_of(events: Iterable[tuple[Event, str]]) -> dict[Lane, int]:
-    """The lanes the events of one change are on, each with its ``seq`` there."""
+    """The lanes the events of one change are on, each with its ``seq`` there.
+
+    A record that numbers its accounts (``account_seq``) is on their account
+    lanes. One written before accounts were numbered is on its accounts' fund
+    lanes and its hold's; so is an account's first numbered change for what came
+    before it (a fund's entry past the first, a hold's settling), which an older
+    record may be.
+    """
     lanes: dict[Lane, int] = {}
     for event, _ in events:
         data = cast(dict[str, Any], event.data)
         txn = data.get("txn_id")
         if not isinstance(txn, str):
             continue
+        numbers = cast(dict[str, int], data.get("account_seq") or {})
+        for account, n in numbers.items():
+            lanes[Lane(event.program, ACCOUNT_LANE, account)] = n
         for leg in data.get("legs") or []:
-            if isinstance(leg, dict) and isinstance(leg.get("seq"), int):
+            if not isinstance(leg, dict) or not isinstance(leg.get("seq"), int):
+                continue
+            number = numbers.get(leg["account"])
+            if number is None or (number == 1 and leg["seq"] > 1):
                 lanes[Lane(event.program, FUND_LANE, leg["account"], leg["fund"])] = leg["seq"]
         details = data.get("details")
         hold = data.get("hold_id") or (
             details.get("hold_id") if isinstance(details, dict) else None
         )
-        if isinstance(hold, str):
+        if isinstance(hold, str) and (not numbers or (hold != txn and 1 in numbers.values())):
             lanes[Lane(event.program, HOLD_LANE, hold)] = 1 if hold == txn else 2
     return lanes
 
@@ -246,14 +268,18 @@ class Ordering:
         the position it was queued at when it is stored, else ``True`` or ``False``."""
         at_us = to_us(parse_iso(unit.events[0][0].at))
         pred: Predecessor | None
-        if lane.kind == FUND_LANE:
+        if lane.kind == ACCOUNT_LANE:
+            previous = cast(dict[str, str], unit.events[0][0].data.get("account_previous") or {})
+            pred = None
+            if lane.id in previous:
+                pred = transaction_before(self.store, lane.program, previous[lane.id])
+        elif lane.kind == FUND_LANE:
             pred = entry_before(self.store, lane.program, lane.id, lane.fund, seq, at_us)
         else:
             pred = transaction_before(self.store, lane.program, lane.id)
         if pred is None or pred.created_us < at_us - HORIZON_US:
             return True
-        types = (TRANSACTION_POSTED, HOLD_AUTHORIZED)
-        ids = [event_id(pred.key.pk, pred.key.sk, t) for t in types]
+        ids = [event_id(pred.key.pk, pred.key.sk, t) for t in TRANSACTION_EVENT_TYPES]
         return max(stored_positions(self.store, lane.program, ids).values(), default=False)
 
     def _stored(self, unit: Unit) -> bool:

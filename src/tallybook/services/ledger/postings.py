@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from tallybook.domain.event_types import event_accounts, transaction_event_types
 from tallybook.domain.ids import check_id, is_system_account
 from tallybook.domain.model import (
     EXPIRY,
@@ -294,6 +295,15 @@ class PostingEngine:
             changes[(account, fund)] = FundChange(prev.amount, prev.held_delta + delta)
         touched = list(dict.fromkeys([a for a, _ in changes] + list(plan.attrs)))
         touched += [a for a in plan.head_sets if a not in touched]
+        owner = plan.owner or (
+            customer[0].account if customer else (touched[0] if touched else None)
+        )
+        # the accounts the transaction's events concern take their next change
+        # number (gap-free per account: the fan-out orders their events by it)
+        numbered: tuple[str, ...] = ()
+        if transaction_event_types(plan.type, bool(plan.legs), plan.details):
+            numbered = event_accounts((leg.account for leg in plan.legs), plan.details, owner)
+            touched += [a for a in numbered if a not in touched]
         snap.preload(touched)
 
         now_us = to_us(now)
@@ -310,9 +320,6 @@ class PostingEngine:
                 None if is_system_account(leg.account) else new_states[leg.account][leg.fund],
             )
             for leg in plan.legs
-        )
-        owner = plan.owner or (
-            customer[0].account if customer else (touched[0] if touched else None)
         )
         record = Transaction(
             program=program.id,
@@ -335,6 +342,7 @@ class PostingEngine:
                 owner=owner,
                 index_owner=not owner_has_entry,
                 index_order=plan.index_order,
+                numbered=[snap.account(a) for a in numbered],
             )
         ]
         for account in touched:
@@ -346,6 +354,7 @@ class PostingEngine:
                     attrs=plan.attrs.get(account),
                     sets=plan.head_sets.get(account),
                     system=system if account == carrier else None,
+                    change=txn_id if account in numbered else None,
                 )
             )
         if carrier is None:

@@ -158,6 +158,8 @@ def account_from_item(item: Item) -> Account:
         attributes=cast(dict[str, Any], item.get("attrs") or {}),
         client_attributes=cast(dict[str, str], item.get("client_attrs") or {}),
         system=_system_counters(item),
+        changes=_int(item, "chg"),
+        last_change=_opt_str(item, "chg_txn"),
     )
 
 

@@ -89,9 +89,14 @@ def head_update(
     attrs: Mapping[str, Value] | None = None,
     sets: Mapping[str, Value] | None = None,
     system: Mapping[tuple[str, str], int] | None = None,
+    change: str | None = None,
 ) -> Update:
-    """Write a head read at ``account.version``: fails if anyone wrote it since."""
+    """Write a head read at ``account.version``: fails if anyone wrote it since.
+    ``change``: the id of a transaction that takes the account's next change
+    number (``chg``, with ``chg_txn`` its id; see :func:`change_numbers`)."""
     updates: list[Set | Add] = [_NEXT_VERSION]
+    if change is not None:
+        updates += [Set("chg", account.changes + 1), Set("chg_txn", change)]
     if funds is not None:
         updates.append(Set("funds", {name: fund_state_to_value(s) for name, s in funds.items()}))
     if attrs is not None:
@@ -105,6 +110,17 @@ def head_update(
         tuple(updates),
         all_of(equals("version", account.version)),
     )
+
+
+def change_numbers(accounts: Sequence[Account]) -> dict[str, Value]:
+    """A record's ``chg`` map: per account, the change number it takes and the
+    transaction that took the one before (``[n]`` for an account's first). The
+    fan-out orders each account's events by it (``account_seq`` in the events)."""
+    out: dict[str, Value] = {}
+    for account in accounts:
+        n = account.changes + 1
+        out[account.id] = [n] if account.last_change is None else [n, account.last_change]
+    return out
 
 
 # --- transaction records -----------------------------------------------------
@@ -142,8 +158,10 @@ def transaction_put(
     owner: str | None,
     index_owner: bool,
     index_order: bool = True,
+    numbered: Sequence[Account] = (),
 ) -> Put:
-    """The idempotency record: put only if the id was never used."""
+    """The idempotency record: put only if the id was never used. ``numbered``: the
+    accounts (as read) whose next change number it takes."""
     now_iso = iso(record.created_at)
     item: Item = {
         **transaction_key(record.program, record.id).as_item(),
@@ -159,6 +177,8 @@ def transaction_put(
         item["metadata"] = cast(Value, record.metadata)
     if record.description is not None:
         item["description"] = record.description
+    if numbered:
+        item["chg"] = change_numbers(numbered)
     if record.order_id is not None:
         item["order_id"] = record.order_id
     if record.order_id is not None and index_order:

@@ -1,14 +1,17 @@
 """How the fan-out keeps transaction events in order: lane markers and parked units.
 
-A *lane* is a sequence the ledger numbers without gaps: an account's fund
-(its entries' ``seq``, 1, 2, ...) or a hold (1: placed, 2: settled). Layout:
+A *lane* is a sequence the ledger numbers without gaps: an account (its
+changes' ``account_seq``, 1, 2, ...), or, for records written before accounts
+were numbered, an account's fund (its entries' ``seq``) or a hold (1: placed,
+2: settled). Layout:
 
-- ``WHORD#{program}#{account}`` / ``F#{fund}`` and ``WHORDH#{program}#{hold}`` /
-  ``H``: a lane's marker, the ``seq`` of the last unit taken in on it and that
-  unit's last log ``position`` (``ttl``: kept while the lane moves; an absent
-  marker is read back from the ledger, see :func:`entry_before`);
-- ``WHPARK#{program}`` / ``F#{account}#{fund}#{seq}`` or ``H#{hold}#{seq}``: a
-  parked unit (the events of one transaction record, with their log
+- ``WHORD#{program}#{account}`` / ``A`` or ``F#{fund}``, and
+  ``WHORDH#{program}#{hold}`` / ``H``: a lane's marker, the ``seq`` of the last
+  unit taken in on it and that unit's last log ``position`` (``ttl``: kept while
+  the lane moves; an absent marker is read back from the ledger, see
+  :func:`transaction_before` and :func:`entry_before`);
+- ``WHPARK#{program}`` / ``A#{account}#{seq}``, ``F#{account}#{fund}#{seq}`` or
+  ``H#{hold}#{seq}``: a parked unit (the events of one transaction record, with their log
   positions, and ``parked_us``), waiting on that lane for ``seq - 1``: taking
   that one in looks its successor up by key.
 """
@@ -19,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from tallybook.domain.webhooks import FUND_LANE, Event, Lane, Mark
+from tallybook.domain.webhooks import ACCOUNT_LANE, FUND_LANE, Event, Lane, Mark
 from tallybook.store import keys
 from tallybook.store.port import (
     ITEM_ABSENT,
@@ -48,6 +51,8 @@ _ENTRY_SLACK_US = 86_400 * 1_000_000
 
 
 def marker_key(lane: Lane) -> Key:
+    if lane.kind == ACCOUNT_LANE:
+        return keys.webhook_account_marker(lane.program, lane.id)
     if lane.kind == FUND_LANE:
         return keys.webhook_fund_marker(lane.program, lane.id, lane.fund)
     return keys.webhook_hold_marker(lane.program, lane.id)
@@ -96,6 +101,8 @@ def _parked_partition(program: str) -> str:
 
 def parked_at(lane: Lane, seq: int) -> str:
     """Where a unit waiting on ``lane`` at ``seq`` is parked (its sort key)."""
+    if lane.kind == ACCOUNT_LANE:
+        return keys.webhook_parked_on_account(lane.id, seq)
     if lane.kind == FUND_LANE:
         return keys.webhook_parked_on_fund(lane.id, lane.fund, seq)
     return keys.webhook_parked_on_hold(lane.id, seq)
@@ -188,7 +195,8 @@ def entry_before(
 
 
 def transaction_before(store: ItemStore, program: str, txn_id: str) -> Predecessor | None:
-    """The transaction ``txn_id`` (a hold's placing), if it is kept."""
+    """The transaction ``txn_id`` (an account's previous change, or a hold's
+    placing), if it is kept."""
     key = transaction_key(program, txn_id)
     item = store.get(key)
     if item is None or not isinstance(item.get("created_at"), str):
