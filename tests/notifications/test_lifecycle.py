@@ -5,16 +5,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any, cast
 
 import pytest
 
+from tallybook.domain.event_types import NOTIFICATION_DISMISSED, event_id
 from tallybook.domain.notifications import Status
 from tallybook.errors import IdempotencyConflict, NotFound, StoreUnavailable, ValidationError
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.services.notifications.delivery import RecordingDelivery
 from tallybook.store import keys
-from tallybook.store.port import Action, Set, Update, action_key
+from tallybook.store.port import Action, Put, Set, Update, action_key
 from tallybook.store.records.codec import to_us
 
 pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
@@ -258,8 +260,8 @@ def test_created_times_stay_ordered_under_a_still_clock(ledger: Ledger, alice: s
 def test_supersede_is_one_storage_transaction(
     ledger: Ledger, alice: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Add, supersede and both history writes are one transact_write; a failed
-    one leaves everything as it was (all or nothing)."""
+    """Add, supersede, both history writes and the head's change numbers are one
+    transact_write; a failed one leaves everything as it was (all or nothing)."""
     n = ledger.notifications
     first = n.add("shop", alice, "Custom", {"v": 1})  # no rule: not delivered
     calls: list[list[Action]] = []
@@ -276,14 +278,24 @@ def test_supersede_is_one_storage_transaction(
     second = n.add("shop", alice, "Custom", {"v": 2})
     (actions,) = calls
     by_sk = {action_key(a).sk: a for a in actions}
-    assert set(by_sk) == {
-        "N#A#Custom",
-        keys.notification_history("shop", alice, to_us(second.created_at), second.id).sk,
-        keys.notification_history("shop", alice, to_us(first.created_at), first.id).sk,
-    }
-    old = by_sk[keys.notification_history("shop", alice, to_us(first.created_at), first.id).sk]
+    new_sk = keys.notification_history("shop", alice, to_us(second.created_at), second.id).sk
+    old_sk = keys.notification_history("shop", alice, to_us(first.created_at), first.id).sk
+    assert set(by_sk) == {"N#A#Custom", new_sk, old_sk, "HEAD"}
+    old = by_sk[old_sk]
     assert isinstance(old, Update)
     assert Set("dismissed_by", second.id) in old.updates
+    # the raising and the dismissal it causes take the account's next two numbers
+    new = by_sk[new_sk]
+    assert isinstance(new, Put)
+    assert cast(list[Any], new.item["chg_raised"])[0] == 2
+    dismissal = {u.attr: u.value for u in old.updates if isinstance(u, Set)}
+    assert cast(list[Any], dismissal["chg_dismissed"])[0] == 3
+    head = by_sk["HEAD"]
+    assert isinstance(head, Update)
+    last = {u.attr: u.value for u in head.updates if isinstance(u, Set)}["chg"]
+    old_key = keys.notification_history("shop", alice, to_us(first.created_at), first.id)
+    dismissed = event_id(old_key.pk, old_key.sk, NOTIFICATION_DISMISSED)
+    assert cast(list[Any], last)[:2] == [3, dismissed]
 
     fail = True
     with pytest.raises(StoreUnavailable):

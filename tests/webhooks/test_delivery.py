@@ -128,8 +128,7 @@ def test_events_come_from_the_ledgers_record(ledger: Ledger, engine: str) -> Non
     before = ledger.store.metrics.stat("transact_write").requests
     txn = ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t1")
     assert ledger.store.metrics.stat("transact_write").requests == before + 1
-    from tallybook.domain.event_types import TRANSACTION_POSTED
-    from tallybook.webhooks.events import event_id
+    from tallybook.domain.event_types import TRANSACTION_POSTED, event_id
 
     eid = event_id(f"TXN#shop#{txn.id}", "TXN", TRANSACTION_POSTED)
     changes = pending_changes(ledger.store, "shop", limit=10)

@@ -10,6 +10,7 @@ event takes no number, so a receiver of every type sees each account's numbers
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -51,6 +52,14 @@ _HOLD_TYPES: Final = {
     # a held credit reaching its release date: the expiry job released the hold
     "release": HOLD_EXPIRED,
 }
+
+
+def event_id(pk: str, sk: str, type_: str) -> str:
+    """An event's id: a hash of its source item's key and its type, so deriving it
+    again (a stream record read twice, a row updated after delivery) yields the
+    same id, and the posting engine knows it before the fan-out derives it."""
+    digest = hashlib.sha256(f"{pk}\x00{sk}\x00{type_}".encode()).hexdigest()
+    return f"evt_{digest[:32]}"
 
 
 def transaction_event_types(txn_type: str, has_legs: bool, details: Mapping[str, Any]) -> list[str]:

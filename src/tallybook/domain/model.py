@@ -98,9 +98,11 @@ class Account:
     #: a system account's balance is the sum over the program's accounts
     system: dict[tuple[str, str], int] = field(default_factory=dict)
     #: how many of the account's changes stood for outbound events (gap-free
-    #: ``account_seq``, see domain/event_types.py) and the last one's transaction id
+    #: ``account_seq``, see domain/event_types.py); the last one's first event id
+    #: and when it was made (µs)
     changes: int = 0
     last_change: str | None = None
+    last_change_us: int = 0
 
     def fund(self, name: str) -> FundState:
         return self.funds.get(name, FundState())

@@ -25,7 +25,6 @@ yields the same id, and storing it is idempotent.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Final, cast
 
 from tallybook.domain.event_types import (
@@ -36,10 +35,12 @@ from tallybook.domain.event_types import (
     TIER_CHANGED,
     TRANSACTION_POSTED,
     event_accounts,
+    event_id,
     transaction_event_types,
 )
 from tallybook.domain.webhooks import Event
 from tallybook.store.port import Item, Value
+from tallybook.store.records.codec import from_us, iso
 from tallybook.store.records.webhook_changes import (
     NOTIFICATION_SOURCE,
     TRANSACTION_SOURCE,
@@ -49,11 +50,6 @@ from tallybook.store.records.webhook_changes import (
 __all__ = ["EVENT_TYPES", "Event", "derive", "event_id"]
 
 _RAISED_STATUSES: Final = frozenset({"active", "unlisted"})
-
-
-def event_id(pk: str, sk: str, type_: str) -> str:
-    digest = hashlib.sha256(f"{pk}\x00{sk}\x00{type_}".encode()).hexdigest()
-    return f"evt_{digest[:32]}"
 
 
 def derive(image: Item) -> list[Event]:
@@ -86,7 +82,8 @@ def _from_transaction(pk: str, sk: str, image: Item) -> list[Event]:
         (leg["account"] for leg in legs), details, owner if isinstance(owner, str) else None
     )
     base: dict[str, Value] = {"txn_id": d["txn_id"], "txn_type": txn_type}
-    base.update(_account_order(d.get("chg")))
+    numbers = d.get("chg")
+    base.update(_account_order(numbers if isinstance(numbers, dict) else {}))
 
     def event(type_: str, data: dict[str, Value]) -> Event:
         return Event(event_id(pk, sk, type_), type_, program, owners, at, {**base, **data})
@@ -107,20 +104,20 @@ def _from_transaction(pk: str, sk: str, image: Item) -> list[Event]:
     return out
 
 
-def _account_order(numbers: Value) -> dict[str, Value]:
-    """``account_seq`` (each account's change number) and ``account_previous`` (the
-    transaction that took the number before, when there was one) from a record's
-    ``chg`` map (``{account: [n, previous txn id]}``, written by the posting engine)."""
-    if not isinstance(numbers, dict) or not numbers:
-        return {}
+def _account_order(numbers: dict[str, Value]) -> dict[str, Value]:
+    """``account_seq`` (per account, its change's number) and ``account_previous``
+    (per account, the previous change's first event id and time, when there was
+    one) from the numbers an item records (``[n, previous event id, its µs]``,
+    :class:`tallybook.store.records.ledger.Changes`)."""
     seqs: dict[str, Value] = {}
     previous: dict[str, Value] = {}
     for account, value in numbers.items():
-        if isinstance(value, list) and value and isinstance(value[0], int):
-            seqs[account] = value[0]
-            if len(value) > 1 and isinstance(value[1], str):
-                previous[account] = value[1]
-    out: dict[str, Value] = {"account_seq": seqs}
+        if not isinstance(value, list) or not value or not isinstance(value[0], int):
+            continue
+        seqs[account] = value[0]
+        if len(value) == 3 and isinstance(value[1], str) and isinstance(value[2], int):
+            previous[account] = {"id": value[1], "at": iso(from_us(value[2]))}
+    out: dict[str, Value] = {"account_seq": seqs} if seqs else {}
     if previous:
         out["account_previous"] = previous
     return out
@@ -147,11 +144,13 @@ def _from_notification(pk: str, sk: str, image: Item) -> list[Event]:
         "status": status,
     }
     if status in _RAISED_STATUSES:
-        type_, at = NOTIFICATION_RAISED, str(d.get("created_at", ""))
+        type_, at, number = NOTIFICATION_RAISED, str(d.get("created_at", "")), "chg_raised"
     else:
         type_, at = NOTIFICATION_DISMISSED, str(d.get("dismissed_at") or d.get("created_at"))
+        number = "chg_dismissed"
         for name in ("dismissed_at", "dismissed_by", "dismiss_reason"):
             data[name] = d.get(name)
+    data.update(_account_order({account: d.get(number)}))
     return [Event(event_id(pk, sk, type_), type_, program, (account,), at, data)]
 
 

@@ -1,12 +1,15 @@
-"""Per-lane order of transaction events, on a stream of any number of shards.
+"""Per-account order of events, on a stream of any number of shards.
 
-The events of one transaction record come from one item, but two transactions
-of one account are two items (``TXN#...`` keys), which a stream of several
-shards may give in either order. The ledger numbers what must stay in order
-without gaps, in *lanes*: each customer leg carries its account and fund's
-entry ``seq`` (1, 2, ...), and a hold's placing and settling are 1 and 2 of
-the hold's lane. The fan-out takes a *unit* (the events of one record) in only
-once every lane it is on has taken in its predecessor:
+The events of one change come from one item, but two changes of one account
+are two items (transaction records, notification history rows), which a
+stream of several shards may give in either order. The ledger numbers what
+must stay in order without gaps, in *lanes*: every change that stands for an
+event of an account takes the account's next number (``account_seq``, written
+with the change, see :class:`tallybook.store.records.ledger.Changes`). Records
+written before accounts were numbered are on the lanes that version used: each
+customer leg's account and fund (its entry ``seq``) and each hold (placing 1,
+settling 2). The fan-out takes a *unit* (the events of one item) in only once
+every lane it is on has taken in its predecessor:
 
 - a lane's **marker** holds the last ``seq`` taken in and that unit's last log
   position; the unit's storage transaction moves each marker on, on condition
@@ -18,20 +21,20 @@ once every lane it is on has taken in its predecessor:
   own position does not, it gets ``{root}~{depth}~{own}``, after the marker's
   position (:func:`after`; a queue is read in position order);
 - an absent marker (the lane's first unit, a lane that was idle past the
-  markers' retention, or events fanned out by a version without markers) is
-  read back from the ledger: ``seq`` 1 is first; otherwise the predecessor's
-  transaction is found (the fund's entry ``seq - 1``, or the hold's placing)
-  and counts as taken in when its event is stored, or when it is older than
-  the stream keeps records (:data:`HORIZON_US`): it cannot come any more.
+  markers' retention, or the first numbered change after an upgrade) is read
+  back: ``seq`` 1 is first; otherwise the predecessor (``account_previous``:
+  its first event's id and time; for an older record, the fund's entry
+  ``seq - 1`` or the hold's placing) counts as taken in when its event is
+  stored, or when it is older than the stream keeps records
+  (:data:`HORIZON_US`): it cannot come any more.
 
-Every record with a customer leg stands for ``transaction.posted``, and only
-the posting engine gives out ``seq``, so a parked unit's predecessor comes.
-A unit parked for longer than the stream keeps records, whose predecessor
-therefore was lost with the stream, is taken in, its lanes moved past it. A
-unit on no lane (a hold's void without legs stands on its hold's lane;
-notifications and reports stand on none) is taken in as it comes. A unit whose
-lanes are all past it (a stream record read again) is stored as before, which
-its first condition skips when it was.
+Only the ledger gives out numbers, each with a change that stands for an
+event, so a parked unit's predecessor comes. A unit parked for longer than the
+stream keeps records, whose predecessor therefore was lost with the stream, is
+taken in, its lanes moved past it. A unit on no lane (reports, and records of
+older versions without a customer leg or hold) is taken in as it comes. A unit
+whose lanes are all past it (a stream record read again) is stored as before,
+which its first condition skips when it was.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from tallybook.domain.event_types import TRANSACTION_EVENT_TYPES
+from tallybook.domain.event_types import TRANSACTION_EVENT_TYPES, event_id
 from tallybook.domain.webhooks import (
     ACCOUNT_LANE,
     FUND_LANE,
@@ -69,7 +72,6 @@ from tallybook.store.records.webhook_order import (
     transaction_before,
 )
 from tallybook.webhooks.apply import Group, MarkMove, Replan, apply_groups, deliveries
-from tallybook.webhooks.events import event_id
 from tallybook.webhooks.log import retention_ttl
 
 __all__ = [
@@ -138,12 +140,12 @@ def lanes_of(events: Iterable[tuple[Event, str]]) -> dict[Lane, int]:
     lanes: dict[Lane, int] = {}
     for event, _ in events:
         data = cast(dict[str, Any], event.data)
-        txn = data.get("txn_id")
-        if not isinstance(txn, str):
-            continue
         numbers = cast(dict[str, int], data.get("account_seq") or {})
         for account, n in numbers.items():
             lanes[Lane(event.program, ACCOUNT_LANE, account)] = n
+        txn = data.get("txn_id")
+        if not isinstance(txn, str):
+            continue
         for leg in data.get("legs") or []:
             if not isinstance(leg, dict) or not isinstance(leg.get("seq"), int):
                 continue
@@ -269,11 +271,8 @@ class Ordering:
         at_us = to_us(parse_iso(unit.events[0][0].at))
         pred: Predecessor | None
         if lane.kind == ACCOUNT_LANE:
-            previous = cast(dict[str, str], unit.events[0][0].data.get("account_previous") or {})
-            pred = None
-            if lane.id in previous:
-                pred = transaction_before(self.store, lane.program, previous[lane.id])
-        elif lane.kind == FUND_LANE:
+            return self._change_before(lane, unit, at_us)
+        if lane.kind == FUND_LANE:
             pred = entry_before(self.store, lane.program, lane.id, lane.fund, seq, at_us)
         else:
             pred = transaction_before(self.store, lane.program, lane.id)
@@ -281,6 +280,17 @@ class Ordering:
             return True
         ids = [event_id(pred.key.pk, pred.key.sk, t) for t in TRANSACTION_EVENT_TYPES]
         return max(stored_positions(self.store, lane.program, ids).values(), default=False)
+
+    def _change_before(self, lane: Lane, unit: Unit, at_us: int) -> bool | str:
+        """:meth:`_taken_before` on an account's lane: the previous change's first
+        event (``account_previous``) is stored, or too old to come any more."""
+        data = unit.events[0][0].data
+        previous = cast(dict[str, dict[str, str]], data.get("account_previous") or {})
+        before = previous.get(lane.id)
+        if before is None or to_us(parse_iso(before["at"])) < at_us - HORIZON_US:
+            return True
+        stored = stored_positions(self.store, lane.program, [before["id"]])
+        return max(stored.values(), default=False)
 
     def _stored(self, unit: Unit) -> bool:
         first = unit.events[0][0]

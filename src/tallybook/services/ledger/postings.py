@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tallybook.domain.event_types import event_accounts, transaction_event_types
+from tallybook.domain.event_types import event_accounts, event_id, transaction_event_types
 from tallybook.domain.ids import check_id, is_system_account
 from tallybook.domain.model import (
     EXPIRY,
@@ -301,8 +301,9 @@ class PostingEngine:
         # the accounts the transaction's events concern take their next change
         # number (gap-free per account: the fan-out orders their events by it)
         numbered: tuple[str, ...] = ()
-        if transaction_event_types(plan.type, bool(plan.legs), plan.details):
-            numbered = event_accounts((leg.account for leg in plan.legs), plan.details, owner)
+        event_types = transaction_event_types(plan.type, bool(plan.legs), plan.details)
+        if event_types:
+            numbered = event_accounts([leg.account for leg in customer], plan.details, owner)
             touched += [a for a in numbered if a not in touched]
         snap.preload(touched)
 
@@ -332,6 +333,12 @@ class PostingEngine:
             metadata=metadata,
             details=dict(plan.details),
         )
+        numbering: records.Changes | None = None
+        numbers: dict[str, Value] = {}
+        if numbered:
+            key = records.transaction_key(program.id, txn_id)
+            numbering = records.Changes((event_id(key.pk, key.sk, event_types[0]),), now_us)
+            numbers = {a: numbering.numbers(snap.account(a))[0] for a in numbered}
         system = _system_amounts(plan.legs)
         carrier = owner if owner in touched else (touched[0] if touched else None)
         owner_has_entry = any(leg.account == owner for leg in customer)
@@ -342,7 +349,7 @@ class PostingEngine:
                 owner=owner,
                 index_owner=not owner_has_entry,
                 index_order=plan.index_order,
-                numbered=[snap.account(a) for a in numbered],
+                numbers=numbers,
             )
         ]
         for account in touched:
@@ -354,7 +361,7 @@ class PostingEngine:
                     attrs=plan.attrs.get(account),
                     sets=plan.head_sets.get(account),
                     system=system if account == carrier else None,
-                    change=txn_id if account in numbered else None,
+                    changes=numbering if account in numbered else None,
                 )
             )
         if carrier is None:

@@ -5,7 +5,10 @@ absent), the new active row ``N#A#{type}`` (condition: the active row is
 still the one read, by id, or absent: invariant 6), the newcomer's history
 row, the superseded one's history update (dismissed by the newcomer's id) and,
 per type the rule dismisses, a delete of its active row plus its history
-update. A lost race fails a condition and the whole add is planned again.
+update, and the account's head (condition: its version is unchanged): the
+raising and each dismissal it causes take the account's next change numbers,
+which order the account's webhook events. A lost race fails a condition and
+the whole add is planned again.
 Delivery, when the rule asks for it, runs after the commit and is recorded on
 the history row.
 """
@@ -44,9 +47,11 @@ from tallybook.store.port import (
     Action,
     Item,
     ItemStore,
+    Value,
 )
 from tallybook.store.records import notifications as items
 from tallybook.store.records.codec import from_us, iso, to_us
+from tallybook.store.records.ledger import Changes, head_update, read_head
 
 log = logging.getLogger("tallybook.notifications")
 
@@ -105,23 +110,43 @@ def add(
                 source=key,
             )
             ttl = items.epoch(created) + rules.retention_days * 86_400
+            marked = [
+                old
+                for old in current.values()
+                if cast(str, old["id"]) not in no_history and items.live(old, now)
+            ]
+            # the raising, then each dismissal it causes, take the account's next numbers
+            head = read_head(store, program.id, account)
+            changes = Changes(
+                (
+                    items.raised_event(n, created_us),
+                    *(items.dismissed_event(old) for old in marked),
+                ),
+                to_us(now),
+            )
+            numbers: list[Value] = [None] * len(changes.events)
+            if head is not None:
+                numbers = changes.numbers(head)
             actions: list[Action] = []
             if key is not None:
                 actions.append(items.idempotency_put(n, key, fp, ttl))
             if rule.listed:
                 actions.append(items.active_put(n, created_us, prev))
-            actions.append(items.history_put(n, created_us, ttl))
+            actions.append(items.history_put(n, created_us, ttl, numbers[0]))
+            number_of = {cast(str, old["id"]): numbers[1 + i] for i, old in enumerate(marked)}
             history_updates: dict[int, str] = {}
             for t, old in current.items():
                 superseded = t == type_
                 if not superseded:
                     actions.append(items.active_delete(old))
                 old_id = cast(str, old["id"])
-                if old_id in no_history or not items.live(old, now):
+                if old_id not in number_of:
                     continue
                 history_updates[len(actions)] = old_id
                 reason = DismissReason.SUPERSEDED if superseded else DismissReason.RULE
-                actions.append(mark(old, now, n.id, reason))
+                actions.append(mark(old, now, n.id, reason, number_of[old_id]))
+            if head is not None:
+                actions.append(head_update(program.id, head, changes=changes))
             try:
                 store.transact_write(actions)
             except ConditionFailed as exc:

@@ -2,8 +2,9 @@
 
 A dismissal deletes the active row ``N#A#{type}`` on condition it is still
 the same notification (by id) and records on its history row who dismissed
-it and why, in one storage transaction. A history row already past retention
-(its TTL passed) is left alone: the active row is still removed.
+it and why, with the account's next change number (the head's, on condition
+its version is unchanged), in one storage transaction. A history row already
+past retention (its TTL passed) is left alone: the active row is still removed.
 """
 
 from __future__ import annotations
@@ -14,17 +15,20 @@ from typing import cast
 
 from tallybook.domain.notifications import DismissReason, Notification, Status
 from tallybook.errors import ConditionFailed, TransactionConflict
-from tallybook.store.port import Action, Item, ItemStore, Update
+from tallybook.store.port import Action, Item, ItemStore, Update, Value
 from tallybook.store.records import notifications as items
+from tallybook.store.records.codec import to_us
+from tallybook.store.records.ledger import Changes, head_update, read_head
 
 
 def status_of(reason: str) -> Status:
     return Status.SUPERSEDED if reason == DismissReason.SUPERSEDED else Status.DISMISSED
 
 
-def mark(item: Item, now: datetime, by: str, reason: str) -> Update:
-    """Record on ``item``'s history row that it was superseded or dismissed."""
-    return items.dismissal_update(item, status_of(reason), now, by, reason)
+def mark(item: Item, now: datetime, by: str, reason: str, number: Value = None) -> Update:
+    """Record on ``item``'s history row that it was superseded or dismissed (taking
+    the account's change ``number``, when given)."""
+    return items.dismissal_update(item, status_of(reason), now, by, reason, number)
 
 
 def find(
@@ -52,12 +56,20 @@ def find(
 def dismiss_active(
     store: ItemStore, active: Item, now: datetime, by: str, reason: str
 ) -> Notification | None:
-    """Delete ``active`` and mark its history; ``None`` if it changed meanwhile."""
+    """Delete ``active`` and mark its history; ``None`` if it or the account's head
+    changed meanwhile. The dismissal takes the account's next change number."""
     with_history = True
+    program, account = cast(str, active["program"]), cast(str, active["account"])
     for _ in range(2):
         actions: list[Action] = [items.active_delete(active)]
         if with_history:
-            actions.append(mark(active, now, by, reason))
+            head = read_head(store, program, account)
+            if head is None:
+                actions.append(mark(active, now, by, reason))
+            else:
+                changes = Changes((items.dismissed_event(active),), to_us(now))
+                actions.append(mark(active, now, by, reason, changes.numbers(head)[0]))
+                actions.append(head_update(program, head, changes=changes))
         try:
             store.transact_write(actions)
         except ConditionFailed as exc:

@@ -158,9 +158,19 @@ def account_from_item(item: Item) -> Account:
         attributes=cast(dict[str, Any], item.get("attrs") or {}),
         client_attributes=cast(dict[str, str], item.get("client_attrs") or {}),
         system=_system_counters(item),
-        changes=_int(item, "chg"),
-        last_change=_opt_str(item, "chg_txn"),
+        **_last_change(item.get("chg")),
     )
+
+
+def _last_change(value: Value) -> dict[str, Any]:
+    """A head's ``chg``: ``[number, its first event id, its µs]`` of the account's
+    last numbered change (see records/ledger.py ``Changes``)."""
+    if not isinstance(value, list) or len(value) != 3:
+        return {}
+    n, event, us = value
+    if not (isinstance(n, int) and isinstance(event, str) and isinstance(us, int)):
+        return {}
+    return {"changes": n, "last_change": event, "last_change_us": us}
 
 
 def _system_counters(item: Item) -> dict[tuple[str, str], int]:

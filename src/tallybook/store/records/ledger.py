@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import cast
 
 from tallybook.domain.model import Account, FundState, Transaction
@@ -89,14 +90,14 @@ def head_update(
     attrs: Mapping[str, Value] | None = None,
     sets: Mapping[str, Value] | None = None,
     system: Mapping[tuple[str, str], int] | None = None,
-    change: str | None = None,
+    changes: Changes | None = None,
 ) -> Update:
     """Write a head read at ``account.version``: fails if anyone wrote it since.
-    ``change``: the id of a transaction that takes the account's next change
-    number (``chg``, with ``chg_txn`` its id; see :func:`change_numbers`)."""
+    ``changes``: what takes the account's next change numbers (see :class:`Changes`)."""
     updates: list[Set | Add] = [_NEXT_VERSION]
-    if change is not None:
-        updates += [Set("chg", account.changes + 1), Set("chg_txn", change)]
+    if changes is not None and changes.events:
+        last = [account.changes + len(changes.events), changes.events[-1], changes.at_us]
+        updates.append(Set("chg", cast(Value, last)))
     if funds is not None:
         updates.append(Set("funds", {name: fund_state_to_value(s) for name, s in funds.items()}))
     if attrs is not None:
@@ -112,15 +113,25 @@ def head_update(
     )
 
 
-def change_numbers(accounts: Sequence[Account]) -> dict[str, Value]:
-    """A record's ``chg`` map: per account, the change number it takes and the
-    transaction that took the one before (``[n]`` for an account's first). The
-    fan-out orders each account's events by it (``account_seq`` in the events)."""
-    out: dict[str, Value] = {}
-    for account in accounts:
-        n = account.changes + 1
-        out[account.id] = [n] if account.last_change is None else [n, account.last_change]
-    return out
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """Changes of one account a write makes, each taking the account's next number
+    (``chg`` on the head, gap-free; the fan-out orders the account's webhook events
+    by it): the id of each change's first event, in order, and when they are made."""
+
+    events: tuple[str, ...]
+    at_us: int
+
+    def numbers(self, account: Account) -> list[Value]:
+        """What each change's item records of its number: ``[n, previous change's
+        first event id, its time in µs]``, or ``[n]`` for the account's first."""
+        out: list[Value] = []
+        n, previous, previous_us = account.changes, account.last_change, account.last_change_us
+        for event in self.events:
+            n += 1
+            out.append([n] if previous is None else [n, previous, previous_us])
+            previous, previous_us = event, self.at_us
+        return out
 
 
 # --- transaction records -----------------------------------------------------
@@ -158,10 +169,10 @@ def transaction_put(
     owner: str | None,
     index_owner: bool,
     index_order: bool = True,
-    numbered: Sequence[Account] = (),
+    numbers: Mapping[str, Value] | None = None,
 ) -> Put:
-    """The idempotency record: put only if the id was never used. ``numbered``: the
-    accounts (as read) whose next change number it takes."""
+    """The idempotency record: put only if the id was never used. ``numbers``: per
+    account, the change number it takes (:meth:`Changes.numbers`)."""
     now_iso = iso(record.created_at)
     item: Item = {
         **transaction_key(record.program, record.id).as_item(),
@@ -177,8 +188,8 @@ def transaction_put(
         item["metadata"] = cast(Value, record.metadata)
     if record.description is not None:
         item["description"] = record.description
-    if numbered:
-        item["chg"] = change_numbers(numbered)
+    if numbers:
+        item["chg"] = dict(numbers)
     if record.order_id is not None:
         item["order_id"] = record.order_id
     if record.order_id is not None and index_order:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
+from tallybook.domain.event_types import NOTIFICATION_DISMISSED, NOTIFICATION_RAISED, event_id
 from tallybook.domain.notifications import Notification, Status
 from tallybook.store import keys
 from tallybook.store.port import (
@@ -147,8 +148,25 @@ def active_put(n: Notification, created_us: int, previous: Item | None) -> Put:
     return Put(active_item(n, created_us), guard)
 
 
-def history_put(n: Notification, created_us: int, ttl: int) -> Put:
-    return Put(history_item(n, created_us, ttl), ITEM_ABSENT)
+def history_put(n: Notification, created_us: int, ttl: int, number: Value = None) -> Put:
+    """``n``'s history row; ``number``: the account's change number its raising
+    takes (``chg_raised``, :meth:`~tallybook.store.records.ledger.Changes.numbers`)."""
+    item = history_item(n, created_us, ttl)
+    if number is not None:
+        item["chg_raised"] = number
+    return Put(item, ITEM_ABSENT)
+
+
+def raised_event(n: Notification, created_us: int) -> str:
+    """The id of ``n``'s ``notification.raised`` event (from its history row's key)."""
+    key = history_key(n, created_us)
+    return event_id(key.pk, key.sk, NOTIFICATION_RAISED)
+
+
+def dismissed_event(item: Item) -> str:
+    """The id of the ``notification.dismissed`` event of the notification ``item`` holds."""
+    key = history_key_of(item)
+    return event_id(key.pk, key.sk, NOTIFICATION_DISMISSED)
 
 
 def active_delete(item: Item) -> Delete:
@@ -156,9 +174,15 @@ def active_delete(item: Item) -> Delete:
     return Delete(active_key_of(item), Compare("id", "=", item["id"]))
 
 
-def dismissal_update(item: Item, status: Status, at: datetime, by: str, reason: str) -> Update:
-    """Record on ``item``'s history row that it was superseded or dismissed."""
-    sets = tuple(Set(k, v) for k, v in dismissal(status, at, by, reason).items())
+def dismissal_update(
+    item: Item, status: Status, at: datetime, by: str, reason: str, number: Value = None
+) -> Update:
+    """Record on ``item``'s history row that it was superseded or dismissed;
+    ``number``: the account's change number the dismissal takes (``chg_dismissed``)."""
+    fields = dismissal(status, at, by, reason)
+    if number is not None:
+        fields["chg_dismissed"] = number
+    sets = tuple(Set(k, v) for k, v in fields.items())
     return Update(history_key_of(item), sets, ITEM_PRESENT)
 
 
