@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 
 import pytest
@@ -162,6 +163,16 @@ def test_fingerprint_ignores_key_order_but_not_values() -> None:
     assert a == b
     assert a != c
     assert len(a) == 64
+
+
+def test_a_stored_fingerprint_is_the_sha256_of_the_canonical_json() -> None:
+    """Fingerprints are kept for ever with their transaction ids: the text they
+    hash must never change (sorted keys, no spaces, ``str`` for other values)."""
+    body = {"op": "credit", "amount": 5, "legs": [{"b": "é", "a": 1}], "at": datetime(2026, 1, 1)}
+    canonical = (
+        '{"amount":5,"at":"2026-01-01 00:00:00","legs":[{"a":1,"b":"\\u00e9"}],"op":"credit"}'
+    )
+    assert fingerprint(body) == hashlib.sha256(canonical.encode()).hexdigest()
 
 
 @given(

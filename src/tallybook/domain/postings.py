@@ -76,10 +76,14 @@ def check_legs(program: Program, legs: Sequence[Leg], *, allow_empty: bool = Fal
         raise ValidationError(f"postings do not balance per unit: {unbalanced}")
 
 
+#: ``json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)``, without
+#: building an encoder per call (the text, and so every stored fingerprint, is the same)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+
+
 def fingerprint(body: Mapping[str, Any]) -> str:
     """A stable hash of a request body: the same id with another body is a conflict."""
-    raw = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(raw.encode()).hexdigest()
+    return hashlib.sha256(_CANONICAL.encode(body).encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
