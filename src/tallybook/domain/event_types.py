@@ -42,9 +42,6 @@ EVENT_TYPES: Final = (
     REPORT_FILED,
 )
 
-#: what a transaction record can stand for (its events' ids derive from the record's key)
-TRANSACTION_EVENT_TYPES: Final = EVENT_TYPES[:8]
-
 _HOLD_TYPES: Final = {
     "authorize": HOLD_AUTHORIZED,
     "capture": HOLD_CAPTURED,

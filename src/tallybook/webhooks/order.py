@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from tallybook.domain.event_types import TRANSACTION_EVENT_TYPES, event_id
+from tallybook.domain.event_types import HOLD_AUTHORIZED, TRANSACTION_POSTED, event_id
 from tallybook.domain.webhooks import (
     ACCOUNT_LANE,
     FUND_LANE,
@@ -278,7 +278,8 @@ class Ordering:
             pred = transaction_before(self.store, lane.program, lane.id)
         if pred is None or pred.created_us < at_us - HORIZON_US:
             return True
-        ids = [event_id(pred.key.pk, pred.key.sk, t) for t in TRANSACTION_EVENT_TYPES]
+        types = (TRANSACTION_POSTED, HOLD_AUTHORIZED)
+        ids = [event_id(pred.key.pk, pred.key.sk, t) for t in types]
         return max(stored_positions(self.store, lane.program, ids).values(), default=False)
 
     def _change_before(self, lane: Lane, unit: Unit, at_us: int) -> bool | str:

@@ -64,11 +64,10 @@ def dismiss_active(
         actions: list[Action] = [items.active_delete(active)]
         if with_history:
             head = read_head(store, program, account)
-            if head is None:
-                actions.append(mark(active, now, by, reason))
-            else:
-                changes = Changes((items.dismissed_event(active),), to_us(now))
-                actions.append(mark(active, now, by, reason, changes.numbers(head)[0]))
+            changes = Changes((items.dismissed_event(active),), to_us(now))
+            number = None if head is None else changes.numbers(head)[0]
+            actions.append(mark(active, now, by, reason, number))
+            if head is not None:
                 actions.append(head_update(program, head, changes=changes))
         try:
             store.transact_write(actions)

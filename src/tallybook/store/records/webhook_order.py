@@ -1,4 +1,4 @@
-"""How the fan-out keeps transaction events in order: lane markers and parked units.
+"""How the fan-out keeps each account's events in order: lane markers and parked units.
 
 A *lane* is a sequence the ledger numbers without gaps: an account (its
 changes' ``account_seq``, 1, 2, ...), or, for records written before accounts
@@ -8,10 +8,11 @@ were numbered, an account's fund (its entries' ``seq``) or a hold (1: placed,
 - ``WHORD#{program}#{account}`` / ``A`` or ``F#{fund}``, and
   ``WHORDH#{program}#{hold}`` / ``H``: a lane's marker, the ``seq`` of the last
   unit taken in on it and that unit's last log ``position`` (``ttl``: kept while
-  the lane moves; an absent marker is read back from the ledger, see
-  :func:`transaction_before` and :func:`entry_before`);
+  the lane moves; an absent account marker is read back from the unit's
+  ``account_previous``, a fund's or hold's from the ledger, see
+  :func:`entry_before` and :func:`transaction_before`);
 - ``WHPARK#{program}`` / ``A#{account}#{seq}``, ``F#{account}#{fund}#{seq}`` or
-  ``H#{hold}#{seq}``: a parked unit (the events of one transaction record, with their log
+  ``H#{hold}#{seq}``: a parked unit (the events of one item, with their log
   positions, and ``parked_us``), waiting on that lane for ``seq - 1``: taking
   that one in looks its successor up by key.
 """
@@ -195,8 +196,7 @@ def entry_before(
 
 
 def transaction_before(store: ItemStore, program: str, txn_id: str) -> Predecessor | None:
-    """The transaction ``txn_id`` (an account's previous change, or a hold's
-    placing), if it is kept."""
+    """The transaction ``txn_id`` (a hold's placing), if it is kept."""
     key = transaction_key(program, txn_id)
     item = store.get(key)
     if item is None or not isinstance(item.get("created_at"), str):
