@@ -307,3 +307,43 @@ def test_supersede_is_one_storage_transaction(
         (second.id, Status.ACTIVE),
         (first.id, Status.SUPERSEDED),
     ]
+
+
+def test_add_reads_the_head_once(ledger: Ledger, alice: str) -> None:
+    """The account check's head read is the one the add's transaction is
+    conditioned on: two GetItems (the head and the type's active row), one
+    transaction."""
+    n = ledger.notifications
+    n.add("shop", alice, "Custom", {"v": 1})
+    ledger.store.metrics.reset()
+    n.add("shop", alice, "Custom", {"v": 2})
+    ops = ledger.store.metrics.by_operation
+    assert ops["get"].requests == 2
+    assert ops["transact_write"].requests == 1
+
+
+def test_add_on_a_head_written_since_it_was_read_retries(
+    ledger: Ledger, alice: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A posting between the account check and the add's transaction makes the
+    head's version stale: the add is planned again on a fresh head and the
+    account's change numbers stay gap-free."""
+    n = ledger.notifications
+    real = ledger.store.transact_write
+    posted = False
+
+    def post_first(actions: Sequence[Action], *, token: str | None = None) -> None:
+        nonlocal posted
+        if not posted:
+            posted = True
+            monkeypatch.setattr(ledger.store, "transact_write", real)
+            ledger.transactions.credit("shop", alice, "points", 5, txn_id="between")
+            monkeypatch.setattr(ledger.store, "transact_write", post_first)
+        real(actions, token=token)
+
+    before = ledger.accounts.get("shop", alice).changes
+    monkeypatch.setattr(ledger.store, "transact_write", post_first)
+    added = n.add("shop", alice, "Custom", {"v": 1})
+    monkeypatch.setattr(ledger.store, "transact_write", real)
+    assert [a.id for a in n.list("shop", alice)] == [added.id]
+    assert ledger.accounts.get("shop", alice).changes == before + 2

@@ -22,7 +22,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
 
-from tallybook.domain.model import Program
+from tallybook.domain.model import Account, Program
 from tallybook.domain.notifications import (
     DismissReason,
     Notification,
@@ -73,8 +73,13 @@ def add(
     payload: dict[str, Any],
     key: str | None,
     expires_at: datetime | None,
+    head: Account | None = None,
 ) -> Notification:
-    """Add for ``program`` without checking the account (callers check it)."""
+    """Add for ``program`` without checking the account (callers check it).
+
+    ``head``: the account's head as the caller just read it, used by the first
+    attempt instead of reading it again (a stale one fails its version
+    condition, and the retry reads it afresh)."""
     store = service.store
     rules = parse_rules(program.settings.get("notifications"))
     rule = rules.rule(type_)
@@ -116,7 +121,8 @@ def add(
                 if cast(str, old["id"]) not in no_history and items.live(old, now)
             ]
             # the raising, then each dismissal it causes, take the account's next numbers
-            head = read_head(store, program.id, account)
+            if head is None:
+                head = read_head(store, program.id, account)
             changes = Changes(
                 (
                     items.raised_event(n, created_us),
@@ -147,6 +153,7 @@ def add(
                 actions.append(mark(old, now, n.id, reason, number_of[old_id]))
             if head is not None:
                 actions.append(head_update(program.id, head, changes=changes))
+            head = None  # a retry reads it afresh
             try:
                 store.transact_write(actions)
             except ConditionFailed as exc:

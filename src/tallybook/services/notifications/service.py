@@ -128,8 +128,8 @@ class NotificationService:
         if idempotency_key is not None:
             check_id(idempotency_key, "idempotency key")
         prog = self.programs.get(program)
-        self.accounts.get(program, account)
-        return self.add_to(prog, account, type, body, idempotency_key, expires_at)
+        head = self.accounts.get(program, account)
+        return adding.add(self, prog, account, type, body, idempotency_key, expires_at, head)
 
     def dismiss(self, program: str, account: str, notification_id: str) -> Notification:
         """Dismiss one notification; dismissing it again returns it unchanged."""
