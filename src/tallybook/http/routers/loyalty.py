@@ -79,6 +79,7 @@ def get_config(principal: ReadPrincipal, ledger: LedgerDep) -> dict[str, Any]:
     "/accounts/{account}/earn",
     status_code=status.HTTP_201_CREATED,
     summary="Earn points for an order, exactly once per order id",
+    responses={200: {"model": EarnOut, "description": "the order was rewarded before"}},
 )
 def earn(
     account: AccountId,
@@ -110,6 +111,7 @@ def earn(
     summary="Redeem points for a reward, oldest points first",
     description="The `Idempotency-Key` is the transaction id. Not enough points: 422 "
     "`insufficient-funds`.",
+    responses={200: {"model": RedeemOut, "description": "a replay of the same key: the original"}},
 )
 def redeem(
     account: AccountId,

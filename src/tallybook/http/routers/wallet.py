@@ -8,7 +8,7 @@ Capture and void are idempotent by themselves (the key is optional there).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response, status
 
@@ -21,6 +21,7 @@ from tallybook.http.deps import (
     WritePrincipal,
 )
 from tallybook.http.idempotency import REPLAYED_HEADER
+from tallybook.http.problems import problem_responses
 from tallybook.http.schemas.common import ID_PATTERN
 from tallybook.http.schemas.wallet import (
     AuthorizeIn,
@@ -37,6 +38,15 @@ from tallybook.http.schemas.wallet import (
     WalletTransactionOut,
     WalletTransactionPageOut,
 )
+
+#: a charged debit whose processor declined or timed out (nothing was applied)
+PAYMENT_DECLINED: dict[int | str, dict[str, Any]] = {
+    402: {
+        **problem_responses(402)[402],
+        "description": "`payment-declined`: the processor declined or timed out the charge "
+        "of the shortfall; nothing was applied",
+    }
+}
 
 router = APIRouter(prefix="/v1", tags=["wallet"])
 
@@ -209,6 +219,7 @@ def post_held_credit(
     "/accounts/{account}/wallet/debits",
     status_code=status.HTTP_201_CREATED,
     summary="Spend bonus, then store credit, then cash; reject or charge a shortfall",
+    responses=PAYMENT_DECLINED,
 )
 def post_debit(
     account: AccountId,

@@ -1,0 +1,68 @@
+"""Black-box QA of the HTTP contract: what a route answers is what it declares,
+bad input is a 4xx problem (never a 500, never a half-applied write)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tallybook.ledger import Ledger
+from tallybook.services.wallet.charges import FakeChargeProcessor
+from tallybook.store.records.responses import response_key
+
+Headers = dict[str, str]
+sqlite_only = pytest.mark.parametrize("engine", ["sqlite"])
+
+
+def _declared(client: TestClient, method: str, path: str, status: int) -> bool:
+    spec = client.get("/openapi.json").json()
+    return str(status) in spec["paths"][path][method]["responses"]
+
+
+@sqlite_only
+def test_earn_and_redeem_replays_answer_a_declared_200(
+    app_client: TestClient,
+    ledger: Ledger,
+    admin_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    rules = {"earn": {"points_per_unit": 1, "unit_size": 100}}
+    assert app_client.put("/v1/program/loyalty", json=rules, headers=admin_headers).is_success
+    open_account("alice")
+    earn = {"order_id": "o-1", "amount": 10_000}
+    first = app_client.post("/v1/accounts/alice/earn", json=earn, headers=idem())
+    assert first.status_code == 201, first.text
+    again = app_client.post("/v1/accounts/alice/earn", json=earn, headers=idem())
+    assert again.status_code == 200, again.text
+    assert _declared(app_client, "post", "/v1/accounts/{account}/earn", 200)
+
+    redeem = {"points": 1, "reward_id": "mug"}
+    first = app_client.post("/v1/accounts/alice/redeem", json=redeem, headers=idem(key="r-1"))
+    assert first.status_code == 201, first.text
+    again = app_client.post("/v1/accounts/alice/redeem", json=redeem, headers=idem(key="r-1"))
+    assert again.status_code == 201, again.text  # the stored response, for 24 hours
+    # after 24 hours the stored response is gone and the ledger answers the replay
+    ledger.store.delete(response_key("shop", "r-1"))
+    again = app_client.post("/v1/accounts/alice/redeem", json=redeem, headers=idem(key="r-1"))
+    assert again.status_code == 200, again.text
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert _declared(app_client, "post", "/v1/accounts/{account}/redeem", 200)
+
+
+@sqlite_only
+def test_a_declined_charge_answers_a_declared_402(
+    app_client: TestClient,
+    ledger: Ledger,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    ledger.wallet.processor = FakeChargeProcessor("decline")
+    open_account("alice")
+    body = {"amount": 10, "on_shortfall": "charge"}
+    r = app_client.post("/v1/accounts/alice/wallet/debits", json=body, headers=idem())
+    assert r.status_code == 402, r.text
+    assert _declared(app_client, "post", "/v1/accounts/{account}/wallet/debits", 402)
