@@ -3,6 +3,7 @@ bad input is a 4xx problem (never a 500, never a half-applied write)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -66,3 +67,46 @@ def test_a_declined_charge_answers_a_declared_402(
     r = app_client.post("/v1/accounts/alice/wallet/debits", json=body, headers=idem())
     assert r.status_code == 402, r.text
     assert _declared(app_client, "post", "/v1/accounts/{account}/wallet/debits", 402)
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    """A JSON object ``depth`` levels deep, itself included."""
+    value: dict[str, Any] = {"leaf": 1}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+@sqlite_only
+def test_a_payload_nested_too_deeply_is_refused_and_nothing_is_written(
+    app_client: TestClient,
+    write_headers: Headers,
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    open_account("alice")
+    url = "/v1/accounts/alice/notifications"
+    for payload in (_nested(17), _nested(400), {"a": [[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]}):
+        r = app_client.post(url, json={"type": "Promo", "payload": payload}, headers=write_headers)
+        assert r.status_code == 422, r.text
+        assert "16 levels" in r.json()["detail"]
+    listed = app_client.get(url, headers=write_headers)
+    assert listed.status_code == 200, listed.text
+    assert listed.json()["notifications"] == []
+    ok = app_client.post(url, json={"type": "Promo", "payload": _nested(16)}, headers=write_headers)
+    assert ok.status_code == 201, ok.text
+    assert app_client.get(url, headers=write_headers).status_code == 200
+
+
+@sqlite_only
+def test_sns_json_nested_too_deeply_is_a_rejected_message(
+    app_client: TestClient, write_headers: Headers
+) -> None:
+    headers = {**write_headers, "Content-Type": "text/plain"}
+    deep = "[" * 100_000 + "]" * 100_000
+    r = app_client.post("/v1/events/sns", content=deep, headers=headers)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith("not-json")
+    envelope = {"Type": "Notification", "MessageId": "m-1", "Message": deep}
+    r = app_client.post("/v1/events/sns", content=json.dumps(envelope), headers=headers)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith("not-json")

@@ -34,6 +34,10 @@ HOLD_EXPIRED = "HoldExpired"
 TOP_UP = "TopUp"
 
 MAX_PAYLOAD_BYTES = 16 * 1024
+#: levels of objects and lists a payload may nest, itself included: DynamoDB
+#: stores at most 32 levels in an item (the payload sits inside the history row
+#: and webhook events), and a deeper value cannot be serialized back as JSON
+MAX_PAYLOAD_DEPTH = 16
 MAX_RETENTION_DAYS = 3650
 _TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_.:\-]{0,63}")
 _ID = re.compile(r"n-(\d{16})-([0-9a-f]{10})")
@@ -124,34 +128,39 @@ def check_type(value: object) -> str:
 
 
 def check_payload(value: object) -> dict[str, Any]:
-    """A JSON object of strings, integers, booleans, null, lists and objects (no floats)."""
+    """A JSON object of strings, integers, booleans, null, lists and objects (no
+    floats), nesting at most :data:`MAX_PAYLOAD_DEPTH` levels."""
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise ValidationError("payload must be a JSON object")
-    _check_json(value, "payload")
+    _check_json(value, "payload", 1)
     size = len(json.dumps(value, separators=(",", ":")).encode())
     if size > MAX_PAYLOAD_BYTES:
         raise ValidationError(f"payload is {size} bytes; at most {MAX_PAYLOAD_BYTES}")
     return value
 
 
-def _check_json(value: object, path: str) -> None:
+def _check_json(value: object, path: str, depth: int) -> None:
     if value is None or isinstance(value, bool | str):
         return
+    if isinstance(value, list | dict) and depth > MAX_PAYLOAD_DEPTH:
+        raise ValidationError(
+            f"{path}: the payload nests more than {MAX_PAYLOAD_DEPTH} levels of objects and lists"
+        )
     if isinstance(value, int):
         if len(str(abs(value))) > 38:
             raise ValidationError(f"{path}: a number has at most 38 digits")
         return
     if isinstance(value, list):
         for i, v in enumerate(value):
-            _check_json(v, f"{path}[{i}]")
+            _check_json(v, f"{path}[{i}]", depth + 1)
         return
     if isinstance(value, dict):
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ValidationError(f"{path}: keys must be strings")
-            _check_json(v, f"{path}.{k}")
+            _check_json(v, f"{path}.{k}", depth + 1)
         return
     if isinstance(value, float):
         raise ValidationError(

@@ -18,7 +18,9 @@ class NotificationIn(BaseModel):
 
     type: str = Field(pattern=TYPE_PATTERN, examples=["TierChanged"])
     payload: dict[str, Any] = Field(
-        default_factory=dict, description="JSON object; numbers must be integers"
+        default_factory=dict,
+        description="JSON object of at most 16 KB nesting at most 16 levels; "
+        "numbers must be integers",
     )
     expires_at: datetime | None = Field(
         default=None, description="when the active notification disappears by itself"

@@ -141,6 +141,8 @@ def _loads(raw: str | bytes, what: str) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RejectedMessage("not-json", f"{what} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise RejectedMessage("not-json", f"{what} is nested too deeply to parse") from None
 
 
 def _field(obj: Mapping[str, Any], *names: str) -> Any:
