@@ -110,3 +110,27 @@ def test_sns_json_nested_too_deeply_is_a_rejected_message(
     r = app_client.post("/v1/events/sns", content=json.dumps(envelope), headers=headers)
     assert r.status_code == 422, r.text
     assert r.json()["detail"].startswith("not-json")
+
+
+@sqlite_only
+@pytest.mark.parametrize("key", ["my key 1", "a" * 129, "-leading-dash", "a/b"])
+def test_an_invalid_optional_idempotency_key_is_refused_not_ignored(
+    app_client: TestClient, admin_headers: Headers, key: str
+) -> None:
+    """POST /v1/webhooks honours an optional Idempotency-Key through the middleware:
+    one that breaks the documented pattern used to be ignored, so every retry
+    created another subscription."""
+    headers = {**admin_headers, "Idempotency-Key": key}
+    body = {"url": "https://example.com/hook"}
+    for _ in range(2):
+        r = app_client.post("/v1/webhooks", json=body, headers=headers)
+        assert r.status_code == 422, r.text
+        assert r.headers["content-type"].startswith("application/problem+json")
+        assert r.json()["errors"][0]["loc"] == ["header", "Idempotency-Key"]
+    assert app_client.get("/v1/webhooks", headers=admin_headers).json()["subscriptions"] == []
+    ok = {**admin_headers, "Idempotency-Key": "hook-1"}
+    first = app_client.post("/v1/webhooks", json=body, headers=ok)
+    again = app_client.post("/v1/webhooks", json=body, headers=ok)
+    assert first.status_code == again.status_code == 201
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.json()["id"] == first.json()["id"]

@@ -146,8 +146,16 @@ class IdempotencyMiddleware:
             return
         idem_key = _header(scope, b"idempotency-key")
         principal = await self._principal(scope) if idem_key is not None else None
-        if idem_key is None or principal is None or not _valid(idem_key):
+        if idem_key is None or principal is None:
             await self.app(scope, receive, send)
+            return
+        problem = _invalid(idem_key)
+        if problem is not None:  # never run a write its caller thinks is idempotent
+            field = {"loc": ["header", "Idempotency-Key"], "msg": problem, "type": "value_error"}
+            body = scope_problem(
+                scope, 422, "validation", f"invalid request: {problem}", errors=[field]
+            )
+            await _send(send, 422, [(b"content-type", b"application/problem+json")], body)
             return
         state = scope.setdefault("state", {})
         body = cast(bytes, state.get("body", b""))
@@ -270,12 +278,13 @@ def _find_route(routes: Iterable[Any], scope: Scope) -> Any:
     return None
 
 
-def _valid(idem_key: str) -> bool:
+def _invalid(idem_key: str) -> str | None:
+    """Why ``idem_key`` is not a valid Idempotency-Key, or None."""
     try:
         check_id(idem_key, "Idempotency-Key")
-    except TallybookError:
-        return False
-    return True
+    except TallybookError as exc:
+        return exc.message
+    return None
 
 
 def _may_replay(principal: Principal, stored: StoredResponse) -> bool:

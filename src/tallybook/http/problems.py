@@ -107,6 +107,7 @@ def scope_problem(
     detail: str,
     *,
     title: str | None = None,
+    errors: list[dict[str, Any]] | None = None,
 ) -> bytes:
     """The body of a problem answered by ASGI middleware (below the app's
     handlers), encoded as :class:`JSONResponse` encodes every other problem;
@@ -120,6 +121,7 @@ def scope_problem(
         title=title,
         request_id=state.get("request_id"),
         instance=scope.get("path"),
+        errors=errors,
     )
     return bytes(JSONResponse(body).body)
 
