@@ -134,3 +134,29 @@ def test_an_invalid_optional_idempotency_key_is_refused_not_ignored(
     assert first.status_code == again.status_code == 201
     assert again.headers["Idempotent-Replayed"] == "true"
     assert again.json()["id"] == first.json()["id"]
+
+
+@sqlite_only
+def test_a_cursor_of_another_funds_history_is_refused_not_an_empty_page(
+    app_client: TestClient,
+    write_headers: Headers,
+    open_account: Callable[..., dict[str, Any]],
+    credit: Callable[..., dict[str, Any]],
+) -> None:
+    open_account("alice")
+    for fund in ("cash", "points"):
+        for _ in range(3):
+            credit("alice", 5, fund=fund)
+    url = "/v1/accounts/alice/entries"
+    page = app_client.get(url, params={"fund": "cash", "limit": 2}, headers=write_headers).json()
+    assert page["cursor"]
+    r = app_client.get(
+        url, params={"fund": "points", "limit": 2, "cursor": page["cursor"]}, headers=write_headers
+    )
+    assert r.status_code == 400, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    r = app_client.get(
+        url, params={"fund": "cash", "limit": 2, "cursor": page["cursor"]}, headers=write_headers
+    )
+    assert r.status_code == 200, r.text
+    assert [e["seq"] for e in r.json()["entries"]] == [1]

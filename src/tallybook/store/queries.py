@@ -92,7 +92,13 @@ class QueryShape:
 
 def shape(q: Query) -> QueryShape:
     """Check ``q`` as every engine does (:func:`query_attrs`, the cursor's
-    partition) and say which attributes it reads and where it starts."""
+    partition and sort key) and say which attributes it reads and where it starts.
+
+    A cursor whose sort key lies outside the query's sort condition (a page of
+    one fund's history continued on another fund's) is refused, as DynamoDB
+    refuses such an ``ExclusiveStartKey``, rather than answering an empty page."""
     pk_attr, sk_attr = query_attrs(q.partition, q.index, q.limit)
     after = None if q.cursor is None else cursor_start(q.cursor, q.partition, pk_attr, sk_attr)
+    if after is not None and q.sort is not None and not q.sort.matches(after[sk_attr]):
+        raise StoreValidationError("cursor does not belong to this query")
     return QueryShape(pk_attr, sk_attr, after, q.limit)
