@@ -149,6 +149,17 @@ class QueryContract:
         rest = store.query("G", index="gsi1", limit=2, cursor=index_cursor)
         assert len(rest.items) == 2
 
+    def test_a_cursor_outside_the_sort_condition_is_refused(self, store: ItemStore) -> None:
+        """DynamoDB refuses such a start key ("does not match the range key
+        predicate"); every engine does, instead of answering an empty page."""
+        _fill(store, ["a1", "a2", "a3", "b1", "b2", "b3"])
+        cursor = store.query(PK, SortCondition.begins_with("a"), limit=2).cursor
+        assert cursor is not None
+        with pytest.raises(StoreValidationError):
+            store.query(PK, SortCondition.begins_with("b"), limit=2, cursor=cursor)
+        rest = store.query(PK, SortCondition.begins_with("a"), limit=2, cursor=cursor)
+        assert sks(rest.items) == ["a3"]
+
     def test_sort_order_is_by_utf8_bytes(self, store: ItemStore) -> None:
         # Code point order equals UTF-8 byte order; UTF-16 order (Java strings)
         # would put the emoji (a surrogate pair, 0xD83D...) before U+FF21.
