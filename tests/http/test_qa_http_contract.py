@@ -24,7 +24,7 @@ def _declared(client: TestClient, method: str, path: str, status: int) -> bool:
 
 
 @sqlite_only
-def test_earn_and_redeem_replays_answer_a_declared_200(
+def test_an_earn_replay_answers_a_declared_200_and_a_redeem_replay_its_201(
     app_client: TestClient,
     ledger: Ledger,
     admin_headers: Headers,
@@ -48,10 +48,11 @@ def test_earn_and_redeem_replays_answer_a_declared_200(
     assert again.status_code == 201, again.text  # the stored response, for 24 hours
     # after 24 hours the stored response is gone and the ledger answers the replay
     ledger.store.delete(response_key("shop", "r-1"))
+    # ... with the same status as the original
     again = app_client.post("/v1/accounts/alice/redeem", json=redeem, headers=idem(key="r-1"))
-    assert again.status_code == 200, again.text
+    assert again.status_code == 201, again.text
     assert again.headers["Idempotent-Replayed"] == "true"
-    assert _declared(app_client, "post", "/v1/accounts/{account}/redeem", 200)
+    assert again.json() == first.json()
 
 
 @sqlite_only
@@ -160,3 +161,31 @@ def test_a_cursor_of_another_funds_history_is_refused_not_an_empty_page(
     )
     assert r.status_code == 200, r.text
     assert [e["seq"] for e in r.json()["entries"]] == [1]
+
+
+@sqlite_only
+def test_a_posting_replayed_after_its_stored_response_is_gone_keeps_its_status(
+    app_client: TestClient,
+    ledger: Ledger,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    """docs/http.md: a replay gets the same status and body, also after the
+    24 hours the middleware keeps a response (the transaction record answers)."""
+    open_account("alice")
+    body = {"type": "credit", "account": "alice", "fund": "points", "amount": 7}
+    first = app_client.post("/v1/transactions", json=body, headers=idem(key="t-old"))
+    assert first.status_code == 201, first.text
+    ledger.store.delete(response_key("shop", "t-old"))
+    again = app_client.post("/v1/transactions", json=body, headers=idem(key="t-old"))
+    assert again.status_code == 201, again.text
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+    balance = app_client.get("/v1/accounts/alice/balances", headers=idem()).json()
+    assert balance["balances"][0] == {
+        "fund": "points",
+        "unit": "points",
+        "balance": 7,
+        "held": 0,
+        "available": 7,
+    }

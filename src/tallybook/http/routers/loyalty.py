@@ -111,7 +111,6 @@ def earn(
     summary="Redeem points for a reward, oldest points first",
     description="The `Idempotency-Key` is the transaction id. Not enough points: 422 "
     "`insufficient-funds`.",
-    responses={200: {"model": RedeemOut, "description": "a replay of the same key: the original"}},
 )
 def redeem(
     account: AccountId,
@@ -130,8 +129,7 @@ def redeem(
         description=body.description,
         metadata=body.metadata,
     )
-    if r.replay:
-        response.status_code = status.HTTP_200_OK
+    if r.replay:  # the same status as the original, however old (docs/http.md)
         response.headers[REPLAYED_HEADER] = "true"
     return RedeemOut.of(r)
 
