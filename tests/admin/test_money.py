@@ -65,6 +65,8 @@ def test_parse(text: str, unit: str, minor: int) -> None:
         ("abc", "points", "whole number of points"),
         ("1e3", "USD", "positive number of USD"),
         ("", "USD", "positive number of USD"),
+        ("\u0661\u0662", "USD", "positive number of USD"),  # Arabic-Indic digits
+        ("\uff11\uff12", "points", "whole number of points"),  # full-width digits
     ],
 )
 def test_parse_refuses_rather_than_rounds(text: str, unit: str, message: str) -> None:

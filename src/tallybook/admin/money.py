@@ -26,7 +26,8 @@ _EXPONENTS = {
 #: symbols shown before the amount; other currencies show their code after it
 _SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥", "INR": "₹", "KRW": "₩"}
 _CODE = re.compile(r"[A-Z]{3}")
-_INPUT = re.compile(r"\d{1,16}(\.\d*)?|\.\d+")
+#: ASCII digits only: `\d` takes any script's digits, which `Decimal` reads too
+_INPUT = re.compile(r"[0-9]{1,16}(\.[0-9]*)?|\.[0-9]+")
 MINUS = "\N{MINUS SIGN}"
 
 
