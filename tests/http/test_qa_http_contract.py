@@ -4,7 +4,9 @@ bad input is a 4xx problem (never a 500, never a half-applied write)."""
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from tallybook.ledger import Ledger
 from tallybook.services.wallet.charges import FakeChargeProcessor
+from tallybook.store.queries import encode_cursor
 from tallybook.store.records.responses import response_key
 
 Headers = dict[str, str]
@@ -189,3 +192,51 @@ def test_a_posting_replayed_after_its_stored_response_is_gone_keeps_its_status(
         "held": 0,
         "available": 7,
     }
+
+
+@sqlite_only
+def test_every_paged_route_refuses_another_routes_cursor_with_a_4xx(
+    app_client: TestClient,
+    ledger: Ledger,
+    write_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    """A cursor that decodes but belongs to another listing (or to none) is a
+    4xx problem on every route that takes one: never a 500, never a silent
+    first page."""
+    rules = tomllib.loads(Path("examples/loyalty.toml").read_text())
+    ledger.loyalty.configure("shop", rules)
+    open_account("alice")
+    for i in range(3):
+        body = {"order_id": f"o-{i}", "amount": 10_000}
+        assert app_client.post("/v1/accounts/alice/earn", json=body, headers=idem()).is_success
+    entries = app_client.get(
+        "/v1/accounts/alice/entries", params={"fund": "points", "limit": 1}, headers=write_headers
+    ).json()["cursor"]
+    assert entries
+    foreign = [
+        entries,
+        encode_cursor({}),
+        encode_cursor({"shard": "x", "after": "x", "inner": "x"}),
+        encode_cursor({"shard": "99", "after": "-1"}),
+        encode_cursor({"e:points": "nope", "owner": "x"}),
+    ]
+    spec = app_client.get("/openapi.json").json()
+    paged = [
+        path
+        for path, ops in spec["paths"].items()
+        if any(p["name"] == "cursor" for p in ops.get("get", {}).get("parameters", []))
+    ]
+    assert len(paged) >= 8
+    params = {
+        "fund": "points",
+        "since": "2026-01-01T00:00:00Z",
+        "until": "2026-01-02T00:00:00Z",
+    }
+    for path in paged:
+        url = path.format(account="alice", tier="member", sub_id="nope")
+        for cursor in foreign[1:] if path.endswith("/entries") else foreign:
+            r = app_client.get(url, params={**params, "cursor": cursor}, headers=write_headers)
+            assert 400 <= r.status_code < 500, (path, cursor, r.status_code, r.text)
+            assert r.headers["content-type"].startswith("application/problem+json"), path

@@ -7,10 +7,11 @@ from datetime import timedelta
 import pytest
 
 from tallybook.domain.model import Entry
-from tallybook.errors import NotFound, ValidationError
+from tallybook.errors import NotFound, StoreValidationError, ValidationError
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.store.port import ItemStore
+from tallybook.store.queries import encode_cursor
 
 from .ledger_helpers import PROGRAM, open_accounts
 
@@ -237,3 +238,21 @@ def test_transactions_of_an_owner_newest_first_with_pages(
     assert seen == [f"a{i}" for i in range(6, -1, -1)]
     bob = ledger.transactions.for_owner(PROGRAM, "bob")
     assert [t.id for t in bob.transactions] == ["b0"]
+
+
+def test_another_listings_cursor_is_refused_not_read_as_a_first_page(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    open_accounts(ledger, "alice")
+    for i in range(4):
+        clock.advance(timedelta(seconds=1))
+        ledger.transactions.credit(PROGRAM, "alice", "points", 1, txn_id=f"p{i}")
+        ledger.transactions.credit(PROGRAM, "alice", "cash", 1, txn_id=f"c{i}")
+    history = ledger.accounts.history(PROGRAM, "alice", "points", limit=2).cursor
+    owned = ledger.transactions.for_owner(PROGRAM, "alice", limit=2).cursor
+    assert history is not None and owned is not None
+    for foreign in (history, encode_cursor({}), encode_cursor({"e:cash": "E#points#1"})):
+        with pytest.raises(StoreValidationError, match="does not belong"):
+            ledger.transactions.for_owner(PROGRAM, "alice", limit=2, cursor=foreign)
+    rest = ledger.transactions.for_owner(PROGRAM, "alice", limit=10, cursor=owned)
+    assert [t.id for t in rest.transactions] == ["p2", "c2", "p1", "c1", "p0", "c0"]

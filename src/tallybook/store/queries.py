@@ -55,6 +55,16 @@ def decode_cursor(cursor: str) -> dict[str, str]:
     return data
 
 
+def cursor_number(cursor: str, name: str, below: int | None = None) -> tuple[int, dict[str, str]]:
+    """The non-negative integer ``name`` of a compound cursor (and the whole
+    cursor); a cursor without it, or with it out of range, is another query's."""
+    position = decode_cursor(cursor)
+    value = position.get(name, "")
+    if not (value.isascii() and value.isdigit()) or (below is not None and int(value) >= below):
+        raise StoreValidationError("cursor does not belong to this query")
+    return int(value), position
+
+
 def cursor_start(cursor: str, partition: str, pk_attr: str, sk_attr: str) -> dict[str, str]:
     """The key a page continues after: table key plus index key, of this partition."""
     last = decode_cursor(cursor)

@@ -19,7 +19,7 @@ from tallybook.domain.tiers import MemberState, qualifying_points
 from tallybook.services.loyalty.lots import lots_until
 from tallybook.services.loyalty.values import MemberStanding
 from tallybook.store.port import ItemStore, Value
-from tallybook.store.queries import decode_cursor, encode_cursor
+from tallybook.store.queries import cursor_number, encode_cursor
 from tallybook.store.records.ledger import read_heads
 from tallybook.store.records.loyalty import ExpiringLot
 
@@ -47,7 +47,7 @@ def expiring_page(
     cursor: str | None,
 ) -> ExpiringPage:
     """One page of lots expiring by ``horizon``, oldest first, with the total of all."""
-    after = int(decode_cursor(cursor).get("after", "0")) if cursor else 0
+    after = cursor_number(cursor, "after")[0] if cursor else 0
     every = lots_until(store, program, fund, account, state, horizon, limit=sys.maxsize)
     rest = [lot for lot in every if lot.cum_end > after]
     page = rest[:limit]

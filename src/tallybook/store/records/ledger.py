@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from tallybook.domain.model import Account, FundState, Transaction
+from tallybook.errors import StoreValidationError
 from tallybook.store import keys
 from tallybook.store.port import (
     ITEM_ABSENT,
@@ -336,6 +337,11 @@ def owner_transaction_ids(
     (records without an entry of the owner). ``cursor`` maps each source to the
     last sort key it returned.
     """
+    if cursor is not None:
+        # another listing's cursor (a fund's history, say) would read as a first page
+        prefixes = {f"e:{fund}": keys.entry_prefix(fund) for fund in funds} | {"owner": ""}
+        if not cursor or not all(v.startswith(prefixes.get(k, "\0")) for k, v in cursor.items()):
+            raise StoreValidationError("cursor does not belong to this query")
     cursor = cursor or {}
     partition = keys.account_partition(program_id, account_id)
     streams: dict[str, _Stream] = {

@@ -40,7 +40,7 @@ from tallybook.store.port import (
     SortCondition,
     Value,
 )
-from tallybook.store.queries import decode_cursor, encode_cursor
+from tallybook.store.queries import cursor_number, encode_cursor
 from tallybook.store.records.codec import iso, parse_iso, to_us
 
 #: shards of each day of the lot-expiry index (the expiry job reads them all)
@@ -159,8 +159,8 @@ def members_page(
     """Member ids of a tier, shard by shard in account order, and the next cursor."""
     shard, inner = 0, None
     if cursor is not None:
-        position = decode_cursor(cursor)
-        shard, inner = int(position["shard"]), position.get("inner") or None
+        shard, position = cursor_number(cursor, "shard", below=TIER_SHARDS)
+        inner = position.get("inner") or None
     out: list[str] = []
     while shard < TIER_SHARDS and len(out) < limit:
         page = store.query(
