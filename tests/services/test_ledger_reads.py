@@ -250,7 +250,8 @@ def test_another_listings_cursor_is_refused_not_read_as_a_first_page(
         ledger.transactions.credit(PROGRAM, "alice", "cash", 1, txn_id=f"c{i}")
     history = ledger.accounts.history(PROGRAM, "alice", "points", limit=2).cursor
     owned = ledger.transactions.for_owner(PROGRAM, "alice", limit=2).cursor
-    assert history is not None and owned is not None
+    assert history is not None
+    assert owned is not None
     for foreign in (history, encode_cursor({}), encode_cursor({"e:cash": "E#points#1"})):
         with pytest.raises(StoreValidationError, match="does not belong"):
             ledger.transactions.for_owner(PROGRAM, "alice", limit=2, cursor=foreign)
