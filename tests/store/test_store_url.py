@@ -82,3 +82,56 @@ def test_a_memory_url_opens_the_same_store_within_the_process() -> None:
     assert open_store("memory://other").get(Key("p", "s")) is None
     assert first.describe() == "memory://url-test"
     assert "lost when it exits" in first.durability()
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        # botocore raised ValueError for these when the client was made: the
+        # CLI printed "unexpected ValueError" and exited 1
+        ("dynamodb://ledger?region=us-east-1&endpoint=127.0.0.1:8000", "http://"),
+        ("dynamodb://ledger?endpoint=http://127.0.0.1:port", "not a URL"),
+        ("dynamodb://ledger?endpoint=ftp://127.0.0.1:8000", "http://"),
+        ("dynamodb://ledger?region=us east", "not a region name"),
+        # an empty value was read as absent: endpoint= went to AWS
+        ("dynamodb://ledger?region=us-east-1&endpoint=", "endpoint is empty"),
+        ("dynamodb://ledger?region=&endpoint=http://127.0.0.1:8000", "region is empty"),
+        # a repeated option took the first value silently
+        ("dynamodb://ledger?region=us-east-1&region=eu-west-1", "region is given 2 times"),
+    ],
+)
+def test_a_malformed_dynamodb_option_is_a_config_error(url: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says) as caught:
+        parse_store_url(url)
+    assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("region", "endpoint"), [("us-east-1", "127.0.0.1:8000"), ("us east", None)]
+)
+def test_a_store_made_with_a_malformed_endpoint_or_region_is_a_config_error(
+    region: str, endpoint: str | None
+) -> None:
+    from tallybook.store.dynamodb import DynamoStore
+
+    with pytest.raises(ConfigError, match="cannot use DynamoDB region"):
+        DynamoStore("ledger", region=region, endpoint=endpoint)
+
+
+def test_the_cli_prints_one_line_for_a_malformed_endpoint(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    from tallybook.cli import main
+
+    url = "dynamodb://ledger?region=us-east-1&endpoint=127.0.0.1:8000"
+    monkeypatch.setattr(sys, "argv", ["tallybook", "account", "show", "alice", "-p", "shop"])
+    monkeypatch.setenv("TALLYBOOK_STORE", url)
+    with pytest.raises(SystemExit) as exited:
+        main()
+    err = capsys.readouterr().err
+    assert exited.value.code == 2, err
+    assert "unexpected" not in err
+    assert "endpoint '127.0.0.1:8000' is not a URL" in err
+    assert len(err.strip().splitlines()) == 1

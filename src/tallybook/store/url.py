@@ -8,6 +8,7 @@ same NAME opens the same store again within one process.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
@@ -64,16 +65,61 @@ def parse_store_url(url: str) -> StoreUrl:
         table = parts.netloc
         if not table or parts.path not in ("", "/"):
             raise ConfigError(f"bad store URL {url!r}: name the table; accepted: {ACCEPTED_FORMS}")
-        query = parse_qs(parts.query)
+        query = parse_qs(parts.query, keep_blank_values=True)
         _refuse_unknown(url, query, {"region", "endpoint"})
-        region = query.get("region", [None])[0]
-        endpoint = query.get("endpoint", [None])[0]
+        region = _single(url, query, "region")
+        endpoint = _single(url, query, "endpoint")
+        if region is not None and not _REGION.fullmatch(region):
+            raise ConfigError(
+                f"bad store URL {url!r}: region {region!r} is not a region name such as eu-west-1"
+            )
+        if endpoint is not None:
+            _check_endpoint(url, endpoint)
         return StoreUrl("dynamodb", table=table, region=region, endpoint=endpoint)
     if parts.scheme == "memory":
         if parts.path not in ("", "/") or parts.query:
             raise ConfigError(f"bad store URL {url!r}; accepted: {ACCEPTED_FORMS}")
         return StoreUrl("memory", table=parts.netloc)
     raise ConfigError(f"bad store URL {url!r}; accepted: {ACCEPTED_FORMS}")
+
+
+#: what botocore accepts as a region name
+_REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
+
+
+def _single(url: str, query: dict[str, list[str]], name: str) -> str | None:
+    """The one non-empty value of option ``name``, or None when it is absent.
+
+    An empty value is refused rather than read as absent: ``endpoint=`` from
+    an unset shell variable would otherwise send the requests to AWS."""
+    values = query.get(name)
+    if values is None:
+        return None
+    if len(values) > 1:
+        raise ConfigError(f"bad store URL {url!r}: option {name} is given {len(values)} times")
+    if not values[0].strip():
+        raise ConfigError(
+            f"bad store URL {url!r}: option {name} is empty; give a value or leave it out"
+        )
+    return values[0]
+
+
+def _check_endpoint(url: str, endpoint: str) -> None:
+    """An endpoint is an http(s) URL with a host and, if any, a numeric port."""
+    problem = ""
+    try:
+        parts = urlsplit(endpoint)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        problem = str(exc)
+    else:
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            problem = "it must start with http:// or https:// and name a host"
+    if problem:
+        raise ConfigError(
+            f"bad store URL {url!r}: endpoint {endpoint!r} is not a URL such as "
+            f"http://127.0.0.1:8000 ({problem})"
+        )
 
 
 def _refuse_unknown(url: str, query: dict[str, list[str]], known: set[str]) -> None:

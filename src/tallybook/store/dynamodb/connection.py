@@ -90,7 +90,14 @@ class DynamoConnection:
             if not _has_credentials():
                 kwargs["aws_access_key_id"] = "local"
                 kwargs["aws_secret_access_key"] = "local"  # noqa: S105 - DynamoDB Local
-        self.client = session.client("dynamodb", **kwargs)
+        try:
+            self.client = session.client("dynamodb", **kwargs)
+        except (ValueError, BotoCoreError) as exc:  # a malformed endpoint or region
+            raise ConfigError(
+                f"cannot use DynamoDB region {self.region!r}"
+                + (f" at endpoint {self.endpoint!r}" if self.endpoint else "")
+                + f": {exc}"
+            ) from exc
 
     def durability(self) -> str:
         return "DynamoDB acknowledges a write once it is stored durably (replicated across zones)"
