@@ -24,6 +24,7 @@ from botocore.stub import ANY, Stubber
 
 from tallybook.errors import (
     ConditionFailed,
+    StoreUnavailable,
     StoreValidationError,
     Throttled,
     TransactionConflict,
@@ -429,6 +430,62 @@ def test_a_missing_table_says_how_to_create_it() -> None:
     with pytest.raises(Exception, match="table create") as info:
         store.get(Key("p", "s"))
     assert not isinstance(info.value, ClientError)
+
+
+def test_an_endpoint_that_is_not_dynamodb_is_named_in_one_line(
+    stubbed: tuple[DynamoStore, Stubber],
+) -> None:
+    # an HTTP server that is not DynamoDB answers a whole HTML page: the error
+    # printed it, over many lines
+    store, stubber = stubbed
+    page = "<!DOCTYPE HTML>\n<html>\n<body>\n<h1>Error response</h1>\n</body>\n</html>\n"
+    for _ in range(MAX_ATTEMPTS):
+        stubber.add_client_error(
+            "get_item", service_error_code="501", service_message=page, http_status_code=501
+        )
+    with pytest.raises(StoreUnavailable) as info:
+        store.get(Key("p", "s"))
+    assert "\n" not in info.value.message
+    assert "answered HTTP 501, not as DynamoDB answers" in info.value.message
+
+
+def _hand_made_table(key: list[tuple[str, str]]) -> DynamoStore:
+    """A table made by hand (no index, no TTL, no stream) with ``key``."""
+    store = DynamoStore(f"tb-hand-{uuid.uuid4().hex[:12]}", endpoint=DYNAMODB_ENDPOINT)
+    store.client.create_table(
+        TableName=store.table,
+        KeySchema=[{"AttributeName": a, "KeyType": t} for a, t in key],  # type: ignore[misc]
+        AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a, _ in key],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return store
+
+
+@live
+def test_a_table_without_the_indexes_says_so() -> None:
+    # it was "DynamoDB refused the request: The table does not have the
+    # specified index: gsi1", a StoreValidationError: HTTP 400, CLI exit 2
+    store = _hand_made_table([("pk", "HASH"), ("sk", "RANGE")])
+    try:
+        store.put({"pk": "p", "sk": "s", "gsi1pk": "g", "gsi1sk": "1"})
+        with pytest.raises(StoreUnavailable, match="has no index gsi1") as info:
+            store.query("g", index="gsi1")
+        assert "tallybook table create" in info.value.message
+        assert info.value.status == 503
+    finally:
+        store.delete_table()
+
+
+@live
+def test_a_table_with_another_key_says_so() -> None:
+    store = _hand_made_table([("id", "HASH")])
+    try:
+        with pytest.raises(StoreUnavailable, match="is not keyed pk/sk"):
+            store.get(Key("p", "s"))
+        with pytest.raises(StoreUnavailable, match="is not keyed pk/sk"):
+            store.query("p")
+    finally:
+        store.delete_table()
 
 
 @live

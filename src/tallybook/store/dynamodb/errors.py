@@ -10,6 +10,7 @@ becomes one of :mod:`tallybook.errors` at once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import NoReturn
 
@@ -60,6 +61,20 @@ _AUTH_CODES = frozenset(
 NOT_SENT = (EndpointConnectionError, ConnectTimeoutError, ProxyConnectionError)
 
 
+#: DynamoDB's answer to a query on an index the table lacks
+_MISSING_INDEX = re.compile(r"does not have the specified index: ?([\w.-]+)")
+#: DynamoDB's answers to a key that does not match the table's key schema (a
+#: key the engine sends always has pk and sk, strings: the table's key differs)
+_KEY_SCHEMA_MESSAGES = (
+    "The provided key element does not match the schema",
+    "One of the required keys was not given a value",
+    "The number of conditions on the keys is invalid",
+    "Query condition missed key schema element",
+    "One or more parameter values were invalid: Type mismatch for key",
+    "One or more parameter values were invalid: Missing the key",
+)
+
+
 class RetryableError(Exception):
     """The request may be sent again."""
 
@@ -74,7 +89,26 @@ def error_code(exc: ClientError) -> str:
 
 
 def error_message(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Message", "")) or error_code(exc)
+    """The error's message on one line (an endpoint that is not DynamoDB may
+    answer a whole HTML page), at most 300 characters."""
+    text = " ".join(str(exc.response.get("Error", {}).get("Message", "")).split())
+    if len(text) > 300:
+        text = text[:299] + "…"
+    return text or error_code(exc)
+
+
+def _not_dynamodb(exc: ClientError, where: str) -> str | None:
+    """What to say of an answer that does not come from DynamoDB's API (an
+    HTML page, a bare HTTP status as the error code), else None."""
+    code = error_code(exc)
+    raw = str(exc.response.get("Error", {}).get("Message", "")).lstrip()
+    if not (code.isdigit() or raw.startswith("<")):
+        return None
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or code
+    return (
+        f"{where} answered HTTP {status}, not as DynamoDB answers: "
+        "is the endpoint a DynamoDB endpoint?"
+    )
 
 
 def says_ten_actions(message: str) -> bool:
@@ -151,6 +185,21 @@ def translate(exc: ClientError, *, table: str, endpoint: str | None, url: str) -
     if code == "ValidationException":
         if _too_large(message):
             return ItemTooLarge(f"an item would exceed the 400 KB limit: {message}")
+        remedy = (
+            "it was not made by `tallybook table create`: make a new table with it, "
+            "or give this one what it makes (docs/table-design.md)"
+        )
+        missing_index = _MISSING_INDEX.search(message)
+        if missing_index:
+            index = missing_index[1]
+            return StoreUnavailable(
+                f"table {table} has no index {index} (key {index}pk/{index}sk, "
+                f"strings, projection ALL); {remedy}"
+            )
+        if any(text in message for text in _KEY_SCHEMA_MESSAGES):
+            return StoreUnavailable(
+                f"table {table} is not keyed pk/sk (strings) ({message}); {remedy}"
+            )
         if says_ten_actions(message):
             return StoreValidationError(
                 f"{endpoint or 'DynamoDB'} takes at most 10 actions per transaction, "
@@ -170,7 +219,9 @@ def translate(exc: ClientError, *, table: str, endpoint: str | None, url: str) -
         return ConfigError(f"DynamoDB refused the credentials: {message}")
     if code in _THROTTLE_CODES:
         return Throttled(f"DynamoDB throttled the request: {message}")
-    return StoreUnavailable(f"DynamoDB error {code}: {message}")
+    return StoreUnavailable(
+        _not_dynamodb(exc, endpoint or "DynamoDB") or f"DynamoDB error {code}: {message}"
+    )
 
 
 def unavailable(exc: Exception, *, where: str) -> Exception:
@@ -181,5 +232,7 @@ def unavailable(exc: Exception, *, where: str) -> Exception:
             "set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE"
         )
     if isinstance(exc, ClientError):
-        return StoreUnavailable(f"DynamoDB kept failing: {error_message(exc)}")
+        return StoreUnavailable(
+            _not_dynamodb(exc, where) or f"DynamoDB kept failing: {error_message(exc)}"
+        )
     return StoreUnavailable(f"cannot reach {where}: {exc}")
