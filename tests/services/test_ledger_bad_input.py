@@ -265,3 +265,19 @@ def test_bad_postings(ledger: Ledger) -> None:
         ),
     ]
     _run(ledger, cases)
+
+
+def test_a_program_beyond_the_item_limits_is_refused(ledger: Ledger) -> None:
+    # a 300 KB display name was stored (on DynamoDB a program item read at
+    # every cache miss for ~75 RCU); at 500 KB the store refused it with
+    # ItemTooLarge instead of a ValidationError; funds were not counted at all
+    from tallybook.domain.model import FundSpec
+
+    with pytest.raises(ValidationError, match="name must be a string of at most 200"):
+        ledger.programs.create("big-name", name="x" * 500_000)
+    many = [FundSpec(f"f{i}", "points") for i in range(101)]
+    with pytest.raises(ValidationError, match="at most 100 funds"):
+        ledger.programs.create("many-funds", funds=many)
+    assert "big-name" not in ledger.programs.list()
+    assert "many-funds" not in ledger.programs.list()
+    assert ledger.programs.create("ok-name", name="x" * 200, funds=many[:100]).name == "x" * 200

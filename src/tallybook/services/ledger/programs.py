@@ -23,6 +23,12 @@ from tallybook.store.records.programs import (
 
 #: how long a process trusts its cached copy of a program's configuration
 CACHE_SECONDS = 2.0
+#: a program's display name; the program item is read on every cache miss
+MAX_PROGRAM_NAME = 200
+#: funds per program: every account head holds a balance map and system
+#: counters per fund it uses, and DynamoDB caps an item at 400 KB (a posting
+#: rewrites the whole head, paying 1 WCU per KB)
+MAX_FUNDS = 100
 
 
 class ProgramService:
@@ -43,9 +49,15 @@ class ProgramService:
     ) -> Program:
         check_id(program_id, "program id")
         check_unit(currency)
+        if name is not None and (not isinstance(name, str) or len(name) > MAX_PROGRAM_NAME):
+            raise ValidationError(
+                f"a program's name must be a string of at most {MAX_PROGRAM_NAME} characters"
+            )
         fund_specs = tuple(funds) if funds is not None else default_funds(currency)
         if not fund_specs:
             raise ValidationError("a program needs at least one fund")
+        if len(fund_specs) > MAX_FUNDS:
+            raise ValidationError(f"a program holds at most {MAX_FUNDS} funds")
         names = set()
         for f in fund_specs:
             check_fund(f.name)
