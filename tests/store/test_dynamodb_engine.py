@@ -552,3 +552,21 @@ def test_cli_table_create_is_safe_to_run_again() -> None:
         assert "stream of new images" in second.output
     finally:
         DynamoStore(table, endpoint=DYNAMODB_ENDPOINT).delete_table()
+
+
+@pytest.mark.parametrize("name", ["ab", "a b!", "x" * 256])
+def test_cli_table_template_refuses_a_name_dynamodb_refuses(
+    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # it printed a template CloudFormation would fail to deploy
+    import sys
+
+    from tallybook.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["tallybook", "table", "template", "--table", name])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    out, err = capsys.readouterr()
+    assert exited.value.code == 2
+    assert out == ""
+    assert "bad table name" in err

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated
 
 import typer
 
 from tallybook.cli.options import StoreOption
+from tallybook.errors import ConfigError
 from tallybook.store.url import parse_store_url, resolve_store_url
 
 app = typer.Typer(
@@ -74,4 +76,12 @@ def template(
     """
     from tallybook.store.dynamodb.table import cloudformation_template
 
+    if not _TABLE_NAME.fullmatch(table):
+        raise ConfigError(
+            f"bad table name {table!r}: DynamoDB takes 3-255 letters, digits, '_', '-' or '.'"
+        )
     typer.echo(json.dumps(cloudformation_template(table), indent=2))
+
+
+#: DynamoDB's rule for table names
+_TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
