@@ -79,7 +79,9 @@ class DynamoConnection:
         session = boto3.session.Session()
         self.region = region or session.region_name or DEFAULT_REGION
         config = Config(
-            retries={"max_attempts": 1, "mode": "standard"},
+            # botocore sends each request once: the engine's loop owns the retries
+            # (its ``max_attempts`` counts retries, so 1 meant two sends per attempt)
+            retries={"total_max_attempts": 1, "mode": "standard"},
             connect_timeout=5,
             read_timeout=30,
             max_pool_connections=64,
