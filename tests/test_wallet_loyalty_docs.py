@@ -42,6 +42,19 @@ def test_python_example_runs_twice(doc: str, tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
 
 
+def test_wallet_example_runs_again_after_the_loyalty_example(tmp_path: Path) -> None:
+    """Both examples use ./tallybook.db and alice: the loyalty example's earn and
+    redeem (no wallet availability) are then in alice's wallet transactions."""
+    (wallet,) = blocks("wallet.md", "python")
+    (loyalty,) = blocks("loyalty.md", "python")
+    cwd = workdir(tmp_path)
+    for code in (wallet, loyalty, wallet):
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+
+
 @pytest.mark.parametrize("doc", DOCS)
 def test_cli_example_runs(doc: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (script,) = blocks(doc, "bash")
