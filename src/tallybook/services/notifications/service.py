@@ -124,7 +124,8 @@ class NotificationService:
         """
         check_id(account, "account id")
         check_type(type)
-        body = check_payload(dict(payload) if payload is not None else None)
+        # a Mapping is copied; anything else (a list, a string) is refused by check_payload
+        body = check_payload(dict(payload) if isinstance(payload, Mapping) else payload)
         if idempotency_key is not None:
             check_id(idempotency_key, "idempotency key")
         prog = self.programs.get(program)

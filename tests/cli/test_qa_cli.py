@@ -1,0 +1,83 @@
+"""Defects found by a new user's pass over the CLI, each pinned as it was reported.
+
+Commands run in-process through :func:`tallybook.cli.main` (the console script)
+on a SQLite file, so what is asserted is what a user sees: the output, one
+``error:`` line and the exit code.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from tallybook.cli import main, output
+from tallybook.errors import ValidationError
+from tallybook.ledger import Ledger
+
+
+class Cli:
+    def __init__(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], url: str
+    ) -> None:
+        self.monkeypatch = monkeypatch
+        self.capsys = capsys
+        self.url = url
+
+    def __call__(self, *args: str) -> tuple[int, str, str]:
+        self.monkeypatch.setattr(sys, "argv", ["tallybook", "--store", self.url, *args])
+        self.capsys.readouterr()
+        try:
+            main()
+            code: int = 0
+        except SystemExit as exited:
+            code = exited.code if isinstance(exited.code, int) else 1
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'qa.db'}"
+
+
+@pytest.fixture
+def ledger(url: str) -> Ledger:
+    ledger = Ledger.open(url)
+    ledger.programs.create("shop")
+    ledger.accounts.open("shop", "alice")
+    return ledger
+
+
+@pytest.fixture
+def cli(
+    ledger: Ledger, url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Cli:
+    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM", "TALLYBOOK_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    # what a terminal of 80 columns (or a pipe) shows
+    monkeypatch.setattr(output, "console", Console(width=80, soft_wrap=True))
+    return Cli(monkeypatch, capsys, url)
+
+
+def one_error(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize("payload", ["[1, 2]", '"text"', "5"])
+def test_a_notification_payload_that_is_not_an_object_is_bad_input(
+    cli: Cli, ledger: Ledger, payload: str
+) -> None:
+    # was: "error: unexpected TypeError: cannot convert dictionary update sequence ..." (exit 1)
+    code, _, err = cli("notifications", "add", "alice", "Promo", "--payload", payload, "-p", "shop")
+    assert code == 2
+    assert one_error(err) == "error: payload must be a JSON object"
+    with pytest.raises(ValidationError, match="payload must be a JSON object"):
+        ledger.notifications.add("shop", "alice", "Promo", [1, 2])  # type: ignore[arg-type]
+    assert ledger.notifications.list("shop", "alice") == []
