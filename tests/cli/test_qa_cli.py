@@ -81,3 +81,26 @@ def test_a_notification_payload_that_is_not_an_object_is_bad_input(
     with pytest.raises(ValidationError, match="payload must be a JSON object"):
         ledger.notifications.add("shop", "alice", "Promo", [1, 2])  # type: ignore[arg-type]
     assert ledger.notifications.list("shop", "alice") == []
+
+
+def test_dismiss_without_an_id_or_a_type_says_what_to_give(cli: Cli) -> None:
+    # was: "give either a notification ID or --type, not both" when neither was given
+    code, _, err = cli("notifications", "dismiss", "alice", "-p", "shop")
+    assert code == 2
+    assert one_error(err) == "error: give a notification ID or --type TYPE"
+    code, _, err = cli("notifications", "dismiss", "alice", "n-1", "--type", "X", "-p", "shop")
+    assert code == 2
+    assert "not both" in one_error(err)
+
+
+def test_events_ingest_into_an_unknown_program_is_one_error(cli: Cli, tmp_path: Path) -> None:
+    # was: every line "rejected" (not-found) and exit 0
+    events = tmp_path / "events.ndjson"
+    events.write_text('{"id": "e1", "account": "alice", "type": "TopUp", "payload": {}}\n')
+    code, out, err = cli("events", "ingest", str(events), "-p", "nosuch")
+    assert code == 4
+    assert one_error(err) == "error: program nosuch not found"
+    assert out == ""
+    code, out, _ = cli("events", "ingest", str(events), "-p", "shop")
+    assert code == 0
+    assert "1 added" in out

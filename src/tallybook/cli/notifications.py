@@ -142,8 +142,10 @@ def dismiss(
       tallybook notifications dismiss alice n-1767225600000000-0a1b2c3d4e -p shop
       tallybook notifications dismiss alice --type LowBalance -p shop
     """
-    if (notification_id is None) == (type_ is None):
+    if notification_id is not None and type_ is not None:
         raise ValidationError("give either a notification ID or --type, not both")
+    if notification_id is None and type_ is None:
+        raise ValidationError("give a notification ID or --type TYPE")
     with open_ledger(store) as ledger:
         if notification_id is not None:
             n: Notification | None = ledger.notifications.dismiss(program, account, notification_id)
@@ -239,6 +241,8 @@ def ingest(
     except OSError as exc:
         raise ValidationError(f"cannot read {file}: {exc}") from None
     with open_ledger(store) as ledger, handle:
+        # an unknown program is one error (exit 4), not every line rejected
+        ledger.programs.get(program)
         columns = (
             TextColumn("ingesting"),
             BarColumn(),
