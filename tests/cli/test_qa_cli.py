@@ -104,3 +104,22 @@ def test_events_ingest_into_an_unknown_program_is_one_error(cli: Cli, tmp_path: 
     code, out, _ = cli("events", "ingest", str(events), "-p", "shop")
     assert code == 0
     assert "1 added" in out
+
+
+def test_history_takes_the_times_json_prints(cli: Cli, ledger: Ledger) -> None:
+    # was: "Invalid value for '--since': '2026-01-01T00:00:00Z' does not match the formats ..."
+    ledger.transactions.credit("shop", "alice", "cash", 5, txn_id="t-1")
+    base = ("history", "alice", "--fund", "cash", "-p", "shop", "--json")
+    for since in ("2020-01-01T00:00:00Z", "2020-01-01T02:00:00+02:00", "2020-01-01"):
+        code, out, err = cli(*base, "--since", since)
+        assert code == 0, err
+        assert '"txn_id": "t-1"' in out
+    code, out, _ = cli(*base, "--since", "2999-01-01T00:00:00Z")
+    assert code == 0
+    assert '"txn_id"' not in out
+    code, out, _ = cli(*base, "--until", "2020-01-01T00:00:00Z")
+    assert code == 0
+    assert '"txn_id"' not in out
+    code, _, err = cli(*base, "--since", "yesterday")
+    assert code == 2
+    assert one_error(err) == "error: --since must be an ISO 8601 time, got 'yesterday'"

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import sys
-from datetime import datetime
 from enum import StrEnum
 from typing import Annotated
 
 import typer
 from rich.progress import Progress
 
-from tallybook.cli.options import StoreOption, TxnIdAlias, TxnOption, txn_of
+from tallybook.cli.options import StoreOption, TxnIdAlias, TxnOption, iso_time, txn_of
 from tallybook.cli.output import console, err_console, open_ledger, print_json, table
 from tallybook.errors import ValidationError
 
@@ -186,9 +185,12 @@ def history(
     oldest_first: Annotated[
         bool, typer.Option("--oldest-first", help="Oldest entries first.")
     ] = False,
-    since: Annotated[datetime | None, typer.Option(help="From this time (inclusive, UTC).")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(help="From this time (inclusive), ISO 8601, e.g. 2026-01-01T00:00:00Z."),
+    ] = None,
     until: Annotated[
-        datetime | None, typer.Option(help="Up to this time (exclusive, UTC).")
+        str | None, typer.Option(help="Up to this time (exclusive), ISO 8601; UTC if no zone.")
     ] = None,
     limit: Annotated[int, typer.Option(help="Entries per page (1-1000).")] = 50,
     cursor: Annotated[str | None, typer.Option(help="Cursor printed by the previous page.")] = None,
@@ -199,19 +201,15 @@ def history(
 
     Example: tallybook history alice --fund cash --program shop --limit 20
     """
-    from datetime import UTC
-
-    def utc(t: datetime | None) -> datetime | None:
-        return t.replace(tzinfo=UTC) if t is not None and t.tzinfo is None else t
-
+    start, end = iso_time(since, "--since"), iso_time(until, "--until")
     with open_ledger(store) as ledger:
         page = ledger.accounts.history(
             program,
             account,
             fund,
             newest_first=not oldest_first,
-            since=utc(since),
-            until=utc(until),
+            since=start,
+            until=end,
             limit=limit,
             cursor=cursor,
         )

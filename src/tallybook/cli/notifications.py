@@ -7,7 +7,6 @@ rules/set_rules) and ``ledger.notifications.ingestor.ingest_lines``.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +14,7 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from tallybook.cli.options import StoreOption
+from tallybook.cli.options import StoreOption, iso_time
 from tallybook.cli.output import console, err_console, open_ledger, print_json
 from tallybook.domain.notifications import Notification, rules_to_settings
 from tallybook.errors import ValidationError
@@ -34,16 +33,6 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 events_app = typer.Typer(help="Inbound events that raise notifications.", no_args_is_help=True)
-
-
-def _time(value: str | None, name: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValidationError(f"{name} must be an ISO 8601 time, got {value!r}") from None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def _table(title: str, items: list[Notification], *, history: bool = False) -> None:
@@ -96,7 +85,7 @@ def add(
             type_,
             body,
             idempotency_key=key,
-            expires_at=_time(expires_at, "--expires-at"),
+            expires_at=iso_time(expires_at, "--expires-at"),
         )
     if as_json:
         print_json(n)
@@ -180,8 +169,8 @@ def history(
         page = ledger.notifications.history(
             program,
             account,
-            since=_time(since, "--since"),
-            until=_time(until, "--until"),
+            since=iso_time(since, "--since"),
+            until=iso_time(until, "--until"),
             newest_first=not oldest_first,
             limit=limit,
             cursor=cursor,

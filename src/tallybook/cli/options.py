@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
+
+from tallybook.errors import ValidationError
 
 StoreOption = Annotated[
     str | None,
@@ -37,3 +40,15 @@ def txn_of(txn: str | None, alias: str | None) -> str:
     if value is None:
         raise typer.BadParameter("Missing option '--txn'.", param_hint="'--txn'")
     return value
+
+
+def iso_time(value: str | None, name: str) -> datetime | None:
+    """An ISO 8601 time as printed by ``--json`` (``2026-01-01T00:00:00Z``, an offset,
+    or a bare date); without a zone it is UTC."""
+    if value is None:
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationError(f"{name} must be an ISO 8601 time, got {value!r}") from None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
