@@ -123,3 +123,30 @@ def test_history_takes_the_times_json_prints(cli: Cli, ledger: Ledger) -> None:
     code, _, err = cli(*base, "--since", "yesterday")
     assert code == 2
     assert one_error(err) == "error: --since must be an ISO 8601 time, got 'yesterday'"
+
+
+def test_ids_other_commands_take_are_never_cut_in_tables(
+    cli: Cli, ledger: Ledger, url: str
+) -> None:
+    # was: "order:order-10…", "sub_3bb02d3f3d9b…", "20261127T144500Z_20261…" at 80 columns
+    txn = "order-2026-11-27-000123456"
+    ledger.wallet.credit("shop", "alice", "cash", 2500, txn_id=txn)
+    code, out, _ = cli("wallet", "transactions", "alice", "-p", "shop")
+    assert code == 0
+    assert txn in out
+    window = "20261127T144500Z_20261127T150000Z"
+    output.table(
+        "reports of shop",
+        ["kind", "window", "rows", "location", "written at"],
+        [["billing", window, 0, "reports", "2026-11-27T15:05:23.612345+00:00"]],
+    )
+    sub = "sub_3bb02d3f3d9b2779"
+    output.table(
+        "webhook subscriptions of shop",
+        ["id", "url", "types", "status", "secret"],
+        [[sub, "https://example.com/hooks", "transaction.posted,hold.expired", "active", "…E5Y="]],
+    )
+    out = cli.capsys.readouterr().out
+    assert window in out
+    assert sub in out
+    assert max(len(line) for line in out.splitlines()) <= 80

@@ -8,7 +8,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from tallybook.ledger import Ledger
@@ -37,14 +37,28 @@ def print_json(value: Any) -> None:
     print(json.dumps(to_jsonable(value), indent=2, sort_keys=True))
 
 
+#: columns holding what another command takes (``webhooks deliveries ID``,
+#: ``report rerun --window W``, ``wallet transaction ID``, ``wallet hold ID``...):
+#: printed whole, never cut with an ellipsis, however narrow the terminal
+KEY_COLUMNS = frozenset({"id", "window", "hold", "grant", "txn_id", "account", "position"})
+#: the widest a key column is kept whole (ids are at most 128 characters)
+KEY_WIDTH = 128
+
+
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+    cells = [["" if v is None else str(v) for v in r] for r in rows]
     t = Table(title=title)
-    for c in columns:
-        t.add_column(
-            c, justify="right" if c in {"amount", "balance", "held", "available", "seq"} else "left"
+    for i, c in enumerate(columns):
+        justify: JustifyMethod = (
+            "right" if c in {"amount", "balance", "held", "available", "seq"} else "left"
         )
-    for r in rows:
-        t.add_row(*["" if v is None else str(v) for v in r])
+        if c in KEY_COLUMNS:
+            widest = max((len(r[i]) for r in cells), default=0)
+            t.add_column(c, justify=justify, no_wrap=True, min_width=min(widest, KEY_WIDTH))
+        else:
+            t.add_column(c, justify=justify)
+    for r in cells:
+        t.add_row(*r)
     console.print(t)
 
 
