@@ -7,7 +7,9 @@ on a SQLite file, so what is asserted is what a user sees: the output, one
 
 from __future__ import annotations
 
+import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -150,3 +152,32 @@ def test_ids_other_commands_take_are_never_cut_in_tables(
     assert window in out
     assert sub in out
     assert max(len(line) for line in out.splitlines()) <= 80
+
+
+@pytest.fixture
+def _tallybook_log_level() -> Iterator[None]:
+    """``tallybook torture`` quiets the ``tallybook`` logger for the rest of the process."""
+    logger = logging.getLogger("tallybook")
+    level = logger.level
+    yield
+    logger.setLevel(level)
+
+
+@pytest.mark.usefixtures("_tallybook_log_level")
+def test_torture_runs_on_a_memory_store(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # was: "error: tallybook reconcile failed: error: program torture-... not found" (exit 1):
+    # the reconcile step ran in a child process, which sees an empty memory://NAME
+    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM"):
+        monkeypatch.delenv(name, raising=False)
+    cli = Cli(monkeypatch, capsys, "memory://qa-torture")
+    args = ("torture", "--ops", "40", "--threads", "2", "--http-threads", "0", "--readers", "0")
+    code, out, err = cli(*args, "--json")
+    assert code == 0, err
+    assert '"violations": []' in out
+    code, _, err = cli(*args, "--processes", "1")
+    assert code == 2
+    assert one_error(err) == (
+        "error: --processes needs a SQLite or DynamoDB store: memory:// lives in one process"
+    )

@@ -79,6 +79,10 @@ def torture(
     url = resolve_store_url(store)
     if kills and parse_store_url(url).engine != "sqlite":
         raise ValidationError("--kills needs a SQLite store (the server restarts on its file)")
+    if processes and parse_store_url(url).engine == "memory":
+        raise ValidationError(
+            "--processes needs a SQLite or DynamoDB store: memory:// lives in one process"
+        )
     if kills and not http_threads:
         raise ValidationError("--kills needs --http-threads above 0")
     if faults not in ("standard", "none"):

@@ -10,8 +10,8 @@ Clients of one run, all on the same program of the same store:
 - ``processes`` child processes of ``threads`` Python clients each, with
   their own :class:`FaultyStore`.
 
-After the clients: the wallet reconcile job (``tallybook reconcile`` when a
-server was killed), then :func:`check_program` on the store without faults.
+After the clients: the wallet reconcile job (``tallybook reconcile``; in this
+process on ``memory://``), then :func:`check_program` on the store without faults.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def run(config: TortureConfig, tick: Tick = lambda _: None) -> TortureReport:
         setup(raw, w)
         start = time.monotonic()
         log, faults, live = _run_clients(config, raw, w, tick)
-        reconcile(config)
+        reconcile(config, raw)
         report.seconds = time.monotonic() - start
         result = check_program(raw, config.program, log.acked, log.rejected)
     finally:
@@ -108,8 +108,15 @@ def run(config: TortureConfig, tick: Tick = lambda _: None) -> TortureReport:
     return report
 
 
-def reconcile(config: TortureConfig) -> None:
-    """The wallet's crash recovery, through the CLI (``tallybook reconcile``)."""
+def reconcile(config: TortureConfig, raw: Ledger) -> None:
+    """The wallet's crash recovery, through the CLI (``tallybook reconcile``).
+
+    ``memory://NAME`` lives in this process only (a child process would open an
+    empty store of that name), so there the job runs in this process.
+    """
+    if parse_store_url(config.store_url).engine == "memory":
+        raw.wallet.reconcile(config.program)
+        return
     cmd = [sys.executable, "-c", "from tallybook.cli import main; main()", "reconcile"]
     cmd += ["--program", config.program, "--store", config.store_url]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
