@@ -8,6 +8,7 @@ on a SQLite file, so what is asserted is what a user sees: the output, one
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -181,3 +182,18 @@ def test_torture_runs_on_a_memory_store(
     assert one_error(err) == (
         "error: --processes needs a SQLite or DynamoDB store: memory:// lives in one process"
     )
+
+
+def test_serve_on_a_port_in_use_is_one_error(cli: Cli, url: str) -> None:
+    # was: uvicorn's JSON log lines ("[Errno 98] error while attempting to bind ...")
+    # and exit code 3, which the README gives to business-rule refusals
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, _, err = cli("serve", "--port", str(port))
+    assert code == 1
+    assert one_error(err).startswith(f"error: cannot listen on 127.0.0.1:{port}: ")
+    code, _, err = cli("serve", "--host", "no-such-host.invalid", "--port", str(port))
+    assert code == 1
+    assert one_error(err).startswith("error: cannot listen on no-such-host.invalid:")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Annotated
 
 import typer
 
 from tallybook.cli.options import StoreOption
 from tallybook.cli.output import err_console
+from tallybook.errors import TallybookError
 
 
 def serve(
@@ -60,6 +62,7 @@ def serve(
     if metrics not in ("key", "open", "off"):
         raise typer.BadParameter("choose key, open or off", param_hint="--metrics")
     bind = _host_port(metrics_bind) if metrics_bind else None
+    _check_listen(host, port)
     configure_json_logging(level)
     ledger = Ledger.open(store)
     app = create_app(ledger, max_body=max_body, metrics_access="off" if bind else metrics)
@@ -84,8 +87,35 @@ def serve(
         uvicorn.run(
             app, host=host, port=port, access_log=False, log_config=None, log_level=log_level
         )
+    except SystemExit as exc:
+        if exc.code != _UVICORN_STARTUP_FAILURE:
+            raise
+        # e.g. the port taken between the check above and uvicorn's own bind
+        raise TallybookError(
+            f"the server could not start on {host}:{port} (the log line above says why)"
+        ) from None
     finally:
         ledger.close()
+
+
+#: uvicorn.run's exit code when the server did not start (it logs why first)
+_UVICORN_STARTUP_FAILURE = 3
+
+
+def _check_listen(host: str, port: int) -> None:
+    """One error line (exit 1) when HOST:PORT cannot be listened on, e.g. a port in
+    use, instead of uvicorn's JSON log lines and its exit code 3."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (OSError, UnicodeError) as exc:
+        raise TallybookError(f"cannot listen on {host}:{port}: {exc}") from None
+    with socket.socket(family, kind, proto) as sock:
+        # as uvicorn binds: a port left in TIME_WAIT by a server just stopped is free
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            raise TallybookError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def _host_port(value: str) -> tuple[str, int]:
