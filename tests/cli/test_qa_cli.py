@@ -197,3 +197,10 @@ def test_serve_on_a_port_in_use_is_one_error(cli: Cli, url: str) -> None:
     code, _, err = cli("serve", "--host", "no-such-host.invalid", "--port", str(port))
     assert code == 1
     assert one_error(err).startswith("error: cannot listen on no-such-host.invalid:")
+
+
+def test_reconcile_prints_its_result_alone_on_stdout(cli: Cli) -> None:
+    # was: "\nreconcile: nothing to do\n": the progress display ended on stdout
+    code, out, _ = cli("reconcile", "-p", "shop")
+    assert code == 0
+    assert out == "reconcile: nothing to do\n"

@@ -15,7 +15,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn
 from tallybook.cli import wallet_reads
 from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import StoreOption, TxnIdAlias, TxnOption, txn_of
-from tallybook.cli.output import console, open_ledger, print_json
+from tallybook.cli.output import console, err_console, open_ledger, print_json
 from tallybook.cli.wallet_output import (
     AccountArg,
     AmountArg,
@@ -224,7 +224,8 @@ def reconcile(
         Progress(
             SpinnerColumn(),
             TextColumn("{task.description} {task.completed} rows"),
-            console=console,
+            # on stderr, as every other command's progress: stdout is the result only
+            console=err_console,
             transient=True,
             disable=as_json,
         ) as bar,
