@@ -8,17 +8,21 @@ on a SQLite file, so what is asserted is what a user sees: the output, one
 from __future__ import annotations
 
 import logging
+import shlex
 import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import typer.core
+import typer.main
 from rich.console import Console
 
-from tallybook.cli import main, output
+from tallybook.cli import app, main, output
 from tallybook.errors import ValidationError
 from tallybook.ledger import Ledger
+from tallybook.services.loyalty.service import load_toml
 
 
 class Cli:
@@ -204,3 +208,33 @@ def test_reconcile_prints_its_result_alone_on_stdout(cli: Cli) -> None:
     code, out, _ = cli("reconcile", "-p", "shop")
     assert code == 0
     assert out == "reconcile: nothing to do\n"
+
+
+def test_every_group_example_runs(
+    cli: Cli, ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # was: `tallybook billing --help` showed "tallybook billing list --program shop
+    # --since 2026-01-01T00:00:00Z", which fails: "Missing option '--until'."
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "events.ndjson").write_text(
+        '{"id": "e1", "account": "alice", "type": "TopUp", "payload": {}}\n'
+    )
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    ledger.loyalty.configure("shop", load_toml(str(examples / "loyalty.toml")))
+    root = typer.main.get_command(app)
+    assert isinstance(root, typer.core.TyperGroup)
+    ran = []
+    for name, group in root.commands.items():
+        epilog = group.epilog or ""
+        if not isinstance(group, typer.core.TyperGroup) or "Example: tallybook " not in epilog:
+            continue
+        words = shlex.split(epilog.split("Example: tallybook ", 1)[1])
+        if any(w.startswith(("dynamodb://", "s3://")) for w in words):
+            continue  # DynamoDB and S3 are not at hand here
+        code, _, err = cli(*words)
+        # 2 is a usage error or bad input; "program shop exists already" (5) is fine
+        assert code != 2, f"{name}: tallybook {' '.join(words)}\n{err}"
+        assert "unexpected" not in err
+        ran.append(name)
+    assert "billing" in ran
+    assert len(ran) >= 8

@@ -98,7 +98,8 @@ app.add_typer(
 app.add_typer(
     billing_cli.app,
     name="billing",
-    epilog="Example: tallybook billing list --program shop --since 2026-01-01T00:00:00Z",
+    epilog="Example: tallybook billing list --program shop --since 2026-01-01T00:00:00Z "
+    "--until 2026-01-02T00:00:00Z",
 )
 app.add_typer(
     report_cli.app,
