@@ -64,6 +64,23 @@ def test_a_bad_url_names_the_accepted_forms(url: str) -> None:
     assert caught.value.exit_code == 2
 
 
+@pytest.mark.parametrize(
+    ("url", "name"),
+    [
+        ("sqlite:///x.db?synchronous=normal&synchronous=full", "synchronous"),
+        ("sqlite:///x.db?synchronous=full&synchronous=full", "synchronous"),
+        ("dynamodb://t?region=eu-west-1&region=us-east-1", "region"),
+        ("dynamodb://t?region=eu-west-1&endpoint=http://a:1&endpoint=http://b:2", "endpoint"),
+    ],
+)
+def test_an_option_given_twice_is_refused(url: str, name: str) -> None:
+    # was: the first value, quietly (?synchronous=normal&synchronous=full ran with normal)
+    with pytest.raises(ConfigError) as caught:
+        parse_store_url(url)
+    assert caught.value.message == f"bad store URL {url!r}: {name} given more than once"
+    assert caught.value.exit_code == 2
+
+
 def test_default_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TALLYBOOK_STORE", raising=False)
     assert resolve_store_url(None) == DEFAULT_STORE_URL == "sqlite:///./tallybook.db"

@@ -129,6 +129,10 @@ def _refuse_unknown(url: str, query: dict[str, list[str]], known: set[str]) -> N
             f"bad store URL {url!r}: unknown option(s) {', '.join(sorted(unknown))}; "
             f"accepted: {ACCEPTED_FORMS}"
         )
+    # ?synchronous=normal&synchronous=full would quietly take the first
+    repeated = sorted(name for name, values in query.items() if len(values) > 1)
+    if repeated:
+        raise ConfigError(f"bad store URL {url!r}: {', '.join(repeated)} given more than once")
 
 
 def open_store(url: str | None = None) -> ItemStore:
