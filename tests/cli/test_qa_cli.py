@@ -238,3 +238,14 @@ def test_every_group_example_runs(
         ran.append(name)
     assert "billing" in ran
     assert len(ran) >= 8
+
+
+def test_serve_shows_an_ipv6_address_in_brackets(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    # was: "API docs: http://::1:8080/docs", not a URL
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: None)
+    code, _, err = cli("serve", "--host", "::1", "--port", "0")
+    assert code == 0, err
+    assert "API docs: http://[::1]:0/docs" in err
+    assert "admin:    http://[::1]:0/admin" in err

@@ -70,7 +70,8 @@ def serve(
         from prometheus_client import start_http_server
 
         start_http_server(bind[1], bind[0], registry=app.state.metrics.registry)
-    base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    base = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}"  # [::1] in a URL
     err_console.print(f"tallybook on {ledger.store.describe()}")
     err_console.print(f"  durability: {ledger.store.durability()}")
     err_console.print(f"  API docs: {base}/docs")
@@ -105,17 +106,16 @@ _UVICORN_STARTUP_FAILURE = 3
 def _check_listen(host: str, port: int) -> None:
     """One error line (exit 1) when HOST:PORT cannot be listened on, e.g. a port in
     use, instead of uvicorn's JSON log lines and its exit code 3."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    except (OSError, UnicodeError) as exc:
-        raise TallybookError(f"cannot listen on {host}:{port}: {exc}") from None
-    with socket.socket(family, kind, proto) as sock:
-        # as uvicorn binds: a port left in TIME_WAIT by a server just stopped is free
+    # the socket uvicorn makes: IPv6 for an address with a colon, else IPv4
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        # a port left in TIME_WAIT by a server just stopped is free, as for uvicorn
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(address)
-        except OSError as exc:
-            raise TallybookError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+            sock.bind((host, port))
+        except (OSError, UnicodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise TallybookError(f"cannot listen on {host}:{port}: {reason}") from None
 
 
 def _host_port(value: str) -> tuple[str, int]:
