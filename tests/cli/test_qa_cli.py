@@ -249,3 +249,14 @@ def test_serve_shows_an_ipv6_address_in_brackets(cli: Cli, monkeypatch: pytest.M
     assert code == 0, err
     assert "API docs: http://[::1]:0/docs" in err
     assert "admin:    http://[::1]:0/admin" in err
+
+
+def test_post_refuses_a_metadata_key_given_twice(cli: Cli, ledger: Ledger) -> None:
+    # was: --meta a=1 --meta a=2 posted with {"a": "2"}, the first value dropped quietly
+    base = ("post", "credit", "alice", "cash", "5", "--txn", "m-1", "-p", "shop")
+    code, _, err = cli(*base, "--meta", "channel=pos", "--meta", "channel=web")
+    assert code == 2
+    assert one_error(err) == "error: --meta channel is given more than once"
+    assert ledger.accounts.get("shop", "alice").fund("cash").balance == 0
+    code, _, err = cli(*base, "--meta", "channel=pos", "--meta", "store=12")
+    assert code == 0, err

@@ -83,6 +83,8 @@ def _metadata(pairs: list[str]) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep:
             raise ValidationError(f"--meta takes KEY=VALUE, got {pair!r}")
+        if key in out:
+            raise ValidationError(f"--meta {key} is given more than once")
         out[key] = value
     return out
 
