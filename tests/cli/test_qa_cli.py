@@ -260,3 +260,16 @@ def test_post_refuses_a_metadata_key_given_twice(cli: Cli, ledger: Ledger) -> No
     assert ledger.accounts.get("shop", "alice").fund("cash").balance == 0
     code, _, err = cli(*base, "--meta", "channel=pos", "--meta", "store=12")
     assert code == 0, err
+
+
+def test_events_ingest_refuses_a_negative_show(cli: Cli, tmp_path: Path) -> None:
+    # was: --show -1 printed every rejected line but the last (a Python slice)
+    events = tmp_path / "events.ndjson"
+    events.write_text("not json\n[1]\n")
+    code, _, err = cli("events", "ingest", str(events), "-p", "shop", "--show", "-1")
+    assert code == 2
+    assert "-1 is not in the range x>=0" in err
+    code, out, err = cli("events", "ingest", str(events), "-p", "shop", "--show", "0")
+    assert code == 0
+    assert "line " not in err
+    assert "2 rejected" in out

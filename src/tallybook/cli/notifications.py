@@ -214,7 +214,7 @@ def ingest(
     program: ProgramOption,
     store: StoreOption = None,
     as_json: JsonOption = False,
-    show: Annotated[int, typer.Option("--show", help="Rejected lines to print.")] = 20,
+    show: Annotated[int, typer.Option("--show", help="Rejected lines to print.", min=0)] = 20,
 ) -> None:
     """Ingest events from FILE.ndjson; a replayed MessageId is a no-op.
 
