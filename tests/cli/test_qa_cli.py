@@ -273,3 +273,13 @@ def test_events_ingest_refuses_a_negative_show(cli: Cli, tmp_path: Path) -> None
     assert code == 0
     assert "line " not in err
     assert "2 rejected" in out
+
+
+def test_store_help_names_every_accepted_form(cli: Cli) -> None:
+    # was: "Store URL: sqlite:///PATH.db or dynamodb://TABLE?region=..&endpoint=.." only,
+    # though memory://NAME is accepted everywhere (README, `tallybook --help`)
+    for command in ((), ("post",), ("wallet", "balance")):
+        code, out, _ = cli(*command, "--help")
+        assert code == 0
+        flat = " ".join(out.replace("│", " ").split())
+        assert "sqlite:///PATH.db, dynamodb://TABLE?region=..&endpoint=.. or memory://NAME" in flat

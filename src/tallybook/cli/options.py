@@ -14,8 +14,8 @@ StoreOption = Annotated[
     typer.Option(
         "--store",
         envvar="TALLYBOOK_STORE",
-        help="Store URL: sqlite:///PATH.db or dynamodb://TABLE?region=..&endpoint=.. "
-        "[default: sqlite:///./tallybook.db]",
+        help="Store URL: sqlite:///PATH.db, dynamodb://TABLE?region=..&endpoint=.. or "
+        "memory://NAME (lost when the command exits) [default: sqlite:///./tallybook.db]",
         show_default=False,
     ),
 ]
