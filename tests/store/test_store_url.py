@@ -114,7 +114,7 @@ def test_a_memory_url_opens_the_same_store_within_the_process() -> None:
         ("dynamodb://ledger?region=us-east-1&endpoint=", "endpoint is empty"),
         ("dynamodb://ledger?region=&endpoint=http://127.0.0.1:8000", "region is empty"),
         # a repeated option took the first value silently
-        ("dynamodb://ledger?region=us-east-1&region=eu-west-1", "region is given 2 times"),
+        ("dynamodb://ledger?region=us-east-1&region=eu-west-1", "region given more than once"),
     ],
 )
 def test_a_malformed_dynamodb_option_is_a_config_error(url: str, says: str) -> None:

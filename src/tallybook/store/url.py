@@ -88,15 +88,13 @@ _REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
 
 
 def _single(url: str, query: dict[str, list[str]], name: str) -> str | None:
-    """The one non-empty value of option ``name``, or None when it is absent.
+    """The non-empty value of option ``name``, or None when it is absent.
 
     An empty value is refused rather than read as absent: ``endpoint=`` from
     an unset shell variable would otherwise send the requests to AWS."""
-    values = query.get(name)
+    values = query.get(name)  # a repeated option was refused by _refuse_unknown
     if values is None:
         return None
-    if len(values) > 1:
-        raise ConfigError(f"bad store URL {url!r}: option {name} is given {len(values)} times")
     if not values[0].strip():
         raise ConfigError(
             f"bad store URL {url!r}: option {name} is empty; give a value or leave it out"
