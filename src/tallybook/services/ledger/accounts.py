@@ -14,6 +14,7 @@ from typing import Any
 
 from tallybook.domain.ids import check_fund, check_id
 from tallybook.domain.model import Account, Balance, Entry, Program
+from tallybook.domain.times import check_optional_time
 from tallybook.errors import ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
 from tallybook.services.ledger.programs import ProgramService
@@ -91,6 +92,8 @@ class AccountService:
         check_id(account_id, "account id")
         check_fund(fund)
         check_limit(limit)
+        since = check_optional_time(since, "since")
+        until = check_optional_time(until, "until")
         if program.fund(fund) is None:
             raise NotFound(f"program {program_id} has no fund {fund!r}")
         if since and until and since >= until:

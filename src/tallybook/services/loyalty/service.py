@@ -34,6 +34,7 @@ from tallybook.domain.tiers import (
     lot_expiry,
     record_earn,
 )
+from tallybook.domain.times import check_optional_time
 from tallybook.errors import (
     ConditionFailed,
     ConfigError,
@@ -159,6 +160,7 @@ class LoyaltyService:
         """
         check_id(account, "account")
         check_amount(amount)
+        at = check_optional_time(at, "at")
         txn_id = order_txn_id(order_id)
         body = body_of(
             op="earn",

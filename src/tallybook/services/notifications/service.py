@@ -39,6 +39,7 @@ from tallybook.domain.notifications import (
     created_us_of,
     parse_rules,
 )
+from tallybook.domain.times import check_optional_time
 from tallybook.errors import (
     NotFound,
     TooManyRetries,
@@ -128,6 +129,7 @@ class NotificationService:
         body = check_payload(dict(payload) if isinstance(payload, Mapping) else payload)
         if idempotency_key is not None:
             check_id(idempotency_key, "idempotency key")
+        expires_at = check_optional_time(expires_at, "expires_at")
         prog = self.programs.get(program)
         head = self.accounts.get(program, account)
         return adding.add(self, prog, account, type, body, idempotency_key, expires_at, head)
@@ -219,6 +221,8 @@ class NotificationService:
         """
         check_id(account, "account id")
         check_limit(limit)
+        since = check_optional_time(since, "since")
+        until = check_optional_time(until, "until")
         self.programs.get(program)
         if since and until and since >= until:
             raise ValidationError("'since' must be before 'until'")

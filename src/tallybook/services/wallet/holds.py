@@ -20,6 +20,7 @@ from typing import cast
 from tallybook.domain.ids import check_client_txn_id, check_fund, check_id, derived_id
 from tallybook.domain.model import EXTERNAL, Leg, Transaction, TxnType
 from tallybook.domain.money import check_amount
+from tallybook.domain.times import check_time
 from tallybook.domain.wallet import (
     BONUS,
     CREDIT_FUNDS,
@@ -210,6 +211,7 @@ class HoldOps:
         check_fund(fund)
         check_amount(amount)
         check_hold_id(check_client_txn_id(txn_id))
+        release_at = check_time(release_at, "release_at")
         if fund not in CREDIT_FUNDS:
             raise ValidationError(f"held credits go to {' or '.join(CREDIT_FUNDS)}, not {fund}")
         body = {
@@ -217,7 +219,7 @@ class HoldOps:
             "account": account,
             "fund": fund,
             "amount": amount,
-            "release_at": iso(release_at) if release_at.tzinfo else str(release_at),
+            "release_at": iso(release_at),
             "description": description,
         }
 

@@ -23,6 +23,7 @@ from typing import cast
 from tallybook.domain.ids import check_client_txn_id, check_fund, check_id
 from tallybook.domain.model import EXTERNAL, ISSUANCE, Leg, TxnType
 from tallybook.domain.money import check_amount
+from tallybook.domain.times import check_optional_time
 from tallybook.domain.wallet import (
     BONUS,
     CREDIT_FUNDS,
@@ -163,8 +164,7 @@ class WalletService:
         check_hold_id(check_client_txn_id(txn_id))
         if (expires_at is None) == (expires_in_days is None):
             raise ValidationError("give exactly one of expires_at or expires_in_days")
-        if expires_at is not None and expires_at.tzinfo is None:
-            raise ValidationError("expires_at needs a time zone (for example ...Z)")
+        expires_at = check_optional_time(expires_at, "expires_at")
         if expires_in_days is not None and (
             isinstance(expires_in_days, bool)
             or not isinstance(expires_in_days, int)
