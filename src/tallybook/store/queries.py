@@ -43,6 +43,8 @@ def encode_cursor(last_key: Mapping[str, Value]) -> str:
 
 
 def decode_cursor(cursor: str) -> dict[str, str]:
+    if not isinstance(cursor, str):
+        raise StoreValidationError("malformed cursor: a cursor is the string a page returned")
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         data = json.loads(base64.urlsafe_b64decode(padded.encode()))

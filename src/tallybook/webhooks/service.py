@@ -82,8 +82,8 @@ class WebhookService:
     ) -> tuple[builtins.list[Delivery], str | None]:
         """A subscription's deliveries, newest first, a page at a time."""
         self.subs.stored(program, sub_id)
-        if not 1 <= limit <= MAX_PAGE:
-            raise ValidationError(f"limit must be between 1 and {MAX_PAGE}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise ValidationError(f"limit must be an integer from 1 to {MAX_PAGE}")
         return delivery_page(self.store, program, sub_id, limit, cursor)
 
     def resend(self, program: str, sub_id: str, position: str) -> Delivery:

@@ -177,6 +177,8 @@ def encode_cursor(bucket: int, inner: str | None) -> str:
 
 
 def decode_cursor(cursor: str) -> tuple[int, str | None]:
+    if not isinstance(cursor, str):
+        raise ValidationError("malformed cursor: a cursor is the string a page returned")
     try:
         data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         bucket, inner = data["b"], data["c"]
