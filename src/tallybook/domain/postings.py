@@ -23,7 +23,7 @@ MAX_LEGS = 24
 
 
 def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, str]:
-    if not metadata:
+    if metadata is None:
         return {}
     if not isinstance(metadata, Mapping):
         raise ValidationError("metadata must be an object of string values")

@@ -7,7 +7,7 @@ error. Opening is idempotent: opening an open account returns it unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -55,6 +55,8 @@ class AccountService:
         """
         program = self.programs.get(program_id)
         check_id(account_id, "account id")
+        if attributes is not None and not isinstance(attributes, Mapping):
+            raise ValidationError("attributes must be a mapping of names to values")
         writes, opened = open_account(program, account_id, self.clock.now(), attributes or {})
         try:
             self.store.transact_write(writes)

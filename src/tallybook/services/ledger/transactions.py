@@ -22,6 +22,7 @@ from tallybook.domain.model import (
     TxnType,
 )
 from tallybook.domain.money import check_amount, check_signed_amount
+from tallybook.domain.postings import check_metadata
 from tallybook.errors import NotFound, ValidationError
 from tallybook.services.ledger.accounts import check_limit
 from tallybook.services.ledger.postings import Plan, PostingEngine, Snapshot
@@ -161,7 +162,12 @@ class TransactionService:
     ) -> Transaction:
         """A raw balanced transaction: legs must sum to zero per unit."""
         check_client_txn_id(txn_id)
+        if not isinstance(legs, list | tuple) or not all(isinstance(leg, Leg) for leg in legs):
+            raise ValidationError("legs must be a list of Leg(account, fund, amount)")
+        metadata = check_metadata(metadata)
         for leg in legs:
+            if not isinstance(leg.account, str):
+                raise ValidationError("a leg's account must be a string (an account id)")
             if is_system_account(leg.account) and leg.account not in SYSTEM_ACCOUNTS:
                 raise NotFound(f"unknown system account {leg.account}")
         body = {

@@ -29,6 +29,7 @@ from tallybook.domain.ids import check_client_txn_id, check_id
 from tallybook.domain.loyalty import LoyaltyConfig, parse_config, quote
 from tallybook.domain.model import ISSUANCE, REDEMPTION, Leg, TxnType
 from tallybook.domain.money import check_amount
+from tallybook.domain.postings import check_metadata
 from tallybook.domain.tiers import (
     MemberState,
     lot_expiry,
@@ -170,7 +171,7 @@ class LoyaltyService:
             currency=currency,
             at=iso(at) if at else None,
             description=description,
-            metadata=dict(metadata) if metadata else None,
+            metadata=check_metadata(metadata) or None,
         )
 
         def plan(snap: Snapshot) -> Plan:
@@ -256,7 +257,7 @@ class LoyaltyService:
             points=points,
             reward_id=reward_id,
             description=description,
-            metadata=dict(metadata) if metadata else None,
+            metadata=check_metadata(metadata) or None,
         )
 
         def plan(snap: Snapshot) -> Plan:

@@ -100,6 +100,8 @@ class NotificationService:
 
     def set_rules(self, program: str, rules: Mapping[str, Any]) -> NotificationRules:
         """Replace the program's notification rules (``settings["notifications"]``)."""
+        if not isinstance(rules, Mapping):
+            raise ValidationError("notification rules must be a mapping")
         parsed = parse_rules(rules)
         current = self.programs.get(program, fresh=True)
         self.programs.update_settings(program, {**current.settings, "notifications": dict(rules)})
