@@ -135,6 +135,9 @@ class BillingService:
         first billing record or report run fixes them; the grace window at any time.
         With no option it only reads: nothing is stored, nothing is fixed."""
         self.programs.get(program)
+        for what, minutes in (("bucket_minutes", bucket_minutes), ("grace_minutes", grace_minutes)):
+            if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, int)):
+                raise ValidationError(f"{what} must be a whole number of minutes")
         bucket = None if bucket_minutes is None else check_bucket_seconds(bucket_minutes * 60)
         grace = check_grace_seconds(grace_minutes * 60) if grace_minutes is not None else None
         first = epoch(check_time(start, "start")) if start else None

@@ -338,7 +338,11 @@ class LoyaltyService:
         by the job included. ``points`` is the total over every such lot."""
         cfg = self.config(program)
         horizon_days = cfg.expiry.warn_days if days is None else days
-        if isinstance(horizon_days, bool) or not 0 <= horizon_days <= 3660:
+        if (
+            isinstance(horizon_days, bool)
+            or not isinstance(horizon_days, int)
+            or not 0 <= horizon_days <= 3660
+        ):
             raise ValidationError("days must be an integer from 0 to 3660")
         check_limit(limit)
         acct = self.core.accounts.get(program, account)
