@@ -40,7 +40,14 @@ def hash_secret(secret: str) -> str:
 
 def parse_scopes(scopes: str | Iterable[str]) -> tuple[str, ...]:
     """``"read,write"`` or ``["read", "write"]`` -> ``("read", "write")``, validated."""
-    items = scopes.split(",") if isinstance(scopes, str) else list(scopes)
+    if isinstance(scopes, str):
+        items = scopes.split(",")
+    elif isinstance(scopes, list | tuple | set | frozenset) and all(
+        isinstance(s, str) for s in scopes
+    ):
+        items = list(scopes)
+    else:
+        raise ValidationError(f"scopes are a list of {', '.join(SCOPES)} (or 'read,write')")
     cleaned = tuple(dict.fromkeys(s.strip() for s in items if s.strip()))
     if not cleaned:
         raise ValidationError(f"give at least one scope of {', '.join(SCOPES)}")
@@ -65,6 +72,8 @@ class KeyService:
         self.programs.get(program)
         scope_tuple = parse_scopes(scopes)
         label = name or ""
+        if not isinstance(label, str):
+            raise ValidationError("a key name is a string")
         if len(label) > _MAX_NAME:
             raise ValidationError(f"a key name holds at most {_MAX_NAME} characters")
         key_id = secrets.token_hex(8)
@@ -75,6 +84,8 @@ class KeyService:
 
     def authenticate(self, secret: str) -> ApiKey:
         """The active key whose secret this is; :class:`Unauthorized` otherwise."""
+        if not isinstance(secret, str):
+            raise Unauthorized(_UNAUTHORIZED)
         match = _SECRET.fullmatch(secret)
         if match is None:
             raise Unauthorized(_UNAUTHORIZED)
