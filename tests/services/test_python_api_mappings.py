@@ -108,3 +108,30 @@ def test_post_refuses_legs_that_are_not_a_list_of_legs(ledger: Ledger, legs: Any
     assert state(ledger, "alice", "bob") == before
     with pytest.raises(NotFound):
         ledger.transactions.get(PROGRAM, "p-1")
+
+
+@pytest.mark.parametrize("bad", [None, 7, ["a"], {}], ids=["none", "int", "list", "dict"])
+def test_ids_and_lists_of_the_wrong_type_are_refused(ledger: Ledger, bad: Any) -> None:
+    """A notification id, a webhook's event types or a billing program that is
+    not what it should be is a ValidationError (it was a TypeError)."""
+    open_accounts(ledger, "alice")
+    calls: list[Callable[[], object]] = [
+        lambda: ledger.notifications.get(PROGRAM, "alice", bad),
+        lambda: ledger.notifications.dismiss(PROGRAM, "alice", bad),
+        lambda: ledger.billing.bucket_seconds(bad),
+        lambda: ledger.billing.ingest(
+            bad,
+            "r-1",
+            partner="p",
+            order_id="o",
+            amount=1,
+            currency="USD",
+            rate="0.1",
+            time="2026-01-01T00:00:00Z",
+        ),
+        lambda: ledger.webhooks.create(PROGRAM, "https://example.com/h", types=bad),
+    ]
+    for call in calls:
+        with pytest.raises(ValidationError):
+            call()
+    assert ledger.webhooks.list(PROGRAM) == []

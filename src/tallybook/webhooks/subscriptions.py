@@ -93,6 +93,8 @@ def _is_loopback(host: str) -> bool:
 
 
 def check_types(types: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    if not isinstance(types, list | tuple) or not all(isinstance(t, str) for t in types):
+        raise ValidationError(f"types is a list of event types; known: {', '.join(EVENT_TYPES)}")
     unknown = [t for t in types if t not in EVENT_TYPES]
     if unknown:
         raise ValidationError(

@@ -186,12 +186,14 @@ class BillingService:
 
     def bucket_seconds(self, program: str) -> int:
         """The bucket size: cached for the process's life once fixed (it never changes)."""
+        check_id(program, "program id")  # before the cache: a list is no dict key
         if program in self._buckets:
             return self._buckets[program]
         return self.state(program).config.bucket_seconds
 
     def _fixed_bucket(self, program: str) -> int:
         """The bucket size for filing a record: fixes the settings if not yet fixed."""
+        check_id(program, "program id")
         if program not in self._buckets:
             self.fixed_state(program)
         return self._buckets[program]

@@ -140,6 +140,8 @@ class NotificationService:
         """Dismiss one notification; dismissing it again returns it unchanged."""
         check_id(account, "account id")
         self.programs.get(program)
+        if not isinstance(notification_id, str):
+            raise ValidationError("a notification id is a string (n-...)")
         us = created_us_of(notification_id)
         if us is None:
             raise NotFound(f"notification {notification_id[:80]} not found")
@@ -193,6 +195,8 @@ class NotificationService:
         """One notification by id, active or from history."""
         check_id(account, "account id")
         self.programs.get(program)
+        if not isinstance(notification_id, str):
+            raise ValidationError("a notification id is a string (n-...)")
         us = created_us_of(notification_id)
         now = self.clock.now()
         found = (
