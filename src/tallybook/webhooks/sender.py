@@ -1,4 +1,5 @@
-"""One HTTP POST to a receiver, with a timeout; never raises for the receiver's faults.
+"""One HTTP POST to a receiver, with a timeout; never raises for the receiver's faults
+(nor for a URL it cannot send to: that attempt fails).
 
 Redirects are not followed (a receiver answering 3xx has failed the delivery)
 and at most :data:`MAX_RESPONSE_BYTES` of the answer are read.
@@ -47,13 +48,15 @@ class HttpSender:
         parts = urlsplit(url)
         host = parts.hostname or ""
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        conn: http.client.HTTPConnection
-        if parts.scheme == "https":
-            conn = http.client.HTTPSConnection(host, parts.port, timeout=timeout, context=self._tls)
-        else:
-            conn = http.client.HTTPConnection(host, parts.port, timeout=timeout)
+        conn: http.client.HTTPConnection | None = None
         start = time.monotonic()
         try:
+            if parts.scheme == "https":
+                conn = http.client.HTTPSConnection(
+                    host, parts.port, timeout=timeout, context=self._tls
+                )
+            else:
+                conn = http.client.HTTPConnection(host, parts.port, timeout=timeout)
             conn.request(
                 "POST",
                 path,
@@ -69,10 +72,14 @@ class HttpSender:
             return Response(answer.status, _ms(start))
         except TimeoutError:
             return Response(None, _ms(start), f"timed out after {timeout:g}s")
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            # ValueError: a host that cannot be resolved as a name (an empty or
+            # overlong label fails its IDNA encoding): the attempt fails, the
+            # pass goes on
             return Response(None, _ms(start), f"{type(exc).__name__}: {exc}"[:200])
         finally:
-            conn.close()
+            if conn is not None:
+                conn.close()
 
 
 def _ms(start: float) -> int:

@@ -58,6 +58,8 @@ def check_url(url: str, *, allow_http: bool = False) -> str:
     """The URL if a webhook may be sent to it; else a :class:`ValidationError`."""
     if not isinstance(url, str) or not url or len(url) > MAX_URL_LENGTH:
         raise ValidationError(f"url is required (at most {MAX_URL_LENGTH} characters)")
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise ValidationError("url must not contain spaces or control characters")
     try:
         parts = urlsplit(url)
         host = parts.hostname
@@ -66,6 +68,10 @@ def check_url(url: str, *, allow_http: bool = False) -> str:
         raise ValidationError(f"url {url[:80]!r} is not a valid URL") from exc
     if not host:
         raise ValidationError("url needs a host")
+    try:
+        host.encode("idna")  # what the sender resolves: no empty or overlong label
+    except UnicodeError as exc:
+        raise ValidationError(f"url {url[:80]!r} has an invalid host name") from exc
     if parts.username is not None or parts.password is not None:
         raise ValidationError("url must not carry credentials; the secret signs each delivery")
     if parts.fragment:
