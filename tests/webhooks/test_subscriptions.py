@@ -11,6 +11,7 @@ import pytest
 
 from tallybook.errors import AlreadyExists, NotFound, ValidationError
 from tallybook.ledger import Ledger
+from tallybook.store.records.webhook_events import read_queue
 from tallybook.webhooks import WebhookVerificationError, sign, verify
 from tallybook.webhooks.delivery import MAX_PAYLOAD_BYTES, RetryPolicy, body_of
 from tallybook.webhooks.events import Event
@@ -254,6 +255,27 @@ def test_resend_queues_a_delivered_event_again(ledger: Ledger) -> None:
         ledger.webhooks.resend("shop", sub.subscription.id, done.position)
         worker.run_once()
     assert [i for i, _ in receiver.accepted] == [done.event_id, done.event_id]
+
+
+def test_resend_refuses_a_deleted_subscription_and_a_malformed_position(
+    ledger: Ledger,
+) -> None:
+    with running_receiver() as receiver:
+        sub = ledger.webhooks.create("shop", receiver.url, allow_http=True)
+        receiver.secret = sub.secret
+        sid = sub.subscription.id
+        ledger.accounts.open("shop", "alice")
+        ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t1")
+        ledger.webhooks.worker(policy=FAST).run_once()
+    (done,), _ = ledger.webhooks.deliveries("shop", sid)
+    for bad in ("", "abc", "1"):
+        with pytest.raises(ValidationError, match="not a delivery position"):
+            ledger.webhooks.resend("shop", sid, bad)
+    ledger.webhooks.delete("shop", sid)
+    with pytest.raises(NotFound, match=f"subscription {sid} not found"):
+        ledger.webhooks.resend("shop", sid, done.position)
+    # nothing was queued for the deleted subscription
+    assert read_queue(ledger.store, "shop", sid, 10) == []
 
 
 def test_a_slow_endpoint_does_not_hold_up_another(ledger: Ledger) -> None:

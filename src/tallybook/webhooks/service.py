@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tallybook.domain.webhooks import ACTIVE, DISABLED, PENDING, Delivery, Subscription
+from tallybook.domain.webhooks import (
+    ACTIVE,
+    DISABLED,
+    PENDING,
+    POSITION_PATTERN,
+    Delivery,
+    Subscription,
+)
 from tallybook.errors import ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
 from tallybook.services.ledger.core import ProgramDirectory
@@ -87,7 +95,16 @@ class WebhookService:
         return delivery_page(self.store, program, sub_id, limit, cursor)
 
     def resend(self, program: str, sub_id: str, position: str) -> Delivery:
-        """Queue a delivery again (delivered or dead); one already queued stays as it is."""
+        """Queue a delivery again (delivered or dead); one already queued stays as it is.
+
+        The subscription must exist: a deleted one's records stay readable until they
+        expire, but a queue row for it would be sent to any later subscription given
+        its id."""
+        self.subs.stored(program, sub_id)
+        if not isinstance(position, str) or not re.fullmatch(POSITION_PATTERN, position):
+            raise ValidationError(
+                f"position {str(position)[:80]!r} is not a delivery position (see deliveries)"
+            )
         found = read_delivery(self.store, program, sub_id, position)
         if found is None:
             raise NotFound(f"delivery {position} not found for subscription {sub_id}")
