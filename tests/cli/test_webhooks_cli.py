@@ -62,6 +62,8 @@ def test_subscribe_deliver_and_list(wh_cli: Cli, ledger: Ledger) -> None:
         (["http://example.com/h"], "https://"),
         (["http://127.0.0.1:9/h"], "--allow-http"),
         (["https://example.com/h", "--types", "nope"], "unknown event type"),
+        (["https://example.com/h", "--types", ",,"], "none empty"),
+        (["https://example.com/h", "--types", "hold.voided,"], "none empty"),
     ],
 )
 def test_bad_subscriptions_are_one_line(wh_cli: Cli, args: list[str], message: str) -> None:
@@ -97,3 +99,11 @@ def test_rekey_new_key_and_a_wrong_key_in_one_line(
     assert code == 2
     assert err.strip().startswith("error:"), err
     assert "at least 32" in err
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_listing_an_unknown_programs_subscriptions_is_not_found(wh_cli: Cli) -> None:
+    code, out, err = wh_cli("webhooks", "list", "--program", "nope")
+    assert code == 4
+    assert out == ""
+    assert err.strip() == "error: program nope not found"

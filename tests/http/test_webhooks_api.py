@@ -57,6 +57,8 @@ def test_create_list_disable_delete(
         ({"url": "http://127.0.0.1:9/h", "allow_http": True}, "TALLYBOOK_WEBHOOKS_ALLOW_HTTP"),
         ({"url": "https://example.com/h", "types": ["nope"]}, "unknown event type"),
         ({"url": "https://example.com/h", "secret": "x"}, ""),
+        ({"url": "https://example.com/h", "allow_http": "yes"}, "valid boolean"),
+        ({"url": "https://example.com/h", "allow_http": 1}, "valid boolean"),
     ],
 )
 def test_bad_subscriptions_are_problems(

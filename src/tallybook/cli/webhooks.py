@@ -12,6 +12,7 @@ import typer
 from tallybook.cli.keys import JsonOption, ProgramOption
 from tallybook.cli.options import StoreOption
 from tallybook.cli.output import console, err_console, open_ledger, print_json, table
+from tallybook.errors import ValidationError
 
 if TYPE_CHECKING:
     from tallybook.webhooks.service import WebhookService
@@ -47,7 +48,9 @@ def create(
     Example: tallybook webhooks create https://example.com/hooks --program shop
     --types transaction.posted,hold.expired
     """
-    wanted = [t.strip() for t in types.split(",") if t.strip()] if types else []
+    wanted = [t.strip() for t in types.split(",")] if types is not None else []
+    if "" in wanted:
+        raise ValidationError("--types takes event types separated by commas, none empty")
     with open_ledger(store) as ledger:
         created = ledger.webhooks.create(
             program,

@@ -65,6 +65,7 @@ class WebhookService:
         )
 
     def list(self, program: str) -> list[Subscription]:
+        self.programs.get(program)  # an unknown program is NotFound, not an empty list
         return self.subs.list(program)
 
     def get(self, program: str, sub_id: str) -> Subscription:

@@ -24,6 +24,7 @@ class SubscriptionIn(BaseModel):
     description: str | None = Field(default=None, max_length=MAX_DESCRIPTION)
     allow_http: bool = Field(
         default=False,
+        strict=True,  # true or false, not "yes" or 1
         description=f"http:// to a loopback host; only when the server sets {ALLOW_HTTP_ENV}=1",
     )
 
