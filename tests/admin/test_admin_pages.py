@@ -273,3 +273,24 @@ def test_an_order_on_several_accounts_lists_them(
     assert 'href="/admin/accounts/bob"' in r.text
     assert "refund-a" in r.text
     assert "+$0.05" in r.text  # legs in the program's currency
+
+
+def test_a_bad_value_on_a_page_is_an_html_page_and_the_api_keeps_problem_json(
+    admin: AdminClient, seeded: Seeded
+) -> None:
+    admin.login(seeded.admin_secret)
+    for path in (
+        f"/admin/accounts/{seeded.account}?limit=0",
+        f"/admin/accounts/{seeded.account}?order=sideways",
+    ):
+        r = admin.client.get(path)
+        assert r.status_code == 422, path
+        assert r.headers["content-type"].startswith("text/html"), path
+        assert "Not a valid request" in r.text
+        assert "Go back, correct it" in r.text
+    api = admin.client.get(
+        f"/v1/accounts/{seeded.account}/entries?fund=cash&limit=0",
+        headers={"Authorization": f"Bearer {seeded.read_secret}"},
+    )
+    assert api.status_code == 422
+    assert api.headers["content-type"].startswith("application/problem+json")

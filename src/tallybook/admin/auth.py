@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated
 
 from fastapi import APIRouter, FastAPI, Form, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 
 from tallybook.admin.session import LOGIN_COOKIE, LOGIN_TTL, SESSION_COOKIE, SESSION_TTL
@@ -108,8 +110,33 @@ def install_handlers(app: FastAPI) -> None:
             "Go back, reload and try again.",
         )
 
+    api_validation_error = app.exception_handlers.get(RequestValidationError)
+
+    async def invalid_input(request: Request, exc: Exception) -> Response:
+        """A page's bad query or form value is an HTML page an agent can read;
+        the API's routes keep their problem+json."""
+        path = request.scope.get("path", "")
+        if not (path.startswith(base_path(request)) or path.startswith("/admin")):
+            if api_validation_error is None:  # pragma: no cover - the API installs one
+                raise exc
+            answer = api_validation_error(request, exc)
+            return await answer if inspect.isawaitable(answer) else answer
+        errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+        what = (
+            "; ".join(f"{e['loc'][-1]}: {e['msg']}" for e in errors[:3] if e.get("loc"))
+            or "a value on this page is not valid"
+        )
+        return render(
+            request,
+            "error.html",
+            status_code=422,
+            title="Not a valid request",
+            message=f"{what}. Go back, correct it and try again.",
+        )
+
     app.add_exception_handler(LoginRequired, login_required)
     app.add_exception_handler(CsrfFailed, csrf_failed)
+    app.add_exception_handler(RequestValidationError, invalid_input)
 
 
 __all__ = ["install_handlers", "router", "set_flash"]
