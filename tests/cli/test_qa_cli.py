@@ -283,3 +283,19 @@ def test_store_help_names_every_accepted_form(cli: Cli) -> None:
         assert code == 0
         flat = " ".join(out.replace("│", " ").split())
         assert "sqlite:///PATH.db, dynamodb://TABLE?region=..&endpoint=.. or memory://NAME" in flat
+
+
+def test_order_ids_take_the_same_option_names_on_post_and_wallet_debit(
+    cli: Cli, ledger: Ledger
+) -> None:
+    """``post`` took ``--order`` and ``wallet debit`` ``--order-id``; both take both."""
+    assert cli("wallet", "credit", "alice", "cash", "100", "--txn", "w1", "-p", "shop")[0] == 0
+    assert (
+        cli("wallet", "debit", "alice", "10", "--txn", "w2", "--order", "o-9", "-p", "shop")[0] == 0
+    )
+    code, _, err = cli(
+        "post", "credit", "alice", "cash", "5", "--txn", "w3", "--order-id", "o-10", "-p", "shop"
+    )
+    assert code == 0, err
+    assert ledger.transactions.get("shop", "w2").order_id == "o-9"
+    assert ledger.transactions.get("shop", "w3").order_id == "o-10"

@@ -98,7 +98,7 @@ def post(
     txn: TxnOption = None,
     txn_id: TxnIdAlias = None,
     to: Annotated[str | None, typer.Option("--to", help="Transfer destination account.")] = None,
-    order: Annotated[str | None, typer.Option("--order", help="Order id.")] = None,
+    order: Annotated[str | None, typer.Option("--order", "--order-id", help="Order id.")] = None,
     description: Annotated[str | None, typer.Option("--description", "-d")] = None,
     meta: Annotated[list[str], typer.Option("--meta", help="KEY=VALUE metadata, repeatable.")] = [],  # noqa: B006
     store: StoreOption = None,

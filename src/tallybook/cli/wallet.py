@@ -121,7 +121,9 @@ def debit(
     on_shortfall: Annotated[
         str, typer.Option(help="reject, or charge the deficit to the external payment method.")
     ] = "reject",
-    order_id: Annotated[str | None, typer.Option(help="Order id to record.")] = None,
+    order_id: Annotated[
+        str | None, typer.Option("--order-id", "--order", help="Order id to record.")
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
