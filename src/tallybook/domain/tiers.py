@@ -127,10 +127,58 @@ class TierDecision:
         return self.tier != self.previous
 
 
+def last_qualified(
+    config: LoyaltyConfig, state: MemberState, balance: int, at: datetime
+) -> datetime | None:
+    """The last moment up to ``at`` at which the member met their tier's threshold,
+    judged by the standing that held until ``at`` (``state`` and the fund's
+    ``balance`` before the event at ``at``); None when it cannot be told.
+
+    The standing only changes with earns, redeems and expiries (which all
+    decide the tier) and, for a rolling window, at month starts, when old
+    months leave the window: a member still qualified just before ``at``
+    qualified until ``at``; otherwise until the month start that dropped them.
+    """
+    if state.tier is None:
+        return None
+    threshold = config.tier(state.tier).threshold
+    q = config.qualification
+    if q.basis == "balance":
+        return at if max(balance, 0) >= threshold else None
+    if q.window == "lifetime":
+        return at if state.lifetime >= threshold else None
+    month = at.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    if _window_sum(config, state, month) >= threshold:
+        return at
+    oldest = min(state.months, default=None)
+    while oldest is not None and month_key(month) > oldest:
+        if state.qualified_at is not None and month <= state.qualified_at:
+            return None  # no later than what the state already knows
+        previous = add_months(month, -1)
+        if _window_sum(config, state, previous) >= threshold:
+            return month  # qualified through the previous month, until this one began
+        month = previous
+    return None
+
+
+def _window_sum(config: LoyaltyConfig, state: MemberState, at: datetime) -> int:
+    keep = window_months(config, at)
+    return sum(v for k, v in state.months.items() if k in keep)
+
+
 def decide_tier(
-    config: LoyaltyConfig, state: MemberState, qualifying: int, at: datetime
+    config: LoyaltyConfig,
+    state: MemberState,
+    qualifying: int,
+    at: datetime,
+    held: datetime | None = None,
 ) -> TierDecision:
-    """Upgrade at once; downgrade only as the configured rule allows."""
+    """Upgrade at once; downgrade only as the configured rule allows.
+
+    ``held``: the last time the member met their tier's threshold before
+    ``at`` (:func:`last_qualified`), when later than ``state.qualified_at``:
+    the hold runs from the last moment they qualified, not from the last
+    event that noticed it."""
     earned = config.tier_for(qualifying)
     current = state.tier if state.tier is not None else None
     cur_rank = config.rank(current)
@@ -139,6 +187,8 @@ def decide_tier(
         # newly enrolled, upgraded or re-qualified: the hold period starts again
         return TierDecision(earned.name, at, current)
     since = state.qualified_at or at
+    if held is not None and held > since:
+        since = held
     rule = config.downgrade
     keep = TierDecision(config.tier(current).name, since, current)
     if rule.rule == "never":

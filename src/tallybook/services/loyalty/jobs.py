@@ -17,7 +17,7 @@ from datetime import date, datetime, timedelta
 from typing import cast
 
 from tallybook.domain.model import EXPIRY, Leg, TxnType
-from tallybook.domain.tiers import MemberState, decide_tier, qualifying_points
+from tallybook.domain.tiers import MemberState, decide_tier, last_qualified, qualifying_points
 from tallybook.errors import NotFound
 from tallybook.services.events import LedgerEvent
 from tallybook.services.ledger.core import LedgerCore
@@ -241,8 +241,10 @@ def _review(core: LedgerCore, program: str, account: str) -> bool:
     cfg = config_of(core.programs.get(program))
     state = MemberState.from_value(head.attributes.get("loyalty"))
     now = core.clock.now()
-    qualifying = qualifying_points(cfg, state, now, head.fund(cfg.fund).balance)
-    if not decide_tier(cfg, state, qualifying, now).changed:
+    balance = head.fund(cfg.fund).balance
+    qualifying = qualifying_points(cfg, state, now, balance)
+    held = last_qualified(cfg, state, balance, now)
+    if not decide_tier(cfg, state, qualifying, now, held).changed:
         return False
     txn_id = scoped_txn_id("tier", account, str(head.version))
 

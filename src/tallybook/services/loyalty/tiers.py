@@ -15,7 +15,13 @@ from typing import cast
 from tallybook.domain.ids import check_id
 from tallybook.domain.loyalty import LoyaltyConfig
 from tallybook.domain.model import Transaction
-from tallybook.domain.tiers import MemberState, TierDecision, decide_tier, qualifying_points
+from tallybook.domain.tiers import (
+    MemberState,
+    TierDecision,
+    decide_tier,
+    last_qualified,
+    qualifying_points,
+)
 from tallybook.errors import NotFound
 from tallybook.services.events import LedgerEvent
 from tallybook.services.ledger.accounts import check_limit
@@ -51,7 +57,15 @@ def apply_tier(
 ) -> TierDecision:
     """Decide the member's tier and add the state, index and history writes to ``plan``."""
     qualifying = qualifying_points(cfg, state, snap.now, balance)
-    decision = decide_tier(cfg, state, qualifying, snap.now)
+    # the standing before this posting held until now: the hold runs from there
+    before = snap.account(account)
+    held = last_qualified(
+        cfg,
+        MemberState.from_value(before.attributes.get("loyalty")),
+        before.fund(cfg.fund).balance,
+        snap.now,
+    )
+    decision = decide_tier(cfg, state, qualifying, snap.now, held)
     new_state = replace(state, tier=decision.tier, qualified_at=decision.qualified_at)
     plan.attrs[account] = {"loyalty": cast(Value, new_state.to_value())}
     if decision.changed:

@@ -1,0 +1,88 @@
+"""``after_hold``: a member keeps a tier ``hold_months`` after they *last
+qualified* for it (docs/loyalty.md, "Tiers"), not after the last event that
+happened to look at their standing.
+
+Regression: the hold ran from the earn that put the member in the tier, so a
+gold member who held 500 points for five months and then redeemed them was
+dropped at once instead of three months later; and with a rolling window a
+member was dropped before the hold ran out from the month their points left
+the window.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from tallybook.domain.loyalty import parse_config
+from tallybook.domain.tiers import MemberState, last_qualified, record_earn
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+from tallybook.store.port import ItemStore
+
+pytestmark = pytest.mark.unit
+
+TIERS = [{"name": "base", "threshold": 0}, {"name": "gold", "threshold": 100}]
+
+
+def _ledger(store: ItemStore, rules: dict[str, Any]) -> tuple[Ledger, ManualClock]:
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    led = Ledger(store, clock=clock)
+    led.programs.create("shop")
+    led.loyalty.configure("shop", {"tiers": TIERS, **rules})
+    led.accounts.open("shop", "alice")
+    return led, clock
+
+
+def test_balance_basis_hold_runs_from_the_redeem_that_ended_qualifying(store: ItemStore) -> None:
+    led, clock = _ledger(
+        store,
+        {
+            "qualification": {"basis": "balance"},
+            "downgrade": {"rule": "after_hold", "hold_months": 3},
+        },
+    )
+    assert led.loyalty.earn("shop", "alice", "o1", 50_000).tier == "gold"  # 500 points
+    clock.set(datetime(2026, 6, 1, tzinfo=UTC))  # still 500 points: qualified all along
+    assert led.loyalty.redeem("shop", "alice", 450, "tv", txn_id="r1").tier == "gold"
+    clock.set(datetime(2026, 8, 31, tzinfo=UTC))
+    assert led.loyalty.review_tiers("shop").downgraded == 0
+    assert led.loyalty.status("shop", "alice").tier == "gold"
+    clock.set(datetime(2026, 9, 1, tzinfo=UTC))  # three months after the redeem
+    assert led.loyalty.review_tiers("shop").downgraded == 1
+    assert led.loyalty.status("shop", "alice").tier == "base"
+
+
+def test_rolling_hold_runs_from_the_month_the_points_left_the_window(store: ItemStore) -> None:
+    led, clock = _ledger(
+        store,
+        {
+            "qualification": {"window": "rolling", "months": 1},
+            "downgrade": {"rule": "after_hold", "hold_months": 2},
+        },
+    )
+    clock.set(datetime(2026, 1, 10, tzinfo=UTC))
+    assert led.loyalty.earn("shop", "alice", "o1", 50_000).tier == "gold"
+    # January's points count until February begins: gold is held until April 1
+    clock.set(datetime(2026, 3, 20, tzinfo=UTC))
+    assert led.loyalty.earn("shop", "alice", "o2", 100).tier == "gold"
+    assert led.loyalty.review_tiers("shop").downgraded == 0
+    clock.set(datetime(2026, 4, 1, tzinfo=UTC))
+    assert led.loyalty.review_tiers("shop").downgraded == 1
+
+
+def test_last_qualified_rolling() -> None:
+    config = parse_config({"tiers": TIERS, "qualification": {"window": "rolling", "months": 2}})
+    state = record_earn(config, MemberState(), 150, datetime(2026, 1, 10, tzinfo=UTC))
+    state = MemberState(
+        tier="gold", qualified_at=datetime(2026, 1, 10, tzinfo=UTC), months=state.months
+    )
+    # January counts through February (a two-month window)
+    assert last_qualified(config, state, 0, datetime(2026, 2, 20, tzinfo=UTC)) == datetime(
+        2026, 2, 20, tzinfo=UTC
+    )
+    assert last_qualified(config, state, 0, datetime(2026, 5, 5, tzinfo=UTC)) == datetime(
+        2026, 3, 1, tzinfo=UTC
+    )
