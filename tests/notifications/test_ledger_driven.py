@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from datetime import timedelta
 
@@ -138,6 +139,56 @@ def test_earn_and_expiry_raise_tier_changed_and_points_expiring(
     ledger.loyalty.expire("shop")  # the same lots: the same warning, not a second one
     types = [n.type for n in ledger.notifications.history("shop", alice).notifications]
     assert sorted(types) == ["PointsExpiring", "TierChanged"]
+
+
+def test_points_expiring_follows_the_points_as_more_lots_come_due(
+    ledger: Ledger, clock: ManualClock, alice: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The warning names what expires: a second lot entering the horizon behind
+    the same first lot updates it (its key was the first lot only, so the
+    second warning was an IdempotencyConflict, logged, and the member kept
+    the first amount)."""
+    ledger.loyalty.configure("shop", {**LOYALTY, "expiry": {"days": 10, "warn_days": 4}})
+    ledger.loyalty.earn("shop", alice, "o1", 5000)  # 50 points, expiring on day 10
+    clock.advance(timedelta(days=2))
+    ledger.loyalty.earn("shop", alice, "o2", 3000)  # 30 more, expiring on day 12
+    clock.advance(timedelta(days=5))  # day 7: only the first lot is within 4 days
+    ledger.loyalty.expire("shop")
+    first = active(ledger, "shop", alice)["PointsExpiring"]
+    assert (first.payload["points"], first.payload["lots"]) == (50, 1)
+    clock.advance(timedelta(days=1, hours=12))  # day 8.5: both lots are
+    with caplog.at_level(logging.WARNING):
+        ledger.loyalty.expire("shop")
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    second = active(ledger, "shop", alice)["PointsExpiring"]
+    assert (second.payload["points"], second.payload["lots"]) == (80, 2)
+    assert second.id != first.id
+    ledger.loyalty.expire("shop")  # the same lots again: no third warning
+    history = ledger.notifications.history("shop", alice).notifications
+    assert [n.type for n in history].count("PointsExpiring") == 2
+
+
+def test_events_of_a_long_transaction_id_raise_their_notification_once(
+    ledger: Ledger, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``ev:TierChanged:{transaction id}`` outgrows the 128 characters of a key
+    when the transaction id is long (an earn of a long order id): the key is then
+    a digest (it was refused, logged, and the member never saw the notification)."""
+    account = "a" * 100
+    ledger.accounts.open("shop", account)
+    ledger.loyalty.configure("shop", LOYALTY)
+    with caplog.at_level(logging.WARNING):
+        ledger.loyalty.earn("shop", account, "o" * 110, 10_000)  # 100 points: silver
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    raised = active(ledger, "shop", account)["TierChanged"]
+    assert raised.source is not None
+    assert raised.source.startswith("ev:TierChanged:h-")
+    assert len(raised.source) <= 128
+    # the same event again (the same long transaction id): no second notification
+    again = LedgerEvent("shop", account, "TierChanged", raised.payload, "order:" + "o" * 110)
+    ledger.events.publish(again)
+    history = ledger.notifications.history("shop", account).notifications
+    assert [n.type for n in history] == ["TierChanged"]
 
 
 def test_a_hold_raises_low_balance_and_its_void_clears_it(

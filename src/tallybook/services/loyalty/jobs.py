@@ -196,7 +196,9 @@ class ExpiryJob:
                 account,
                 "PointsExpiring",
                 dict(payload),
-                source_id=f"expiring:{account}:{first.cum_end}",
+                # what is expiring, not only its first lot: the same lots warn once,
+                # more lots entering the horizon (or a partial redeem) warn anew
+                source_id=f"expiring:{first.cum_end}:{payload['points']}:{len(lots)}",
             )
         )
         return 1

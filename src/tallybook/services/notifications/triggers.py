@@ -13,10 +13,12 @@ A failing trigger is logged and never undoes the committed write.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tallybook.domain.ids import MAX_ID_LENGTH
 from tallybook.domain.notifications import (
     LOW_BALANCE,
     DismissReason,
@@ -85,7 +87,7 @@ def low_balance(service: NotificationService, event: Committed) -> None:
 
 def ledger_event(service: NotificationService, event: LedgerEvent) -> None:
     program = service.programs.get(event.program)
-    key = f"ev:{event.type}:{event.source_id}" if event.source_id else None
+    key = event_key(event.type, event.source_id) if event.source_id else None
     payload = check_payload(dict(event.payload))
     service.add_to(program, event.account, check_type(event.type), payload, key, None)
 
@@ -93,3 +95,13 @@ def ledger_event(service: NotificationService, event: LedgerEvent) -> None:
 def _about(fund: str) -> Callable[[Notification], bool]:
     """Only the LowBalance about this fund is cleared by this fund's top-up."""
     return lambda n: n.payload.get("fund") == fund
+
+
+def event_key(type_: str, source_id: str) -> str:
+    """The idempotency key of a notification the ledger raises: ``ev:{type}:{source}``,
+    or its digest when that is longer than a key may be (a hold or tier id
+    of a long account id), so that the event still raises it exactly once."""
+    key = f"ev:{type_}:{source_id}"
+    if len(key) <= MAX_ID_LENGTH:
+        return key
+    return f"ev:{type_}:h-{hashlib.sha256(key.encode()).hexdigest()[:48]}"
