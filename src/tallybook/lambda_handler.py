@@ -33,6 +33,18 @@ if TYPE_CHECKING:
 JOB_ENV = "TALLYBOOK_JOB"
 PROGRAM_ENV = "TALLYBOOK_PROGRAM"
 
+#: response types Mangum returns as text; the rest go back base64-encoded, which an
+#: API Gateway REST API without ``binaryMediaTypes`` hands the client undecoded.
+#: Mangum's defaults lack ``application/problem+json``, the type of every error.
+TEXT_MIME_TYPES = [
+    "text/",
+    "application/json",
+    "application/problem+json",
+    "application/javascript",
+    "application/xml",
+    "application/vnd.oai.openapi",
+]
+
 _log = logging.getLogger("tallybook.jobs")
 _adapter: Mangum | None = None
 _ledger: Ledger | None = None
@@ -51,7 +63,7 @@ def _get_adapter() -> Mangum:
 
         from tallybook.http.app import get_app
 
-        _adapter = Mangum(get_app(), lifespan="off")
+        _adapter = Mangum(get_app(), lifespan="off", text_mime_types=TEXT_MIME_TYPES)
     return _adapter
 
 

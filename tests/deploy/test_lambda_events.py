@@ -1,0 +1,214 @@
+"""The API function behind each of the front doors Mangum serves: API Gateway REST
+(payload 1.0), HTTP API (2.0) and an ALB target group. A REST API passes a body
+marked ``isBase64Encoded`` to the client undecoded unless it lists the content
+type in its ``binaryMediaTypes``, so the function must return text as text:
+JSON, problem+json, HTML, CSV."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tallybook import lambda_handler
+from tallybook.http import app as app_module
+from tallybook.ledger import Ledger
+from tallybook.store.port import ItemStore
+
+HOST = "abc123.execute-api.eu-west-1.amazonaws.com"
+Event = Callable[..., dict[str, Any]]
+
+
+def rest_event(
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: str | None = None,
+    query: list[tuple[str, str]] | None = None,
+) -> dict[str, Any]:
+    """API Gateway REST API, Lambda proxy integration (payload format 1.0)."""
+    multi: dict[str, list[str]] = {}
+    for name, value in query or []:
+        multi.setdefault(name, []).append(value)
+    return {
+        "resource": "/{proxy+}",
+        "path": path,
+        "httpMethod": method,
+        "headers": {"Host": HOST, **headers},
+        "multiValueHeaders": {"Host": [HOST], **{k: [v] for k, v in headers.items()}},
+        "queryStringParameters": {k: v[-1] for k, v in multi.items()} or None,
+        "multiValueQueryStringParameters": multi or None,
+        "pathParameters": {"proxy": path.lstrip("/")},
+        "stageVariables": None,
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "abc123",
+            "httpMethod": method,
+            "identity": {"sourceIp": "203.0.113.7", "userAgent": "pytest"},
+            "path": f"/prod{path}",
+            "protocol": "HTTP/1.1",
+            "requestId": "c6af9ac6-7b61-11e6-9a41-93e8deadbeef",
+            "resourcePath": "/{proxy+}",
+            "stage": "prod",
+        },
+        "body": body,
+        "isBase64Encoded": False,
+    }
+
+
+def http_api_event(
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: str | None = None,
+    query: list[tuple[str, str]] | None = None,
+) -> dict[str, Any]:
+    """API Gateway HTTP API (payload format 2.0)."""
+    pairs = query or []
+    return {
+        "version": "2.0",
+        "routeKey": "ANY /{proxy+}",
+        "rawPath": path,
+        "rawQueryString": "&".join(f"{k}={v}" for k, v in pairs),
+        "headers": {"host": HOST, **{k.lower(): v for k, v in headers.items()}},
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "abc123",
+            "domainName": HOST,
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "203.0.113.7",
+                "userAgent": "pytest",
+            },
+            "requestId": "JKJaXmPLvHcESHA=",
+            "routeKey": "ANY /{proxy+}",
+            "stage": "$default",
+            "time": "23/Nov/2026:12:00:00 +0000",
+            "timeEpoch": 1795435200000,
+        },
+        "body": body,
+        "isBase64Encoded": False,
+    }
+
+
+def alb_event(
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: str | None = None,
+    query: list[tuple[str, str]] | None = None,
+) -> dict[str, Any]:
+    """An ALB target group with multi-value headers on."""
+    multi: dict[str, list[str]] = {}
+    for name, value in query or []:
+        multi.setdefault(name, []).append(value)
+    arn = "arn:aws:elasticloadbalancing:eu-west-1:123456789012:targetgroup/tallybook/6d0ecf83"
+    return {
+        "requestContext": {"elb": {"targetGroupArn": arn}},
+        "httpMethod": method,
+        "path": path,
+        "multiValueQueryStringParameters": multi,
+        "multiValueHeaders": {
+            "host": ["tallybook.example.com"],
+            **{k.lower(): [v] for k, v in headers.items()},
+        },
+        "body": body or "",
+        "isBase64Encoded": False,
+    }
+
+
+EVENTS = {"rest": rest_event, "http-api": http_api_event, "alb": alb_event}
+
+
+@pytest.fixture
+def api(ledger: Ledger, store: ItemStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The handler's app on the test's store; yields a read/write key of program shop."""
+    monkeypatch.setenv("TALLYBOOK_STORE", store.describe())
+    monkeypatch.setattr(app_module, "_app", None)
+    monkeypatch.setattr(lambda_handler, "_adapter", None)
+    _, secret = ledger.keys.create("shop", "read,write", None)
+    yield secret
+    app_module._app = None
+
+
+def header(response: dict[str, Any], name: str) -> str:
+    for key, value in (response.get("headers") or {}).items():
+        if key.lower() == name:
+            return str(value)
+    for key, values in (response.get("multiValueHeaders") or {}).items():
+        if key.lower() == name:
+            return str(values[0])
+    return ""
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+@pytest.mark.parametrize("kind", EVENTS)
+def test_problem_json_errors_come_back_as_text(api: str, kind: str) -> None:
+    event = EVENTS[kind]
+    auth = {"Authorization": f"Bearer {api}", "Content-Type": "application/json"}
+    cases = [
+        (event("GET", "/v1/nowhere", auth), 404, "not-found"),
+        (event("GET", "/v1/program", {}), 401, "unauthorized"),
+        (
+            event("POST", "/v1/transactions", {**auth, "Idempotency-Key": "m-1"}, '{"type": "cr'),
+            400,
+            "malformed-json",
+        ),
+        (
+            event(
+                "GET", "/v1/accounts/ann/entries", auth, query=[("fund", "points"), ("limit", "0")]
+            ),
+            422,
+            "validation",
+        ),
+    ]
+    for request, status, code in cases:
+        response = lambda_handler.handler(request, None)
+        assert response["statusCode"] == status, response
+        assert header(response, "content-type") == "application/problem+json"
+        assert not response.get("isBase64Encoded"), response
+        problem = json.loads(response["body"])
+        assert problem["status"] == status
+        assert problem["type"].endswith(f"/{code}")
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+@pytest.mark.parametrize("kind", EVENTS)
+def test_credit_with_a_base64_body_then_read_with_repeated_query_params(
+    api: str, kind: str
+) -> None:
+    event = EVENTS[kind]
+    auth = {"Authorization": f"Bearer {api}", "Content-Type": "application/json"}
+    opened = lambda_handler.handler(
+        event("POST", "/v1/accounts", {**auth, "Idempotency-Key": "o-1"}, '{"account": "ann"}'),
+        None,
+    )
+    assert opened["statusCode"] == 201, opened
+    credit = json.dumps({"type": "credit", "account": "ann", "fund": "points", "amount": 250})
+    request = event("POST", "/v1/transactions", {**auth, "Idempotency-Key": "c-1"})
+    request["body"] = base64.b64encode(credit.encode()).decode()
+    request["isBase64Encoded"] = True
+    posted = lambda_handler.handler(request, None)
+    assert posted["statusCode"] == 201, posted
+    assert not posted.get("isBase64Encoded")
+    assert json.loads(posted["body"])["id"] == "c-1"
+    replay = lambda_handler.handler(request, None)
+    assert replay["statusCode"] == 201
+    assert header(replay, "idempotent-replayed") == "true"
+    # a repeated parameter: the last one counts, as in the ASGI app
+    page = lambda_handler.handler(
+        event(
+            "GET",
+            "/v1/accounts/ann/entries",
+            auth,
+            query=[("fund", "cash"), ("fund", "points"), ("limit", "5")],
+        ),
+        None,
+    )
+    assert page["statusCode"] == 200, page
+    assert [e["amount"] for e in json.loads(page["body"])["entries"]] == [250]
