@@ -75,7 +75,10 @@ class S3Sink:
         self.prefix = prefix.strip("/")
         self.endpoint = endpoint or os.environ.get(S3_ENDPOINT_ENV) or None
         if client is None:
-            kwargs: dict[str, str] = {"region_name": region or "us-east-1"}
+            # the configured region (Lambda sets AWS_DEFAULT_REGION to its own),
+            # else us-east-1
+            session_region = boto3.session.Session().region_name
+            kwargs: dict[str, str] = {"region_name": region or session_region or "us-east-1"}
             if self.endpoint:
                 kwargs["endpoint_url"] = self.endpoint
                 if not boto3.session.Session().get_credentials():
