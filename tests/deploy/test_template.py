@@ -136,3 +136,26 @@ def test_the_webhook_key_is_a_kept_secret_only_its_users_read(template: dict[str
     for name in readers:
         env = _functions(template)[name]["Properties"]["Environment"]["Variables"]
         assert env["TALLYBOOK_WEBHOOK_KEY_SECRET"] == chosen
+
+
+def test_every_api_instance_signs_admin_sessions_with_the_stack_s_secret(
+    template: dict[str, Any],
+) -> None:
+    """Without a shared secret each Lambda instance draws its own, and a sign-in on
+    one is refused by the next (tests/deploy/test_admin_session_secret.py)."""
+    resources = template["Resources"]
+    secret = resources["AdminSessionSecret"]
+    assert secret["Type"] == "AWS::SecretsManager::Secret"
+    assert secret["Properties"]["GenerateSecretString"]["PasswordLength"] >= 32
+    policy = resources["AdminSessionSecretReadPolicy"]["Properties"]["PolicyDocument"]
+    [statement] = policy["Statement"]
+    assert statement["Action"] == "secretsmanager:GetSecretValue"
+    assert statement["Resource"] == {"Ref": "AdminSessionSecret"}
+    readers = {
+        name
+        for name, fn in _functions(template).items()
+        if {"Ref": "AdminSessionSecretReadPolicy"} in fn["Properties"]["Policies"]
+    }
+    assert readers == {"ApiFunction"}
+    env = _functions(template)["ApiFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["TALLYBOOK_SESSION_SECRET_ARN"] == {"Ref": "AdminSessionSecret"}

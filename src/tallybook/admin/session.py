@@ -2,10 +2,12 @@
 
 A session cookie holds only ``{key id, program, nonce, issued at}`` as base64
 JSON, followed by an HMAC-SHA256 of it. The secret comes from
-``$TALLYBOOK_SESSION_SECRET`` or is drawn at random when the app is built (then
-sessions end with the process). The key is looked up again on every request
-(see ``auth.py``), so a revoked key is logged out at once; the cookie itself
-never holds the API key's secret.
+``$TALLYBOOK_SESSION_SECRET``, or from the AWS Secrets Manager secret whose ARN
+or name is ``$TALLYBOOK_SESSION_SECRET_ARN`` (read once, when the app is built:
+what the SAM stack sets, so that every Lambda instance signs alike), or is drawn
+at random when the app is built (then sessions end with the process). The key is
+looked up again on every request (see ``auth.py``), so a revoked key is logged
+out at once; the cookie itself never holds the API key's secret.
 
 CSRF: each session has a random nonce; the token a form carries is an HMAC of
 it, compared in constant time on every POST. The login form, which has no
@@ -23,10 +25,14 @@ import os
 import secrets
 import time
 from dataclasses import dataclass
+from typing import Any
+
+from tallybook.errors import ConfigError
 
 SESSION_COOKIE = "tb_admin"
 LOGIN_COOKIE = "tb_admin_login"
 SECRET_ENV = "TALLYBOOK_SESSION_SECRET"  # noqa: S105 - the variable name, not a secret
+SECRET_ARN_ENV = "TALLYBOOK_SESSION_SECRET_ARN"  # noqa: S105 - the variable name
 #: a session lasts this long after login, whatever the activity (seconds)
 SESSION_TTL = 8 * 3600
 #: the login form must be posted within this time of being shown
@@ -50,12 +56,32 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+def _from_secrets_manager() -> str | None:
+    """The value of the secret ``$TALLYBOOK_SESSION_SECRET_ARN`` names, if it names one."""
+    secret_id = os.environ.get(SECRET_ARN_ENV, "").strip()
+    if not secret_id:
+        return None
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    client: Any = boto3.client("secretsmanager")
+    try:
+        value = client.get_secret_value(SecretId=secret_id)
+    except (BotoCoreError, ClientError) as exc:
+        raise ConfigError(f"cannot read {SECRET_ARN_ENV} {secret_id}: {exc}") from exc
+    text = str(value.get("SecretString") or "")
+    if not text:
+        raise ConfigError(f"{SECRET_ARN_ENV} {secret_id} holds no text")
+    return text
+
+
 class SessionSigner:
     """Signs and checks session cookies and CSRF tokens with one secret."""
 
     def __init__(self, secret: bytes | str | None = None) -> None:
         if secret is None:
-            secret = os.environ.get(SECRET_ENV) or secrets.token_bytes(32)
+            shared = os.environ.get(SECRET_ENV) or _from_secrets_manager()
+            secret = shared or secrets.token_bytes(32)
         raw = secret.encode("utf-8") if isinstance(secret, str) else secret
         if len(raw) < _MIN_SECRET:
             raise ValueError(f"{SECRET_ENV} must hold at least {_MIN_SECRET} bytes")
