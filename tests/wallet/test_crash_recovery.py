@@ -147,4 +147,4 @@ def test_crash_at_every_step_then_reconcile(
         c.refunded is False and c.key.startswith(f"{P}:") and c.amount < 0
         for c in processor.charges.values()
     )
-    assert charge_key(P, "x") == f"{P}:x"
+    assert charge_key(P, "x", "n1") == f"{P}:x:n1"

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 
 from tallybook.errors import IdempotencyConflict, InsufficientFunds, PaymentDeclined
 from tallybook.ledger import Ledger
+from tallybook.reliability.faults import Crash
 from tallybook.services.clock import ManualClock
 from tallybook.services.wallet.charges import FakeChargeProcessor
+from tallybook.services.wallet.debit import CHARGE_GRACE
 
 from .conftest import P, assert_consistent, available, fund
 
@@ -64,7 +67,9 @@ def test_shortfall_charged_as_its_own_posting(
     fund(wallet, "alice", cash=100, bonus=((30, 3),))
     t = wallet.wallet.debit(P, "alice", 200, txn_id="d1", on_shortfall="charge")
     assert t.funds == {"bonus": -30, "cash": -100}
-    assert t.charge == {"amount": 70, "reference": "fake-shop:d1"}
+    assert t.charge is not None
+    assert t.charge["amount"] == 70
+    assert str(t.charge["reference"]).startswith("fake-shop:d1:")
     assert processor.net_charged == 70
     legs = {(leg.account, leg.fund): leg.amount for leg in wallet.transactions.get(P, "d1").legs}
     assert legs[("@external", "cash")] == -70
@@ -109,3 +114,71 @@ def test_transaction_records_per_owner_newest_first(wallet: Ledger, clock: Manua
     one = wallet.wallet.transaction(P, "d1")
     assert one.funds == {"cash": -10}
     assert one.account == "alice"
+
+
+class AtMostOnceProcessor:
+    """A processor as the protocol says: a key charges at most once, so charging
+    a refunded key answers the refunded charge and collects nothing."""
+
+    def __init__(self) -> None:
+        self.charges: dict[str, list[int]] = {}  # key -> [amount, refunded]
+        self.during_charge: list[Callable[[], object]] = []
+
+    def charge(self, *, key: str, account: str, amount: int, currency: str) -> str:
+        if key not in self.charges:
+            self.charges[key] = [amount, 0]
+            while self.during_charge:
+                self.during_charge.pop()()
+        return f"ref-{key}"
+
+    def refund(self, *, key: str) -> None:
+        if key in self.charges:
+            self.charges[key][1] = 1
+
+    @property
+    def net_charged(self) -> int:
+        return sum(amount for amount, refunded in self.charges.values() if not refunded)
+
+
+def test_a_retried_debit_never_charges_a_refunded_key(wallet: Ledger) -> None:
+    """A spend while the charge is made refuses the commit, which refunds the
+    charge; the client's retry of the same transaction id must collect its
+    shortfall under a new key, not be answered with the refunded charge."""
+    processor = AtMostOnceProcessor()
+    wallet.wallet.processor = processor
+    fund(wallet, "alice", cash=100)
+    processor.during_charge.append(lambda: wallet.wallet.debit(P, "alice", 100, txn_id="other"))
+    with pytest.raises(InsufficientFunds):
+        wallet.wallet.debit(P, "alice", 300, txn_id="d1", on_shortfall="charge")
+    assert processor.net_charged == 0
+    t = wallet.wallet.debit(P, "alice", 300, txn_id="d1", on_shortfall="charge")
+    assert t.charge is not None
+    assert t.charge["amount"] == 300
+    assert processor.net_charged == 300  # was 0: the debit recorded a refunded charge
+    assert len(processor.charges) == 2
+    assert_consistent(wallet, "alice")
+
+
+def test_a_retry_after_reconcile_refunded_charges_a_new_key(
+    wallet: Ledger, clock: ManualClock
+) -> None:
+    """A debit that died after charging is refunded by reconcile; the client's
+    retry with the same id (the client rule) is charged again under a new key."""
+    processor = AtMostOnceProcessor()
+    wallet.wallet.processor = processor
+    fund(wallet, "alice", cash=100)
+
+    def die() -> None:
+        raise Crash("after the charge")
+
+    processor.during_charge.append(die)
+    with pytest.raises(Crash):
+        wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
+    clock.advance(CHARGE_GRACE + timedelta(minutes=1))
+    assert wallet.wallet.reconcile(P).cancelled_charges == [("alice", "d1", 150)]
+    assert processor.net_charged == 0
+    t = wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
+    assert t.charge is not None
+    assert t.charge["amount"] == 150
+    assert processor.net_charged == 150
+    assert_consistent(wallet, "alice")

@@ -5,7 +5,7 @@ processor is outside the store:
 
 1. put a *charge intent* row ``C#{txn}`` (amount, status ``pending``), listed
    in the due index at ``now + CHARGE_GRACE``;
-2. ask the processor to charge (idempotency key ``{program}:{txn}``);
+2. ask the processor to charge (idempotency key ``{program}:{txn}:{nonce}``, new per intent);
 3. commit the debit, which deletes the intent on condition it is still
    ``pending``; the charge is recorded in that transaction as its own posting
    (``@external`` → ``@redemption``) and in ``details.charge``.
@@ -20,6 +20,7 @@ debit before then reuses the intent and the processor's idempotent charge.
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import timedelta
@@ -67,9 +68,15 @@ CHARGE_GRACE = timedelta(minutes=10)
 Shortfall = Literal["reject", "charge"]
 
 
-def charge_key(program: str, txn_id: str) -> str:
-    """The charge's idempotency key at the processor."""
-    return f"{program}:{txn_id}"
+def charge_key(program: str, txn_id: str, nonce: str) -> str:
+    """The idempotency key at the processor of one charge intent of ``txn_id``.
+
+    A processor charges a key at most once, and answers a refunded key's charge
+    with the refunded charge; so an intent dropped after a refund (a refused
+    commit, a timeout, reconcile) leaves its key behind, and the next intent of
+    the same transaction id (a client's retry) charges under a key of its own.
+    """
+    return f"{program}:{txn_id}:{nonce}"
 
 
 class DebitOps:
@@ -147,7 +154,8 @@ class DebitOps:
         intent = self._intent(program, account, txn_id)
         if intent is None:
             now = self.core.clock.now()
-            intent = ChargeIntent(account, txn_id, shortfall, CHARGE_PENDING, now)
+            key = charge_key(program, txn_id, uuid.uuid4().hex[:16])
+            intent = ChargeIntent(account, txn_id, shortfall, CHARGE_PENDING, now, key)
             try:
                 self.store.transact_write([charge_put(program, intent, now + CHARGE_GRACE)])
             except ConditionFailed:
@@ -157,8 +165,7 @@ class DebitOps:
                 f"the charge for transaction {txn_id} was cancelled by reconcile; "
                 "retry the debit with a new transaction id"
             )
-        charged = intent.amount
-        key = charge_key(program, txn_id)
+        charged, key = intent.amount, intent.charge_key
         try:
             reference = self.processor().charge(
                 key=key, account=account, amount=charged, currency=prog.currency

@@ -22,7 +22,7 @@ from tallybook.errors import ConditionFailed, InvalidState
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.charges import ChargeProcessor
-from tallybook.services.wallet.debit import CHARGE_GRACE, charge_key
+from tallybook.services.wallet.debit import CHARGE_GRACE
 from tallybook.services.wallet.marks import bonus_without_grants, wallet_marks
 from tallybook.services.wallet.records import availability_after, present_funds
 from tallybook.store.records.codec import iso
@@ -124,7 +124,7 @@ class WalletJobs:
                     self.store.transact_write([cancelling_charge(key)])
                 except ConditionFailed:
                     continue  # committed (and removed) meanwhile
-                self.processor().refund(key=charge_key(program, txn_id))
+                self.processor().refund(key=intent.charge_key)
                 report.cancelled_charges.append((account, txn_id, intent.amount))
             self.store.delete(key)
         return report

@@ -329,6 +329,9 @@ class ChargeIntent:
     #: :data:`CHARGE_PENDING`, or :data:`CHARGE_CANCELLING` once reconcile took it
     status: str
     created_at: datetime
+    #: the charge's idempotency key at the processor, new for every intent: a key
+    #: charges at most once, so one that was refunded must never be charged again
+    charge_key: str
 
 
 def intent_key(program: str, account: str, txn_id: str) -> Key:
@@ -345,6 +348,7 @@ def charge_put(program: str, intent: ChargeIntent, due: datetime) -> Put:
         "amount": intent.amount,
         "status": intent.status,
         "created_at": iso(intent.created_at),
+        "charge_key": intent.charge_key,
         **due_attrs(program, DUE_CHARGE, due, intent.account, intent.txn_id),
     }
     return Put(item, ITEM_ABSENT)
@@ -357,6 +361,8 @@ def charge_of(item: Item) -> ChargeIntent:
         amount=cast(int, item["amount"]),
         status=cast(str, item.get("status") or ""),
         created_at=parse_iso(cast(str, item["created_at"])),
+        # an intent written before keys were per intent was charged under program:txn
+        charge_key=cast(str, item.get("charge_key") or f"{item['program']}:{item['txn_id']}"),
     )
 
 
