@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 import pytest
@@ -11,6 +12,9 @@ from tallybook.errors import InsufficientFunds, InvalidState, NotFound, Validati
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.services.events import LedgerEvent
+from tallybook.store.forwarding import ForwardingStore
+from tallybook.store.port import Action, Add, ItemStore, Update
+from tallybook.store.records.wallet import grant_key
 
 from .conftest import P, assert_consistent, available, fund
 
@@ -153,3 +157,58 @@ def test_concurrent_authorizations_never_over_commit(wallet: Ledger, engine: str
     assert outcomes.count("ok") == 800 // 70
     assert view.total_available == 800 - 70 * outcomes.count("ok")
     assert_consistent(wallet, "alice")
+
+
+class _ThenWrite(ForwardingStore):
+    """Runs ``before_write`` once, just before the next transaction reaches the store:
+    what another process did between a planner's reads and its write."""
+
+    def __init__(self, inner: ItemStore, before_write: Callable[[], object]) -> None:
+        super().__init__(inner)
+        self.before_write: Callable[[], object] | None = before_write
+
+    def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
+        if self.before_write is not None:
+            run, self.before_write = self.before_write, None
+            run()
+        super().transact_write(actions, token=token)
+
+
+def test_void_planned_before_a_grant_expired_sends_its_bonus_to_expiry(
+    wallet: Ledger, clock: ManualClock
+) -> None:
+    """A void plans while grant g0 (all reserved by the hold) is unexpired; before its
+    write lands, g0 expires and reconcile takes it, empty, out of the due index. The
+    void's bonus went back into g0 anyway: an expired grant nothing would expire
+    again, counted by no balance view, with the bonus fund holding it for ever."""
+    fund(wallet, "alice", bonus=((100, 1),))
+    wallet.wallet.authorize(P, "alice", 100, hold_id="h1", expires_in=7 * 86400)
+    clock.advance(timedelta(days=1) - timedelta(seconds=1))
+
+    def expiry_runs_meanwhile() -> None:
+        clock.advance(timedelta(seconds=2))
+        wallet.wallet.reconcile(P)
+
+    late = Ledger(_ThenWrite(wallet.store, expiry_runs_meanwhile), clock=clock)
+    late.wallet.processor = wallet.wallet.processor
+    assert late.wallet.void(P, "h1").hold.status.value == "voided"
+    clock.advance(timedelta(days=1))
+    wallet.wallet.reconcile(P)
+    assert [g.available for g in wallet.wallet.grants(P, "alice", include_expired=True)] == [0]
+    assert wallet.accounts.get(P, "alice").fund("bonus").balance == 0
+    assert wallet.transactions.system_balance(P, "@expiry") == {"bonus": 100}
+    assert_consistent(wallet, "alice")
+
+
+def test_wallet_check_reports_a_resolved_grant_that_holds_bonus(
+    wallet: Ledger, clock: ManualClock
+) -> None:
+    fund(wallet, "alice", bonus=((100, 1),))
+    wallet.wallet.authorize(P, "alice", 100, hold_id="h1")
+    clock.advance(timedelta(days=1, seconds=1))
+    wallet.wallet.reconcile(P)  # g0 expired with nothing left: out of the due index
+    grant = wallet.wallet.grants(P, "alice", include_expired=True)[0]
+    key = grant_key(P, "alice", grant.id, grant.expires_at)
+    wallet.store.transact_write([Update(key, (Add("available", 100),))])
+    problems = wallet.wallet.check(P, "alice")
+    assert "alice/bonus: grant alice-g0 was resolved by expiry but holds 100" in problems

@@ -46,6 +46,7 @@ from tallybook.store.records.wallet import (
     read_grants,
     read_holds,
     row_key,
+    stranded_grants,
     takes_value,
     undue_empty_grant,
 )
@@ -255,6 +256,10 @@ class WalletJobs:
             if balance != in_grants + reserved:
                 problems.append(
                     f"{account}/bonus: balance {balance} != grants {in_grants} + held {reserved}"
+                )
+            for g in stranded_grants(self.store, program, account):
+                problems.append(
+                    f"{account}/bonus: grant {g.id} was resolved by expiry but holds {g.available}"
                 )
         problems += self._check_marks(acct, holds, now, prog.fund(BONUS) is not None)
         for intent in read_charges(self.store, program, account):

@@ -29,6 +29,7 @@ from tallybook.store.records.codec import iso
 from tallybook.store.records.wallet import (
     account_grants,
     finish_hold,
+    grant_still_due,
     return_to_grant,
     takes_value,
 )
@@ -98,7 +99,9 @@ def plan_split(
     to_expiry = 0
     returned: list[GrantTake] = []
     for take in split.released_grants:
-        if take.expires_at <= snap.now:
+        # a grant the expiry job already resolved counts as expired, whatever this
+        # clock says (a plan made before its expiry re-runs once the job wrote)
+        if take.expires_at <= snap.now or not grant_still_due(snap.store, program, account, take):
             to_expiry += take.amount
         else:
             returned.append(take)

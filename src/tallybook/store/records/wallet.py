@@ -31,6 +31,7 @@ from tallybook.store.port import (
     Add,
     Compare,
     Delete,
+    Exists,
     Item,
     ItemStore,
     Key,
@@ -40,6 +41,7 @@ from tallybook.store.port import (
     SortCondition,
     Update,
     Value,
+    all_of,
     any_of,
     key_of,
 )
@@ -189,6 +191,16 @@ def read_grants(
     return [grant_from_item(i) for i in items]
 
 
+def stranded_grants(store: ItemStore, program: str, account: str) -> list[Grant]:
+    """Grants out of the due index (resolved by the expiry job) that still hold
+    bonus: nothing would ever expire it, and no balance view counts it."""
+    items = store.query_all(
+        keys.account_partition(program, account),
+        SortCondition.begins_with(keys.WALLET_GRANT_PREFIX),
+    )
+    return [grant_from_item(i) for i in items if not is_due(i) and grant_left(i) > 0]
+
+
 def account_grants(store: ItemStore, program: str, acct: Account, now: datetime) -> list[Grant]:
     """:func:`read_grants` at ``now`` for a planner that has read ``acct``'s head.
 
@@ -210,11 +222,21 @@ def spend_grant(program: str, account: str, grant: Grant, take: GrantTake) -> Up
 
 
 def return_to_grant(program: str, account: str, take: GrantTake) -> Update:
+    """Give released bonus back to its grant, on condition the grant is still due:
+    one the expiry job took out of the due index (expired, and empty then) would
+    keep what it is given for ever, counted by no balance view and never expired."""
     return Update(
         grant_key(program, account, take.grant_id, take.expires_at),
         (Add("available", take.amount),),
-        Compare("available", ">=", 0),
+        all_of(Compare("available", ">=", 0), Exists(_DUE_ATTRS[0])),
     )
+
+
+def grant_still_due(store: ItemStore, program: str, account: str, take: GrantTake) -> bool:
+    """Whether the grant a hold reserved from can take its bonus back (see
+    :func:`return_to_grant`)."""
+    item = store.get(grant_key(program, account, take.grant_id, take.expires_at))
+    return item is not None and is_due(item)
 
 
 # --- holds -------------------------------------------------------------------
