@@ -8,12 +8,14 @@ from datetime import timedelta
 
 import pytest
 
+from tallybook.domain.wallet import HoldStatus
 from tallybook.errors import InsufficientFunds, InvalidState, NotFound, ValidationError
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.services.events import LedgerEvent
+from tallybook.store import keys
 from tallybook.store.forwarding import ForwardingStore
-from tallybook.store.port import Action, Add, ItemStore, Update
+from tallybook.store.port import Action, Add, Item, ItemStore, Key, Update
 from tallybook.store.records.wallet import grant_key
 
 from .conftest import P, assert_consistent, available, fund
@@ -212,3 +214,57 @@ def test_wallet_check_reports_a_resolved_grant_that_holds_bonus(
     wallet.store.transact_write([Update(key, (Add("available", 100),))])
     problems = wallet.wallet.check(P, "alice")
     assert "alice/bonus: grant alice-g0 was resolved by expiry but holds 100" in problems
+
+
+class _BeforeHeadRead(ForwardingStore):
+    """Runs ``hook`` once, just before the next read of ``head``."""
+
+    def __init__(self, inner: ItemStore, head: Key, hook: Callable[[], object]) -> None:
+        super().__init__(inner)
+        self.head = head
+        self.hook: Callable[[], object] | None = hook
+
+    def get(self, key: Key, *, consistent: bool = True) -> Item | None:
+        if self.hook is not None and key == self.head:
+            run, self.hook = self.hook, None
+            run()
+        return super().get(key, consistent=consistent)
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "answer"),
+    [
+        ("capture", "void", "hold h1 is captured; it cannot be voided"),
+        ("void", "capture", "hold h1 is voided; it cannot be captured"),
+        ("expire", "capture", "expired at .* it can no longer be captured"),
+        ("expire", "void", None),  # voiding an expired hold returns it unchanged
+    ],
+)
+def test_a_settlement_racing_another_answers_with_the_holds_state(
+    wallet: Ledger, clock: ManualClock, first: str, then: str, answer: str | None
+) -> None:
+    """Another settlement of the hold commits while this one reads: it used to read
+    the row still active and the head no longer withholding it, and failed with a
+    422 'fund cash of alice would hold a negative amount' for a valid request."""
+    fund(wallet, "alice", cash=1000)
+    wallet.wallet.authorize(P, "alice", 100, hold_id="h1", expires_in=60)
+
+    def settle(led: Ledger, op: str) -> object:
+        if op == "capture":
+            return led.wallet.capture(P, "h1", 40)
+        if op == "void":
+            return led.wallet.void(P, "h1")
+        clock.advance(timedelta(seconds=61))
+        return led.wallet.reconcile(P)
+
+    racing = _BeforeHeadRead(
+        wallet.store, keys.account_head(P, "alice"), lambda: settle(wallet, first)
+    )
+    late = Ledger(racing, clock=clock)
+    if answer is None:
+        assert late.wallet.void(P, "h1").hold.status is HoldStatus.EXPIRED
+    else:
+        with pytest.raises(InvalidState, match=answer):
+            settle(late, then)
+    assert racing.hook is None  # the other settlement did run in between
+    assert_consistent(wallet, "alice")

@@ -336,6 +336,11 @@ class HoldOps:
 
         def plan(snap: Snapshot) -> Plan:
             key = hold_key(program, account, hold_id)
+            # the head before the hold row: a settlement that commits between the two
+            # reads shows in the row (not active any more); read the other way round,
+            # the row is still active while the head no longer withholds it, and the
+            # plan fails as a negative withheld amount instead of the hold's state
+            snap.account(account)
             stored = snap.store.get(key)
             if stored is None:
                 raise NotFound(f"hold {hold_id} not found in program {program}")
