@@ -268,3 +268,52 @@ def test_a_settlement_racing_another_answers_with_the_holds_state(
             settle(late, then)
     assert racing.hook is None  # the other settlement did run in between
     assert_consistent(wallet, "alice")
+
+
+class _AfterRead(ForwardingStore):
+    """Runs ``hook`` once, just after the first read of ``watched``."""
+
+    def __init__(self, inner: ItemStore, watched: Key, hook: Callable[[], object]) -> None:
+        super().__init__(inner)
+        self.watched = watched
+        self.hook: Callable[[], object] | None = hook
+
+    def get(self, key: Key, *, consistent: bool = True) -> Item | None:
+        item = super().get(key, consistent=consistent)
+        if self.hook is not None and key == self.watched:
+            run, self.hook = self.hook, None
+            run()
+        return item
+
+
+@pytest.mark.parametrize("op", ["capture", "void"])
+def test_a_settlement_that_found_the_hold_overdue_while_it_was_captured_answers_so(
+    wallet: Ledger, clock: ManualClock, op: str
+) -> None:
+    """A capture applied just before the deadline (its answer lost) and its retry
+    past the deadline: the retry read the hold row still active and overdue, found
+    no record yet, and by the time it expired the hold the capture had committed.
+    The retry was answered 'expired ... can no longer be captured' (final) though
+    that very capture was applied; a void was answered 200 with a captured hold."""
+    fund(wallet, "alice", cash=1000)
+    wallet.wallet.authorize(P, "alice", 100, hold_id="h1", expires_in=60)
+    deadline = clock.now() + timedelta(seconds=60)
+
+    def first_capture_lands() -> None:
+        clock.set(deadline - timedelta(seconds=1))
+        wallet.wallet.capture(P, "h1", 40)
+        clock.set(deadline + timedelta(seconds=1))
+
+    racing = _AfterRead(wallet.store, keys.transaction(P, f"h1:{op}"), first_capture_lands)
+    late = Ledger(racing, clock=clock)
+    clock.set(deadline + timedelta(seconds=1))
+    if op == "capture":
+        result = late.wallet.capture(P, "h1", 40)
+        assert result.transaction is not None
+        assert result.transaction.replay
+        assert result.hold.status is HoldStatus.CAPTURED
+    else:
+        with pytest.raises(InvalidState, match="hold h1 is captured; it cannot be voided"):
+            late.wallet.void(P, "h1")
+    assert racing.hook is None
+    assert_consistent(wallet, "alice")

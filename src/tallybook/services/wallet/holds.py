@@ -280,7 +280,10 @@ class HoldOps:
         try:
             return self._settle(program, account, hold_id, "capture", amount)
         except HoldOverdue as exc:
-            self.expire(program, account, hold_id)
+            if self.expire(program, account, hold_id).hold.status is not HoldStatus.EXPIRED:
+                # settled otherwise meanwhile (perhaps by this same capture, applied
+                # by a request whose answer was lost): answer as that settlement
+                return self.capture(program, hold_id, amount)
             raise InvalidState(expired_message(exc.hold)) from None
         except HoldNotActive as exc:
             if exc.hold.status is HoldStatus.EXPIRED:
@@ -301,7 +304,10 @@ class HoldOps:
         try:
             return self._settle(program, account, hold_id, "void", None)
         except HoldOverdue:
-            return self.expire(program, account, hold_id)
+            result = self.expire(program, account, hold_id)
+            if result.hold.status is not HoldStatus.EXPIRED:
+                return self.void(program, hold_id)  # settled otherwise meanwhile
+            return result
         except HoldNotActive as exc:
             if exc.hold.status in (HoldStatus.EXPIRED, HoldStatus.VOIDED):
                 return HoldResult(exc.hold, None)
