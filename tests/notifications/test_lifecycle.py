@@ -11,7 +11,13 @@ import pytest
 
 from tallybook.domain.event_types import NOTIFICATION_DISMISSED, event_id
 from tallybook.domain.notifications import Status
-from tallybook.errors import IdempotencyConflict, NotFound, StoreUnavailable, ValidationError
+from tallybook.errors import (
+    ConditionFailed,
+    IdempotencyConflict,
+    NotFound,
+    StoreUnavailable,
+    ValidationError,
+)
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.services.notifications.delivery import RecordingDelivery
@@ -347,3 +353,27 @@ def test_add_on_a_head_written_since_it_was_read_retries(
     monkeypatch.setattr(ledger.store, "transact_write", real)
     assert [a.id for a in n.list("shop", alice)] == [added.id]
     assert ledger.accounts.get("shop", alice).changes == before + 2
+
+
+def test_a_store_failure_recording_the_delivery_leaves_the_add_standing(
+    ledger: Ledger, alice: str, delivered: RecordingDelivery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recording the outcome is two tries (both rows, then the history row
+    alone); the store failing the second used to escape from the add."""
+    real = ledger.store.transact_write
+    writes: list[int] = []
+
+    def flaky(actions: Sequence[Action], *, token: str | None = None) -> None:
+        writes.append(len(actions))
+        if len(writes) == 2:  # the outcome on both rows: the active row changed
+            raise ConditionFailed("superseded", [None, "ConditionalCheckFailed"])
+        if len(writes) == 3:  # the history row alone: the store is down
+            raise StoreUnavailable("the store did not answer")
+        real(actions, token=token)
+
+    monkeypatch.setattr(ledger.store, "transact_write", flaky)
+    added = ledger.notifications.add("shop", alice, "TierChanged", {"tier": "gold"})
+    monkeypatch.setattr(ledger.store, "transact_write", real)
+    assert len(writes) == 3
+    assert added.delivery == "delivered"
+    assert [n.id for n in ledger.notifications.list("shop", alice)] == [added.id]

@@ -218,13 +218,14 @@ def deliver(service: Notifier, n: Notification, created_us: int) -> Notification
     outcome = "failed" if error else "delivered"
     history, active = items.delivery_updates(n, created_us, outcome, at, error)
     try:
-        # the active row and the history row carry the same outcome, written together,
-        # so every answer (list, get, dismiss, admin page) tells the same thing
-        service.store.transact_write([history, active])
-    except ConditionFailed:
-        # superseded or dismissed meanwhile (or past retention): the history row alone
-        with contextlib.suppress(ConditionFailed):
-            service.store.transact_write([history])
-    except TallybookError as exc:
+        try:
+            # the active row and the history row carry the same outcome, written
+            # together, so every answer (list, get, dismiss, admin page) tells the same
+            service.store.transact_write([history, active])
+        except ConditionFailed:
+            # superseded or dismissed meanwhile (or past retention): the history row alone
+            with contextlib.suppress(ConditionFailed):
+                service.store.transact_write([history])
+    except TallybookError as exc:  # the store failed either write: the add stands
         log.warning("could not record the delivery of %s: %s", n.id, exc)
     return replace(n, delivery=outcome, delivered_at=at, delivery_error=error)
