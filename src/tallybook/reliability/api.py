@@ -24,6 +24,7 @@ from tallybook.errors import (
     StoreError,
     StoreValidationError,
     TooManyRetries,
+    ValidationError,
 )
 from tallybook.ledger import Ledger
 
@@ -46,6 +47,8 @@ class Op:
     fund: str = ""
     amount: int = 0
     ref: str = ""
+    #: a hold's lifetime in seconds: some are short, so capture, void and expiry race
+    expires_in: int = 3600
 
 
 class Rejected(Exception):
@@ -85,6 +88,8 @@ class PythonApi:
             raise Ambiguous(exc.code) from exc
         except IdempotencyConflict as exc:
             raise Broken(f"{op.kind} {op.key}: idempotency conflict on a faithful retry") from exc
+        except ValidationError as exc:  # every operation the workload sends is valid
+            raise Broken(f"{op.kind} {op.key}: a valid request refused as invalid: {exc}") from exc
         except LedgerError as exc:
             raise Rejected(exc.code) from exc
         except Exception as exc:
@@ -110,14 +115,17 @@ class PythonApi:
                 return led.wallet.credit(p, op.account, op.fund, op.amount, txn_id=op.key).replay
             case "hold":
                 assert op.key is not None
-                h = led.wallet.authorize(p, op.account, op.amount, hold_id=op.key, expires_in=3600)
+                h = led.wallet.authorize(
+                    p, op.account, op.amount, hold_id=op.key, expires_in=op.expires_in
+                )
                 return bool(h.transaction and h.transaction.replay)
             case "capture":
                 h = led.wallet.capture(p, op.ref, op.amount)
                 return bool(h.transaction and h.transaction.replay)
             case "void":
                 h = led.wallet.void(p, op.ref)
-                return h.transaction is None or h.transaction.replay
+                # a hold past its deadline is expired instead: not this void's record
+                return h.transaction is None or h.transaction.replay or h.transaction.id != op.key
             case "notify":
                 n = led.notifications.add(
                     p, op.account, op.other, {"n": op.amount}, idempotency_key=op.ref
@@ -153,7 +161,7 @@ class HttpApi:
             raise Ambiguous(type(exc).__name__) from exc
         if r.status_code < 300:
             return r.headers.get("idempotent-replayed") == "true" or (
-                op.kind == "void" and r.json().get("transaction") is None
+                op.kind == "void" and (r.json().get("transaction") or {}).get("id") != op.key
             )
         code = _problem_code(r)
         if r.status_code >= 500 and code not in _RETRYABLE_CODES:
@@ -162,7 +170,7 @@ class HttpApi:
             raise Ambiguous(code)
         if code == "idempotency-conflict":
             raise Broken(f"{op.kind} {op.key}: idempotency conflict on a faithful retry")
-        if r.status_code in (400, 413, 415):
+        if r.status_code in (400, 413, 415) or code == "validation":
             raise Broken(f"{op.kind} {op.key}: HTTP {r.status_code} {code} for a valid request")
         raise Rejected(code)
 
@@ -187,7 +195,10 @@ def _request(op: Op) -> tuple[str, dict[str, Any]]:
         case "credit":
             return f"/v1/accounts/{a}/wallet/credits", {"fund": op.fund, "amount": op.amount}
         case "hold":
-            return f"/v1/accounts/{a}/wallet/holds", {"amount": op.amount, "expires_in": 3600}
+            return f"/v1/accounts/{a}/wallet/holds", {
+                "amount": op.amount,
+                "expires_in": op.expires_in,
+            }
         case "capture":
             return f"/v1/holds/{op.ref}/capture", {"amount": op.amount}
         case "void":

@@ -200,7 +200,9 @@ class Client:
             case "notify":
                 kind_ = r.choice(NOTIFICATION_TYPES)
                 return Op("notify", None, a, other=kind_, amount=self.n, ref=key)
-        return Op("hold", key, a, amount=r.randint(1, 3_000))
+        # one hold in four lasts a second or two: captures and voids race its expiry
+        expires_in = r.choice((1, 2, 3600, 3600, 3600, 3600, 3600, 3600))
+        return Op("hold", key, a, amount=r.randint(1, 3_000), expires_in=expires_in)
 
     def fresh(self, op: Op) -> None:
         self.log.ops[op.kind] += 1
