@@ -299,3 +299,28 @@ def test_order_ids_take_the_same_option_names_on_post_and_wallet_debit(
     assert code == 0, err
     assert ledger.transactions.get("shop", "w2").order_id == "o-9"
     assert ledger.transactions.get("shop", "w3").order_id == "o-10"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["wallet", "credit", "alice", "cash", "-5", "--txn", "n1"], "amount must be positive"),
+        (["wallet", "debit", "alice", "-5", "--txn", "n2"], "amount must be positive"),
+        (["wallet", "authorize", "alice", "-5", "--hold-id", "h1"], "amount must be positive"),
+        (["wallet", "grant", "alice", "-5", "--expires-days", "3", "--txn", "g1"], "positive"),
+        (["loyalty", "earn", "alice", "o-1", "-5"], "amount must be positive"),
+        (["loyalty", "redeem", "alice", "-5", "mug", "--txn", "r1"], "points must be positive"),
+        (["program", "threshold", "shop", "cash", "-5"], "non-negative"),
+    ],
+)
+def test_a_negative_amount_is_refused_as_an_amount_not_an_unknown_option(
+    cli: Cli, ledger: Ledger, args: list[str], message: str
+) -> None:
+    """It said "No such option: -5"."""
+    extra = [] if args[0] == "program" else ["-p", "shop"]
+    code, out, err = cli(*args, *extra)
+    assert code == 2
+    assert out == ""
+    assert err.strip().startswith("error: "), err
+    assert message in err
+    assert "No such option" not in err

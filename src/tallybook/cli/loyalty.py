@@ -12,7 +12,7 @@ import typer
 from rich.progress import Progress
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
-from tallybook.cli.options import StoreOption, TxnIdAlias, TxnOption, txn_of
+from tallybook.cli.options import NUMERIC_ARGS, StoreOption, TxnIdAlias, TxnOption, txn_of
 from tallybook.cli.output import console, err_console, open_ledger, print_json, table
 from tallybook.domain.loyalty import instant
 from tallybook.errors import ValidationError
@@ -84,7 +84,7 @@ def _partner(partner: str | None) -> dict[str, str] | None:
     return {"partner": partner} if partner else None
 
 
-@app.command("earn")
+@app.command("earn", context_settings=NUMERIC_ARGS)
 def earn(
     account: AccountArg,
     order_id: Annotated[str, typer.Argument(help="Order id: each order earns once.")],
@@ -123,7 +123,7 @@ def earn(
     console.print(f"{account} earned {r.points} points for {order_id}{extra}; tier {r.tier}{again}")
 
 
-@app.command("redeem")
+@app.command("redeem", context_settings=NUMERIC_ARGS)
 def redeem(
     account: AccountArg,
     points: Annotated[int, typer.Argument(help="Points to spend.")],

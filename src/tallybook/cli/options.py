@@ -9,6 +9,10 @@ import typer
 
 from tallybook.errors import ValidationError
 
+#: for a command with a numeric argument: a negative one (``-5``) is read as
+#: that argument, and refused by its own check, not as an unknown option
+NUMERIC_ARGS = {"ignore_unknown_options": True}
+
 StoreOption = Annotated[
     str | None,
     typer.Option(

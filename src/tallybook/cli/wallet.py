@@ -14,7 +14,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn
 
 from tallybook.cli import wallet_reads
 from tallybook.cli.ledger import JsonOption, ProgramOption
-from tallybook.cli.options import StoreOption, TxnIdAlias, TxnOption, txn_of
+from tallybook.cli.options import NUMERIC_ARGS, StoreOption, TxnIdAlias, TxnOption, txn_of
 from tallybook.cli.output import console, err_console, open_ledger, print_json
 from tallybook.cli.wallet_output import (
     AccountArg,
@@ -36,7 +36,7 @@ app.command("balance")(wallet_reads.balance)
 app.command("grants")(wallet_reads.grants)
 
 
-@app.command("grant")
+@app.command("grant", context_settings=NUMERIC_ARGS)
 def grant(
     account: AccountArg,
     amount: AmountArg,
@@ -66,7 +66,7 @@ def grant(
     print_txn(t, as_json)
 
 
-@app.command("credit")
+@app.command("credit", context_settings=NUMERIC_ARGS)
 def credit(
     account: AccountArg,
     fund: Annotated[str, typer.Argument(help="cash or store_credit.")],
@@ -86,7 +86,7 @@ def credit(
     print_txn(t, as_json)
 
 
-@app.command("credit-held")
+@app.command("credit-held", context_settings=NUMERIC_ARGS)
 def credit_held(
     account: AccountArg,
     fund: Annotated[str, typer.Argument(help="cash or store_credit.")],
@@ -111,7 +111,7 @@ def credit_held(
     print_result(r, as_json)
 
 
-@app.command("debit")
+@app.command("debit", context_settings=NUMERIC_ARGS)
 def debit(
     account: AccountArg,
     amount: AmountArg,
@@ -145,7 +145,7 @@ def debit(
     print_txn(t, as_json)
 
 
-@app.command("authorize")
+@app.command("authorize", context_settings=NUMERIC_ARGS)
 def authorize(
     account: AccountArg,
     amount: AmountArg,
