@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import shlex
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,30 +18,12 @@ import typer.core
 import typer.main
 from rich.console import Console
 
-from tallybook.cli import app, main, output
+from tallybook.cli import app, output
 from tallybook.errors import ValidationError
 from tallybook.ledger import Ledger
 from tallybook.services.loyalty.service import load_toml
 
-
-class Cli:
-    def __init__(
-        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], url: str
-    ) -> None:
-        self.monkeypatch = monkeypatch
-        self.capsys = capsys
-        self.url = url
-
-    def __call__(self, *args: str) -> tuple[int, str, str]:
-        self.monkeypatch.setattr(sys, "argv", ["tallybook", "--store", self.url, *args])
-        self.capsys.readouterr()
-        try:
-            main()
-            code: int = 0
-        except SystemExit as exited:
-            code = exited.code if isinstance(exited.code, int) else 1
-        out, err = self.capsys.readouterr()
-        return code, out, err
+from .test_ledger_cli import Cli
 
 
 @pytest.fixture

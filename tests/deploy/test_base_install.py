@@ -31,7 +31,7 @@ from packaging.utils import canonicalize_name
 
 import tallybook
 
-from .test_http_api_event import http_api_event
+from .test_lambda_events import http_api_event
 
 ROOT = Path(__file__).resolve().parents[2]
 DYNAMODB = os.environ.get("TALLYBOOK_TEST_DYNAMODB", "")

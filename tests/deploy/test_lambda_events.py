@@ -8,18 +8,23 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tallybook import lambda_handler
-from tallybook.http import app as app_module
-from tallybook.ledger import Ledger
-from tallybook.store.port import ItemStore
 
 HOST = "abc123.execute-api.eu-west-1.amazonaws.com"
 Event = Callable[..., dict[str, Any]]
+
+
+def _multi(query: list[tuple[str, str]] | None) -> dict[str, list[str]]:
+    """Query pairs as the multi-value map REST and ALB events carry."""
+    multi: dict[str, list[str]] = {}
+    for name, value in query or []:
+        multi.setdefault(name, []).append(value)
+    return multi
 
 
 def rest_event(
@@ -30,9 +35,7 @@ def rest_event(
     query: list[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """API Gateway REST API, Lambda proxy integration (payload format 1.0)."""
-    multi: dict[str, list[str]] = {}
-    for name, value in query or []:
-        multi.setdefault(name, []).append(value)
+    multi = _multi(query)
     return {
         "resource": "/{proxy+}",
         "path": path,
@@ -91,6 +94,7 @@ def http_api_event(
             "time": "23/Nov/2026:12:00:00 +0000",
             "timeEpoch": 1795435200000,
         },
+        "pathParameters": {"proxy": path.lstrip("/")},
         "body": body,
         "isBase64Encoded": False,
     }
@@ -104,9 +108,7 @@ def alb_event(
     query: list[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """An ALB target group with multi-value headers on."""
-    multi: dict[str, list[str]] = {}
-    for name, value in query or []:
-        multi.setdefault(name, []).append(value)
+    multi = _multi(query)
     arn = "arn:aws:elasticloadbalancing:eu-west-1:123456789012:targetgroup/tallybook/6d0ecf83"
     return {
         "requestContext": {"elb": {"targetGroupArn": arn}},
@@ -123,17 +125,6 @@ def alb_event(
 
 
 EVENTS = {"rest": rest_event, "http-api": http_api_event, "alb": alb_event}
-
-
-@pytest.fixture
-def api(ledger: Ledger, store: ItemStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The handler's app on the test's store; yields a read/write key of program shop."""
-    monkeypatch.setenv("TALLYBOOK_STORE", store.describe())
-    monkeypatch.setattr(app_module, "_app", None)
-    monkeypatch.setattr(lambda_handler, "_adapter", None)
-    _, secret = ledger.keys.create("shop", "read,write", None)
-    yield secret
-    app_module._app = None
 
 
 def header(response: dict[str, Any], name: str) -> str:
