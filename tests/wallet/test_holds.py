@@ -202,6 +202,26 @@ def test_void_planned_before_a_grant_expired_sends_its_bonus_to_expiry(
     assert_consistent(wallet, "alice")
 
 
+def test_a_void_on_a_clock_behind_the_expiry_jobs_sends_the_bonus_to_expiry(
+    wallet: Ledger, clock: ManualClock
+) -> None:
+    """The expiry job, its clock past g0's expiry, takes g0 (all reserved, so empty)
+    out of the due index; a void by a process whose clock is still before that
+    expiry must not hand the bonus back to g0, which nothing would expire again."""
+    fund(wallet, "alice", bonus=((100, 1),))
+    wallet.wallet.authorize(P, "alice", 100, hold_id="h1", expires_in=7 * 86400)
+    behind = ManualClock(clock.now() + timedelta(days=1) - timedelta(seconds=1))
+    clock.advance(timedelta(days=1, seconds=1))
+    wallet.wallet.reconcile(P)  # g0 expired with nothing left: out of the due index
+    late = Ledger(wallet.store, clock=behind)
+    late.wallet.processor = wallet.wallet.processor
+    assert late.wallet.void(P, "h1").hold.status.value == "voided"
+    assert [g.available for g in wallet.wallet.grants(P, "alice", include_expired=True)] == [0]
+    assert wallet.accounts.get(P, "alice").fund("bonus").balance == 0
+    assert wallet.transactions.system_balance(P, "@expiry") == {"bonus": 100}
+    assert wallet.wallet.check(P, "alice") == []
+
+
 def test_wallet_check_reports_a_resolved_grant_that_holds_bonus(
     wallet: Ledger, clock: ManualClock
 ) -> None:

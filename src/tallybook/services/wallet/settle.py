@@ -29,7 +29,6 @@ from tallybook.store.records.codec import iso
 from tallybook.store.records.wallet import (
     account_grants,
     finish_hold,
-    grant_still_due,
     return_to_grant,
     takes_value,
 )
@@ -98,10 +97,10 @@ def plan_split(
     actions: list[Action] = [finish_hold(program, hold, status, snap.now, split.captured)]
     to_expiry = 0
     returned: list[GrantTake] = []
+    # the grants still unexpired, by this clock and by the expiry job's (read_grants)
+    unexpired = {g.id for g in grants}
     for take in split.released_grants:
-        # a grant the expiry job already resolved counts as expired, whatever this
-        # clock says (a plan made before its expiry re-runs once the job wrote)
-        if take.expires_at <= snap.now or not grant_still_due(snap.store, program, account, take):
+        if take.grant_id not in unexpired:
             to_expiry += take.amount
         else:
             returned.append(take)

@@ -182,13 +182,16 @@ def grant_from_item(item: Item) -> Grant:
 def read_grants(
     store: ItemStore, program: str, account: str, now: datetime | None = None
 ) -> list[Grant]:
-    """Grants earliest expiry first; with ``now``, only those unexpired at ``now``."""
+    """Grants earliest expiry first; with ``now``, only those unexpired at ``now``.
+
+    A grant the expiry job already resolved (out of the due index) counts as
+    expired whatever ``now`` says: the job's clock may run ahead of this one."""
     low = keys.wallet_grant_bound(to_us(now) + 1) if now is not None else keys.WALLET_GRANT_PREFIX
     items = store.query_all(
         keys.account_partition(program, account),
         SortCondition.between(low, keys.WALLET_GRANT_PREFIX + "~"),
     )
-    return [grant_from_item(i) for i in items]
+    return [grant_from_item(i) for i in items if now is None or is_due(i)]
 
 
 def stranded_grants(store: ItemStore, program: str, account: str) -> list[Grant]:
@@ -230,13 +233,6 @@ def return_to_grant(program: str, account: str, take: GrantTake) -> Update:
         (Add("available", take.amount),),
         all_of(Compare("available", ">=", 0), Exists(_DUE_ATTRS[0])),
     )
-
-
-def grant_still_due(store: ItemStore, program: str, account: str, take: GrantTake) -> bool:
-    """Whether the grant a hold reserved from can take its bonus back (see
-    :func:`return_to_grant`)."""
-    item = store.get(grant_key(program, account, take.grant_id, take.expires_at))
-    return item is not None and is_due(item)
 
 
 # --- holds -------------------------------------------------------------------
