@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from tallybook.cli.options import iso_time
 from tallybook.cli.output import console, print_json
 from tallybook.domain.wallet import Hold
 from tallybook.errors import ValidationError
@@ -23,14 +24,9 @@ def when(text: str | None, days: int | None, what: str) -> datetime:
         raise ValidationError(f"give exactly one of --{what} or --{what}-days")
     if days is not None:
         return datetime.now(UTC) + timedelta(days=days)
-    assert text is not None
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValidationError(
-            f"--{what} must be an ISO time such as 2026-05-01T00:00:00Z"
-        ) from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    parsed = iso_time(text, f"--{what}")
+    assert parsed is not None
+    return parsed
 
 
 def print_txn(t: WalletTransaction, as_json: bool) -> None:
