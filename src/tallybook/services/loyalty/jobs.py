@@ -155,7 +155,9 @@ class ExpiryJob:
             p = Plan(type=TxnType.EXPIRE, owner=account)
             p.legs = [Leg(account, cfg.fund, -points), Leg(EXPIRY, cfg.fund, points)]
             balance = fund.balance - points
-            decision = apply_tier(p, snap, cfg, account, new_state, balance, txn_id, "expiry")
+            decision = apply_tier(
+                p, snap, cfg, account, state, new_state, balance, txn_id, "expiry"
+            )
             p.details.update(
                 {
                     "account": account,
@@ -256,7 +258,7 @@ def _review(core: LedgerCore, program: str, account: str) -> bool:
         state = MemberState.from_value(acct.attributes.get("loyalty"))
         p = Plan(type="tier", owner=account, allow_empty=True)
         decision = apply_tier(
-            p, snap, cfg, account, state, acct.fund(cfg.fund).balance, txn_id, "review"
+            p, snap, cfg, account, state, state, acct.fund(cfg.fund).balance, txn_id, "review"
         )
         p.details.update(
             {"account": account, "tier": decision.tier, "previous_tier": decision.previous}

@@ -207,7 +207,7 @@ class LoyaltyService:
                     new_state, lots_earned=cum, last_expiry=expires, live_from=live_from
                 )
             balance = acct.fund(cfg.fund).balance + q.points
-            decision = apply_tier(p, snap, cfg, account, new_state, balance, txn_id, "earn")
+            decision = apply_tier(p, snap, cfg, account, state, new_state, balance, txn_id, "earn")
             p.details.update(
                 {
                     "account": account,
@@ -281,7 +281,9 @@ class LoyaltyService:
                 legs=[Leg(account, cfg.fund, -points), Leg(REDEMPTION, cfg.fund, points)],
             )
             balance = fund.balance - points
-            decision = apply_tier(p, snap, cfg, account, new_state, balance, txn_id, "redeem")
+            decision = apply_tier(
+                p, snap, cfg, account, state, new_state, balance, txn_id, "redeem"
+            )
             p.details.update(
                 {
                     "account": account,

@@ -50,21 +50,20 @@ def apply_tier(
     snap: Snapshot,
     cfg: LoyaltyConfig,
     account: str,
+    before: MemberState,
     state: MemberState,
     balance: int,
     txn_id: str,
     reason: str,
 ) -> TierDecision:
-    """Decide the member's tier and add the state, index and history writes to ``plan``."""
+    """Decide the member's tier and add the state, index and history writes to ``plan``.
+
+    ``before`` is the member's state as the head holds it, ``state`` and
+    ``balance`` what this posting leaves."""
     qualifying = qualifying_points(cfg, state, snap.now, balance)
     # the standing before this posting held until now: the hold runs from there
-    before = snap.account(account)
-    held = last_qualified(
-        cfg,
-        MemberState.from_value(before.attributes.get("loyalty")),
-        before.fund(cfg.fund).balance,
-        snap.now,
-    )
+    held_balance = snap.account(account).fund(cfg.fund).balance
+    held = last_qualified(cfg, before, held_balance, snap.now)
     decision = decide_tier(cfg, state, qualifying, snap.now, held)
     new_state = replace(state, tier=decision.tier, qualified_at=decision.qualified_at)
     plan.attrs[account] = {"loyalty": cast(Value, new_state.to_value())}
