@@ -47,11 +47,10 @@ from tallybook.store.port import (
     Action,
     Item,
     ItemStore,
-    Value,
 )
 from tallybook.store.records import notifications as items
 from tallybook.store.records.codec import from_us, iso, to_us
-from tallybook.store.records.ledger import Changes, head_update, read_head
+from tallybook.store.records.ledger import Changes, read_head
 
 log = logging.getLogger("tallybook.notifications")
 
@@ -130,9 +129,7 @@ def add(
                 ),
                 to_us(now),
             )
-            numbers: list[Value] = [None] * len(changes.events)
-            if head is not None:
-                numbers = changes.numbers(head)
+            numbers, taking = changes.taken_on(program.id, head)
             actions: list[Action] = []
             if key is not None:
                 actions.append(items.idempotency_put(n, key, fp, ttl))
@@ -151,8 +148,8 @@ def add(
                 history_updates[len(actions)] = old_id
                 reason = DismissReason.SUPERSEDED if superseded else DismissReason.RULE
                 actions.append(mark(old, now, n.id, reason, number_of[old_id]))
-            if head is not None:
-                actions.append(head_update(program.id, head, changes=changes))
+            if taking is not None:
+                actions.append(taking)
             head = None  # a retry reads it afresh
             try:
                 store.transact_write(actions)

@@ -18,7 +18,7 @@ from tallybook.errors import ConditionFailed, TransactionConflict
 from tallybook.store.port import Action, Item, ItemStore, Update, Value
 from tallybook.store.records import notifications as items
 from tallybook.store.records.codec import to_us
-from tallybook.store.records.ledger import Changes, head_update, read_head
+from tallybook.store.records.ledger import Changes, read_head
 
 
 def status_of(reason: str) -> Status:
@@ -63,12 +63,11 @@ def dismiss_active(
     for _ in range(2):
         actions: list[Action] = [items.active_delete(active)]
         if with_history:
-            head = read_head(store, program, account)
             changes = Changes((items.dismissed_event(active),), to_us(now))
-            number = None if head is None else changes.numbers(head)[0]
+            (number,), taking = changes.taken_on(program, read_head(store, program, account))
             actions.append(mark(active, now, by, reason, number))
-            if head is not None:
-                actions.append(head_update(program, head, changes=changes))
+            if taking is not None:
+                actions.append(taking)
         try:
             store.transact_write(actions)
         except ConditionFailed as exc:

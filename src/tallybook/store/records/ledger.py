@@ -134,6 +134,14 @@ class Changes:
             previous, previous_us = event, self.at_us
         return out
 
+    def taken_on(self, program_id: str, head: Account | None) -> tuple[list[Value], Update | None]:
+        """What each change's item records of its number, and the update of ``head``
+        that takes the numbers (for an account without a head: no numbers, ``None``
+        each, and no update)."""
+        if head is None:
+            return [None] * len(self.events), None
+        return self.numbers(head), head_update(program_id, head, changes=self)
+
 
 # --- transaction records -----------------------------------------------------
 
