@@ -22,7 +22,7 @@ from tallybook.cli import report as report_cli
 from tallybook.cli import torture as torture_cli
 from tallybook.cli import wallet as wallet_cli
 from tallybook.cli import webhooks as webhooks_cli
-from tallybook.cli.options import StoreOption
+from tallybook.cli.options import NUMERIC_ARGS, StoreOption
 from tallybook.errors import TallybookError
 
 app = typer.Typer(
@@ -72,8 +72,8 @@ app.add_typer(
     epilog="Example: tallybook table create --store 'dynamodb://ledger?region=eu-west-1'",
 )
 app.add_typer(ledger.account_app, name="account")
-# ignore_unknown_options: a negative adjustment (-5) is an amount, not an option
-app.command("post", context_settings={"ignore_unknown_options": True})(ledger.post)
+# a negative adjustment (-5) is an amount, not an option
+app.command("post", context_settings=NUMERIC_ARGS)(ledger.post)
 app.command("history")(ledger.history)
 app.command("check")(ledger.check)
 app.add_typer(program.app, name="program")
