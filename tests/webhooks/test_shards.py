@@ -34,9 +34,10 @@ from tallybook.reliability.faults import Crash, FaultyStore
 from tallybook.store import keys
 from tallybook.store.port import Delete, ItemStore
 from tallybook.store.records.webhook_changes import pending_changes, position
+from tallybook.store.records.webhook_events import read_events
 from tallybook.store.records.webhook_order import marker_key, read_marks, read_parked
 from tallybook.webhooks.fanout import change_events, fan_out_new, sweep_parked
-from tallybook.webhooks.order import HORIZON_US, lanes_of, sweep
+from tallybook.webhooks.order import HORIZON_US, lanes_of, sweep, take_in, units_of
 from tallybook.webhooks.stream import events_of, stream_reader
 from tallybook.webhooks.subscriptions import SubscriptionStore
 from tallybook.webhooks.worker import DeliveryWorker
@@ -300,6 +301,33 @@ def test_an_accounts_first_numbered_change_waits_for_an_older_record(ledger: Led
     assert read_parked(ledger.store, "shop") == []
     last = max(_position_of(ledger, e) for e, _ in older)
     assert all(_position_of(ledger, e) > last for e, _ in capture)
+
+
+def test_a_unit_a_page_read_again_parked_twice_is_taken_in_once_and_unparked(
+    ledger: Ledger,
+) -> None:
+    """A transfer read alone is parked on its first lane. The worker takes in that
+    lane's predecessor and is killed before releasing; the page read again parks
+    the transfer on its other lane, beside its first row. Once both lanes are
+    ready, one sweep takes it in once and leaves no row parked."""
+    subs = subs_of(ledger)
+    for account in ("a", "b"):
+        ledger.accounts.open("shop", account)
+        ledger.transactions.credit("shop", account, "cash", 100, txn_id=f"c-{account}")
+    ledger.transactions.transfer("shop", "a", "b", "cash", 40, txn_id="t")
+    transfer = _events_of(ledger, "t", shard_position=1)
+    assert fan_out_new(ledger.store, transfer, subs) == 0
+    [first] = read_parked(ledger.store, "shop")
+    waits_on = next(lane for lane in lanes_of(transfer) if first.key.startswith(f"A#{lane.id}#"))
+    credits = {lane.id: _events_of(ledger, f"c-{lane.id}") for lane in lanes_of(transfer)}
+    take_in(ledger.store, subs, time.time_ns() // 1000, units_of(credits.pop(waits_on.id)))
+    assert fan_out_new(ledger.store, transfer, subs) == 0
+    assert len(read_parked(ledger.store, "shop")) == 2
+    [other] = credits.values()
+    take_in(ledger.store, subs, time.time_ns() // 1000, units_of(other))
+    assert sweep_parked(ledger.store, subs) == 1
+    assert read_parked(ledger.store, "shop") == []
+    assert read_events(ledger.store, "shop", [transfer[0][0].id])
 
 
 def _forget_marker(store: ItemStore, lane: Lane) -> None:

@@ -182,7 +182,8 @@ class Ordering:
         self.now_us = now_us
         self.ttl = retention_ttl()
         self.marks: dict[Lane, Mark | None] = {}
-        self.seen: set[str] = set()
+        #: units planned, by their first event: the parked rows their plan keeps
+        self.seen: dict[str, set[str]] = {}
         #: (lane, seq) of every unit planned to be taken in: their successors may wait
         self.moved: list[tuple[Lane, int]] = []
 
@@ -196,9 +197,10 @@ class Ordering:
 
     def groups(self, unit: Unit) -> list[Group]:
         """What taking ``unit`` in (or parking it) writes, after the units planned before."""
-        if unit.events[0][0].id in self.seen:
-            return []
-        self.seen.add(unit.events[0][0].id)
+        first = unit.events[0][0].id
+        if first in self.seen:
+            return self._duplicate(unit, self.seen[first])
+        kept = self.seen[first] = set()
         lanes = unit.lanes
         self.load([unit])
         moves: list[tuple[Lane, int | None, int]] = []
@@ -227,8 +229,10 @@ class Ordering:
         if blocked:
             at = parked_at(blocked[0][0], blocked[0][2])
             if unit.parked is None:
+                kept.add(at)
                 return [Group([parked_put(unit.program, at, unit.events, self.now_us, self.ttl)])]
             if self.now_us - unit.parked.parked_us < HORIZON_US:
+                kept.add(at)
                 if unit.parked.key == at:
                     return []
                 # in on that lane, it waits on another
@@ -238,6 +242,16 @@ class Ordering:
         if unit.parked is not None and not moves and self._stored(unit):
             return [Group([parked_delete(unit.program, unit.parked.key)])]
         return self._take(unit, moves, base)
+
+    @staticmethod
+    def _duplicate(unit: Unit, kept: set[str]) -> list[Group]:
+        """A unit planned already, met again: a page read again after a killed
+        worker may have parked it on another lane than its first reading did (its
+        lanes had moved meanwhile). The copy planned first stands for it; another
+        parked row of it is deleted, or it would wait for ever."""
+        if unit.parked is None or unit.parked.key in kept:
+            return []
+        return [Group([parked_delete(unit.program, unit.parked.key)])]
 
     def _take(
         self, unit: Unit, moves: list[tuple[Lane, int | None, int]], base: str | None
