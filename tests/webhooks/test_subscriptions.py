@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
@@ -15,6 +15,7 @@ from tallybook.store.records.webhook_events import read_queue
 from tallybook.webhooks import WebhookVerificationError, sign, verify
 from tallybook.webhooks.delivery import MAX_PAYLOAD_BYTES, RetryPolicy, body_of
 from tallybook.webhooks.events import Event
+from tallybook.webhooks.fanout import MAX_SUBSCRIPTIONS
 from tallybook.webhooks.sender import HttpSender, Response
 from tallybook.webhooks.signing import new_secret, signature
 from tallybook.webhooks.subscriptions import check_url
@@ -151,6 +152,34 @@ def test_subscriptions_never_show_their_secret_again(ledger: Ledger) -> None:
     assert ledger.webhooks.get("shop", "s1").status == "active"
     ledger.webhooks.delete("shop", "s1")
     assert ledger.webhooks.list("shop") == []
+
+
+def test_a_program_takes_at_most_max_subscriptions_even_when_creates_race(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An event's fan-out is one transaction, so a program has at most
+    MAX_SUBSCRIPTIONS; a create that raced another past the count takes itself
+    back instead of leaving one more than the fan-out can write."""
+    hooks = ledger.webhooks
+    for i in range(MAX_SUBSCRIPTIONS - 1):
+        hooks.create("shop", "https://example.com/h", sub_id=f"s{i:02d}")
+    store_create = hooks.subs.create
+
+    def raced(*args: Any, **kwargs: Any) -> Any:
+        # another create that passed the same count puts its subscription first
+        store_create("shop", "https://example.com/rival", sub_id="rival")
+        return store_create(*args, **kwargs)
+
+    monkeypatch.setattr(hooks.subs, "create", raced)
+    with pytest.raises(ValidationError, match=f"at most {MAX_SUBSCRIPTIONS}"):
+        hooks.create("shop", "https://example.com/h", sub_id="late")
+    listed = [s.id for s in hooks.list("shop")]
+    assert len(listed) == MAX_SUBSCRIPTIONS
+    assert "late" not in listed
+    monkeypatch.undo()
+    with pytest.raises(ValidationError, match=f"at most {MAX_SUBSCRIPTIONS}"):
+        hooks.create("shop", "https://example.com/h")
+    assert len(hooks.list("shop")) == MAX_SUBSCRIPTIONS
 
 
 def test_a_type_filter_is_honoured(ledger: Ledger) -> None:
