@@ -136,3 +136,15 @@ def test_bucket_size_is_fixed_once_started(ledger: Ledger, clock: ManualClock) -
     with pytest.raises(ValidationError):
         ledger.billing.configure("shop", bucket_minutes=7)
     assert ledger.store.get(keys.billing_state("shop")) is not None
+
+
+def test_reporting_start_in_the_future_is_refused(ledger: Ledger, clock: ManualClock) -> None:
+    """A record of a bucket before the start that has not ended is filed without the
+    open-window check: with a future start no window would ever report it."""
+    t0 = aligned_start(clock)
+    clock.advance(3 * MIN)
+    with pytest.raises(ValidationError, match="start must not be in the future"):
+        ledger.billing.configure("shop", start=t0 + 15 * MIN)
+    assert ledger.store.get(keys.billing_state("shop")) is None
+    assert ledger.billing.configure("shop", start=t0).start == int(t0.timestamp())
+    assert ingest(ledger, "r1", clock.now()).bucket == t0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from tallybook.domain.billing import BillingConfig
+from tallybook.domain.billing import BillingConfig, epoch
 from tallybook.errors import InvalidState, ValidationError
 from tallybook.store.port import ItemStore
 from tallybook.store.records.billing import (
@@ -37,6 +37,10 @@ def configure_open(
     )
     if first is not None and first % config.bucket_seconds:
         raise ValidationError("start must fall on a bucket boundary")
+    if first is not None and first > epoch(now):
+        # records of the buckets before it that have not ended yet are filed
+        # without the open-window check: no window would ever report them
+        raise ValidationError("start must not be in the future")
     if first is None and current is not None and current.start % config.bucket_seconds == 0:
         first = current.start
     if current is None:
