@@ -190,6 +190,26 @@ def test_idempotency_key(ledger: Ledger, alice: str) -> None:
         n.add("shop", alice, "TierChanged", {"tier": "silver"}, idempotency_key="evt-1")
 
 
+def test_idempotency_key_lasts_as_long_as_the_history(
+    ledger: Ledger, clock: ManualClock, alice: str
+) -> None:
+    """The key's row carries the history row's TTL (docs/notifications.md): within
+    retention an add replays; past it the key is free and adds a new notification."""
+    n = ledger.notifications
+    n.set_rules("shop", {"retention_days": 1})
+    now = clock.now()
+    clock.set(now - timedelta(hours=23))
+    first = n.add("shop", alice, "TierChanged", {"tier": "gold"}, idempotency_key="evt-1")
+    clock.set(now - timedelta(days=2))
+    old = n.add("shop", alice, "Promo", {}, idempotency_key="evt-2")
+    clock.set(now)
+    replayed = n.add("shop", alice, "TierChanged", {"tier": "gold"}, idempotency_key="evt-1")
+    assert (replayed.replay, replayed.id) == (True, first.id)
+    again = n.add("shop", alice, "Promo", {"other": 1}, idempotency_key="evt-2")
+    assert not again.replay
+    assert again.id != old.id
+
+
 def test_bad_input(ledger: Ledger, alice: str) -> None:
     n = ledger.notifications
     with pytest.raises(NotFound):
