@@ -210,6 +210,23 @@ def test_redeem_consumes_oldest_lots_and_expiry_is_idempotent(
     assert loyal.check.program("shop").ok
 
 
+def test_expiry_job_warns_about_points_due_later_today(
+    loyal: Ledger, clock: ManualClock, events: list[LedgerEvent]
+) -> None:
+    """A run on the day a lot expires, before its instant, warns about it (it is due
+    within warn_days); the days after today are not the only ones warned about."""
+    clock.set((clock.now() + timedelta(days=1)).replace(hour=12, minute=0, second=0))
+    loyal.loyalty.earn("shop", "alice", "o1", 3000)  # 30 points, expire in 10 days at 12:00
+    clock.advance(timedelta(days=10) - timedelta(hours=1))
+    report = loyal.loyalty.expire("shop")
+    assert (report.points, report.warned) == (0, 1)
+    warning = [e for e in events if e.type == "PointsExpiring"]
+    assert [w.payload["points"] for w in warning] == [30]
+    assert loyal.loyalty.expire("shop").warned == 1  # the same points: raised once
+    assert [n.type for n in loyal.notifications.list("shop", "alice")] == ["PointsExpiring"]
+    assert len(loyal.notifications.history("shop", "alice").notifications) == 1
+
+
 def test_expiry_lowers_a_balance_based_tier_by_rule(loyal: Ledger, clock: ManualClock) -> None:
     loyal.loyalty.configure("shop", {**RULES, "downgrade": {"rule": "immediate"}})
     loyal.loyalty.earn("shop", "alice", "o1", 15000)

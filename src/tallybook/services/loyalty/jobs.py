@@ -72,12 +72,22 @@ class ExpiryJob:
         ahead = [today + timedelta(days=i) for i in range(1, cfg.expiry.warn_days + 1)]
         total = len(past) + len(ahead)
         report = ExpiryReport(days=len(past))
+        horizon = now + timedelta(days=cfg.expiry.warn_days)
         seen: set[str] = set()
+        warned: set[str] = set()
         for done, day in enumerate(past, 1):
-            for account in self._accounts_due(program, day):
+            due = self._accounts_due(program, day)
+            for account in due:
                 if account not in seen:
                     seen.add(account)
                     self._expire_account(program, account, now, report)
+            if day == today and ahead:
+                # lots due later today are within the horizon too (the days after
+                # today are read below)
+                for account in due:
+                    if account not in warned:
+                        warned.add(account)
+                        report.warned += self._warn(program, account, horizon)
             if progress:
                 progress(done, total)
         if past:
@@ -85,8 +95,6 @@ class ExpiryJob:
             if checkpoint is None or checkpoint < through:
                 self.store.transact_write([lot_records.expiry_checkpoint_put(program, through)])
         report.accounts = len(seen)
-        horizon = now + timedelta(days=cfg.expiry.warn_days)
-        warned: set[str] = set()
         for done, day in enumerate(ahead, len(past) + 1):
             for account in self._accounts_due(program, day):
                 if account not in warned:
