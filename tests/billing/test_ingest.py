@@ -148,3 +148,19 @@ def test_reporting_start_in_the_future_is_refused(ledger: Ledger, clock: ManualC
     assert ledger.store.get(keys.billing_state("shop")) is None
     assert ledger.billing.configure("shop", start=t0).start == int(t0.timestamp())
     assert ingest(ledger, "r1", clock.now()).bucket == t0
+
+
+def test_listing_reads_whole_buckets(ledger: Ledger, clock: ManualClock) -> None:
+    """``until`` ends the listing with the bucket holding it, whole (docs/billing.md)."""
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", start=t0)
+    clock.advance(20 * MIN)
+    for minute in (0, 5, 14, 15):
+        ingest(ledger, f"r{minute}", t0 + minute * MIN)
+    listed = ledger.billing.records("shop", t0 + 5 * MIN, t0 + 10 * MIN).records
+    assert [r.id for r in listed] == ["r0", "r5", "r14"]
+    assert [r.id for r in ledger.billing.records("shop", t0, t0 + 15 * MIN).records] == [
+        "r0",
+        "r5",
+        "r14",
+    ]

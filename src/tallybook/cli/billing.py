@@ -156,7 +156,13 @@ def ingest(
 def list_records(
     program: ProgramOption,
     since: Annotated[str, typer.Option(help="From this time (its bucket), ISO 8601.")],
-    until: Annotated[str, typer.Option(help="Up to this time (exclusive), ISO 8601.")],
+    until: Annotated[
+        str,
+        typer.Option(
+            help="Up to this time, ISO 8601: the buckets that start before it, whole "
+            "(a bucket holding it is listed to its end)."
+        ),
+    ],
     limit: Annotated[int, typer.Option(help="At most this many records.")] = 100,
     store: StoreOption = None,
     as_json: JsonOption = False,

@@ -81,7 +81,14 @@ def list_records(
     principal: ReadPrincipal,
     ledger: LedgerDep,
     since: Annotated[str, Query(max_length=64, description="ISO 8601; its bucket is the first")],
-    until: Annotated[str, Query(max_length=64, description="ISO 8601, exclusive")],
+    until: Annotated[
+        str,
+        Query(
+            max_length=64,
+            description="ISO 8601; the buckets that start before it, whole (a bucket "
+            "holding it is listed to its end)",
+        ),
+    ],
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     cursor: Annotated[str | None, Query(max_length=2048)] = None,
 ) -> BillingRecordPageOut:

@@ -365,8 +365,9 @@ class BillingService:
         limit: int = 500,
         cursor: str | None = None,
     ) -> RecordPage:
-        """Records filed in the buckets from ``since`` (its bucket) up to ``until``
-        (exclusive), bucket by bucket; late records appear in the bucket they
+        """Records filed in the buckets from ``since`` (its bucket) to the last one
+        starting before ``until``, whole buckets (records after ``until`` in its
+        bucket too), bucket by bucket; late records appear in the bucket they
         were filed under. Pages with ``cursor``."""
         check_limit(limit)
         size = self.bucket_seconds(program)
