@@ -73,3 +73,28 @@ def test_cli_looking_does_not_fix_the_settings(
     )
     assert result.exit_code == 0, result.output
     assert ledger.billing.state("shop").config.bucket_seconds == 300
+
+
+def test_first_record_fixes_settings_configured_meanwhile(
+    ledger: Ledger, store: ItemStore, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process configures between the first record's read of the state (none
+    yet) and its create: the record's process files under the configured bucket
+    size, so the row must end up fixed, or a later configure could change the
+    bucket size under records already filed (and reports would miss them)."""
+    t0 = aligned_start(clock)
+    other = Ledger(store, clock=clock)
+    real = ledger.billing._read_state
+
+    def read_then_another_configures(program: str) -> object:
+        found = real(program)
+        other.billing.configure("shop", bucket_minutes=5, start=t0)
+        monkeypatch.setattr(ledger.billing, "_read_state", real)
+        return found
+
+    monkeypatch.setattr(ledger.billing, "_read_state", read_then_another_configures)
+    clock.advance(7 * MIN)
+    assert ingest(ledger, "r1", t0 + 6 * MIN).bucket == t0 + 5 * MIN
+    assert ledger.billing.state("shop").fixed
+    with pytest.raises(InvalidState, match="fixed once billing has started"):
+        other.billing.configure("shop", bucket_minutes=60)

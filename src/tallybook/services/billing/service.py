@@ -170,8 +170,9 @@ class BillingService:
         self.programs.get(program)
         found = self._read_state(program)
         if found is None:
+            # another writer may create the row first, unfixed (configure): fixed below
             found = create_state(self.store, program, BillingConfig(), None, self.clock.now())
-        elif not found.fixed:
+        if not found.fixed:
             fix(self.store, program)
             found = self._read_state(program)
         assert found is not None
