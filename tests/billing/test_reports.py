@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tallybook.domain.model import EXPIRY, ISSUANCE, REDEMPTION, Leg
-from tallybook.errors import InvalidState, ValidationError
+from tallybook.errors import InvalidState, NotFound, ValidationError
 from tallybook.ledger import Ledger
 from tallybook.services.billing.reports import ReportService
 from tallybook.services.billing.sinks import DirectorySink
@@ -243,3 +243,29 @@ def test_rewards_report_counts_loyalty_earn_redeem_and_expiry_per_partner(
         _w(t0, 0, 60): [",points,points,20,0,0,1", "acme,points,points,50,20,0,2"],
         _w(t0, 25 * 60, 26 * 60): [",points,points,0,0,50,1"],
     }
+
+
+def test_rerun_takes_only_a_window_a_run_reported(
+    ledger: Ledger, clock: ManualClock, tmp_path: Path
+) -> None:
+    """A part or a union of reported windows is inside the reported range but matches
+    no report written: rerunning or downloading it would show totals no run reported."""
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=0, start=t0)
+    clock.advance(MIN)
+    for i in range(4):
+        ingest(ledger, f"r{i}", t0 + i * 15 * MIN)
+    clock.set(t0 + 61 * MIN)
+    assert _run(ledger, tmp_path / "first", "30m") == [_w(t0, 0, 30), _w(t0, 30, 60)]
+    for window in (_w(t0, 0, 15), _w(t0, 0, 60)):
+        with pytest.raises(NotFound, match="no billing report for window"):
+            ledger.billing.reports.rerun(
+                "shop", window, kind="billing", sink=DirectorySink(tmp_path / "again")
+            )
+        with pytest.raises(NotFound):
+            ledger.billing.reports.render("shop", "billing", window)
+    assert not (tmp_path / "again").exists()
+    rerun = ledger.billing.reports.rerun(
+        "shop", _w(t0, 30, 60), kind="billing", sink=DirectorySink(tmp_path / "again")
+    )
+    assert rerun.rows == 2

@@ -219,7 +219,7 @@ class ReportService:
         report_kind = check_kind(kind)
         bounds = parse_window(window)
         state = self.billing.state(program)
-        self._check_reported(state, report_kind, bounds)
+        self._check_reported(program, state, report_kind, bounds)
         return self._write(program, report_kind, state, bounds, sink)
 
     def render(self, program: str, kind: str, window: str) -> dict[str, bytes]:
@@ -227,7 +227,7 @@ class ReportService:
         report_kind = check_kind(kind)
         bounds = parse_window(window)
         state = self.billing.state(program)
-        self._check_reported(state, report_kind, bounds)
+        self._check_reported(program, state, report_kind, bounds)
         return self._render(program, report_kind, state, *bounds)[0]
 
     def list(self, program: str, *, kind: str | None = None, limit: int = 100) -> list[ReportInfo]:
@@ -246,8 +246,11 @@ class ReportService:
             raise NotFound(f"no {kind} report for window {window} in program {program}")
         return found
 
-    @staticmethod
-    def _check_reported(state: BillingState, kind: ReportKind, bounds: tuple[int, int]) -> None:
+    def _check_reported(
+        self, program: str, state: BillingState, kind: ReportKind, bounds: tuple[int, int]
+    ) -> None:
+        """``bounds`` is a window a run reported (not merely inside the reported range:
+        a part or a union of reported windows matches no report written)."""
         start, end = bounds
         if start < state.start or end > state.checkpoints[kind]:
             raise InvalidState(
@@ -258,6 +261,12 @@ class ReportService:
             start % state.config.bucket_seconds or end % state.config.bucket_seconds
         ):
             raise ValidationError("a billing window starts and ends on bucket boundaries")
+        name = window_name(start, end)
+        if read_report(self.store, program, kind, name) is None:
+            raise NotFound(
+                f"no {kind} report for window {name} in program {program}: rerun a window "
+                "that a run reported (report list)"
+            )
 
     # -- reading a window -----------------------------------------------------------
 
