@@ -164,3 +164,41 @@ def test_listing_reads_whole_buckets(ledger: Ledger, clock: ManualClock) -> None
         "r5",
         "r14",
     ]
+
+
+def test_a_record_dated_before_year_1000_reads_back_and_is_reported(
+    ledger: Ledger, clock: ManualClock, tmp_path: object
+) -> None:
+    """Its time used to be stored with an unpadded year ("999-12-31T..."), which no
+    read could parse: get, listings and the report of its window failed for good."""
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=0, start=t0)
+    clock.advance(MIN)
+    old = ledger.billing.ingest(
+        "shop",
+        "old",
+        partner="acme",
+        order_id="o",
+        amount=100,
+        currency="USD",
+        rate="0.1",
+        time="0999-12-31T23:59:59Z",
+    )
+    assert (old.late, old.bucket) == (True, t0)  # before the reporting start: filed late
+    assert ledger.billing.get("shop", "old").time.year == 999
+    assert [r.id for r in ledger.billing.records("shop", t0, t0 + 15 * MIN).records] == ["old"]
+    clock.advance(15 * MIN)
+    reports = ledger.billing.reports.run("shop", sink=DirectorySink(str(tmp_path)))
+    assert [r.rows for r in reports if r.kind == "billing"] == [1]
+    for bad in ("0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-14:00"):
+        with pytest.raises(ValidationError, match="out of range"):
+            ledger.billing.ingest(
+                "shop",
+                "x",
+                partner="acme",
+                order_id="o",
+                amount=100,
+                currency="USD",
+                rate="0.1",
+                time=bad,
+            )

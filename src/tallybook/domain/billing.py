@@ -158,7 +158,7 @@ def check_time(value: object, what: str = "time") -> datetime:
         raise ValidationError(f"{what} must be an ISO 8601 timestamp with a time zone")
     if value.tzinfo is None:
         raise ValidationError(f"{what} needs a time zone (e.g. 2026-01-01T12:00:00Z)")
-    return value.astimezone(UTC)
+    return _utc(value, what)
 
 
 def parse_time(value: str, what: str = "time") -> datetime:
@@ -171,7 +171,14 @@ def parse_time(value: str, what: str = "time") -> datetime:
         raise ValidationError(f"{what} {value[:40]!r} is not an ISO 8601 timestamp") from exc
     if parsed.tzinfo is None:
         raise ValidationError(f"{what} needs a time zone (e.g. 2026-01-01T12:00:00Z)")
-    return parsed.astimezone(UTC)
+    return _utc(parsed, what)
+
+
+def _utc(value: datetime, what: str) -> datetime:
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as exc:  # year 1 or 9999 moved past the calendar's ends
+        raise ValidationError(f"{what} is out of range in UTC") from exc
 
 
 def new_record(
@@ -300,8 +307,14 @@ def parse_window(name: str) -> tuple[int, int]:
 
 
 def iso(t: datetime) -> str:
-    return t.astimezone(UTC).strftime(_ISO)
+    """``2026-01-01T12:00:00.000000Z``; the year always has 4 digits (strftime
+    writes year 999 as ``999``, which :func:`parse_iso` could not read back)."""
+    u = t.astimezone(UTC)
+    return f"{u.year:04d}{u.strftime(_ISO[2:])}"
 
 
 def parse_iso(s: str) -> datetime:
+    dash = s.find("-")
+    if 0 < dash < 4:  # a year written unpadded before iso padded it
+        s = "0" * (4 - dash) + s
     return datetime.strptime(s, _ISO).replace(tzinfo=UTC)
