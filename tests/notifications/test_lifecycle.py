@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
@@ -177,6 +177,20 @@ def test_active_expiry(ledger: Ledger, clock: ManualClock, alice: str) -> None:
     assert n.get("shop", alice, added.id).status is Status.EXPIRED
     again = n.add("shop", alice, "Promo", {"new": True})
     assert [a.id for a in n.list("shop", alice)] == [again.id]
+
+
+def test_an_expiry_before_year_1000_leaves_the_history_readable(ledger: Ledger, alice: str) -> None:
+    """The stored time has an unpadded year ("999-01-01T..."): reading it back
+    used to raise, and every history read of the account failed with it."""
+    n = ledger.notifications
+    added = n.add("shop", alice, "Promo", {}, expires_at=datetime(999, 1, 1, tzinfo=UTC))
+    (found,) = n.history("shop", alice).notifications
+    assert (found.id, found.status, found.expires_at) == (
+        added.id,
+        Status.EXPIRED,
+        datetime(999, 1, 1, tzinfo=UTC),
+    )
+    assert n.get("shop", alice, added.id).status is Status.EXPIRED
 
 
 def test_idempotency_key(ledger: Ledger, alice: str) -> None:

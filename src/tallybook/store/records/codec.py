@@ -48,6 +48,9 @@ def parse_iso(s: str) -> datetime:
             return datetime.fromisoformat(s)
         except ValueError:
             pass
+    dash = s.find("-")
+    if 0 < dash < 4:  # a year before 1000, as ``iso`` writes it (strptime wants 4 digits)
+        s = "0" * (4 - dash) + s
     return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
