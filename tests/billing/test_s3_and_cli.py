@@ -179,3 +179,29 @@ def test_cli_report_to_s3_and_to_the_default_folder(
     assert (
         tmp_path / "reports" / "shop" / "billing" / window / "billing_totals.csv"
     ).read_bytes() == body
+
+
+def test_cli_ingest_rejects_a_line_that_is_not_utf8_and_goes_on(
+    ledger: Ledger, store: ItemStore, clock: ManualClock, tmp_path: Path
+) -> None:
+    """Was: 'unexpected UnicodeDecodeError' (exit 1), the lines after it never read
+    and the batch before it never written."""
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", start=t0 - 180 * MIN)
+    good = [json.dumps(record(f"r{i}", t0 - (170 - i) * MIN)).encode() for i in range(3)]
+    bad = json.dumps(record("rx", t0 - 160 * MIN, partner="acme")).encode()
+    bad = bad.replace(b'"acme"', b'"acm\xe9"')  # Latin-1, not UTF-8
+    data = tmp_path / "records.ndjson"
+    data.write_bytes(b"\n".join([good[0], bad, good[1], good[2]]) + b"\n")
+    result = CliRunner().invoke(
+        app, ["--store", store.describe(), "billing", "ingest", str(data), "-p", "shop", "--json"]
+    )
+    assert result.exit_code == 2, result.output
+    summary = json.loads(result.stdout[result.stdout.index("{") :])
+    assert summary["created"] == 3
+    assert summary["errors"] == [{"line": 2, "error": "not valid UTF-8"}]
+    assert [r.id for r in ledger.billing.records("shop", t0 - 180 * MIN, t0).records] == [
+        "r0",
+        "r1",
+        "r2",
+    ]

@@ -79,12 +79,16 @@ def configure(
 
 
 def _lines(path: Path) -> Iterator[tuple[int, Any]]:
-    with path.open("r", encoding="utf-8") as fh:
+    # bytes that are not UTF-8 make that line's error, not the whole run's
+    with path.open("r", encoding="utf-8", errors="surrogateescape") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
             try:
+                line.encode("utf-8")
                 yield number, json.loads(line)
+            except UnicodeEncodeError:
+                yield number, ValidationError("not valid UTF-8")
             except json.JSONDecodeError as exc:
                 yield number, ValidationError(f"not valid JSON ({exc.msg})")
 
