@@ -17,6 +17,12 @@ under the transaction id and answers every retry with it
 Replays are only served to a caller holding the scopes of the original caller
 (or ``admin``); anyone else goes through to the route, which checks scopes.
 
+Requests with one (program, Idempotency-Key) that arrive while an earlier one
+is still running in this process wait for it (up to :data:`IN_FLIGHT_WAIT`
+seconds, then a 409 ``idempotency-conflict`` with ``Retry-After``), and are
+then answered from its stored response: concurrent identical requests run the
+route once, the others are replays (another body: a 409).
+
 A route whose service answers its own replays declares it next to its
 definition with ``openapi_extra=replays_answered_by(...)`` (shown in the
 OpenAPI document as ``x-idempotency``), and no HTTP response is stored for it:
@@ -38,9 +44,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
+import time
 from collections.abc import Iterable
 from typing import Any, Literal, cast
 
+import anyio
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.routing import Match
@@ -61,6 +70,9 @@ _KEPT_HEADERS = (b"content-type", b"location")
 #: the ``openapi_extra`` key by which a POST route declares who answers its replays
 REPLAYS = "x-idempotency"
 _REPLAYED = REPLAYED_HEADER.lower().encode()
+#: how long a request waits for one running with its Idempotency-Key (seconds)
+IN_FLIGHT_WAIT = 30.0
+_IN_FLIGHT_POLL = 0.005
 
 
 def replays_answered_by(owner: Literal["ledger", "service"]) -> dict[str, Any]:
@@ -130,6 +142,10 @@ class IdempotencyMiddleware:
         self.ledger = ledger
         self.metrics = metrics
         self._answering: tuple[re.Pattern[str], ...] | None = None
+        # (program, Idempotency-Key) of the requests running in this process; a
+        # thread lock, as test clients may serve requests on several event loops
+        self._in_flight: set[tuple[str, str]] = set()
+        self._in_flight_lock = threading.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -157,6 +173,40 @@ class IdempotencyMiddleware:
             )
             await _send(send, 422, [(b"content-type", b"application/problem+json")], body)
             return
+        claim = (principal.program, idem_key)
+        if not await self._claim(claim):
+            body = scope_problem(
+                scope,
+                409,
+                "idempotency-conflict",
+                "a request with this Idempotency-Key is still in progress; retry it later",
+            )
+            headers = [(b"content-type", b"application/problem+json"), (b"retry-after", b"1")]
+            await _send(send, 409, headers, body)
+            return
+        try:
+            await self._run(scope, receive, send, principal, idem_key)
+        finally:
+            with self._in_flight_lock:
+                self._in_flight.discard(claim)
+
+    async def _claim(self, claim: tuple[str, str]) -> bool:
+        """Mark ``claim`` as running here, once no other request runs it
+        (False after waiting :data:`IN_FLIGHT_WAIT` seconds in vain)."""
+        deadline = time.monotonic() + IN_FLIGHT_WAIT
+        while True:
+            with self._in_flight_lock:
+                if claim not in self._in_flight:
+                    self._in_flight.add(claim)
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            await anyio.sleep(_IN_FLIGHT_POLL)
+
+    async def _run(
+        self, scope: Scope, receive: Receive, send: Send, principal: Principal, idem_key: str
+    ) -> None:
+        """Replay the stored response for ``idem_key``, or run the route and store its answer."""
         state = scope.setdefault("state", {})
         body = cast(bytes, state.get("body", b""))
         fp = fingerprint(scope["method"], scope["path"], scope.get("query_string", b""), body)

@@ -1,0 +1,64 @@
+"""Black-box QA of the HTTP API against its OpenAPI document (second pass):
+concurrency of one Idempotency-Key, bad input, and what each answer declares."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from fastapi.testclient import TestClient
+
+Headers = dict[str, str]
+
+
+def _at_once(
+    send: Callable[[int], tuple[int, str | None]], n: int = 8
+) -> Counter[tuple[int, str | None]]:
+    """``send(i)`` from ``n`` threads at once: (status, Idempotent-Replayed) counted."""
+    with ThreadPoolExecutor(n) as pool:
+        return Counter(pool.map(send, range(n)))
+
+
+def test_concurrent_identical_subscriptions_create_one_and_replay_it(
+    app_client: TestClient, admin_headers: Headers
+) -> None:
+    headers = {**admin_headers, "Idempotency-Key": "subscribe-once"}
+
+    def send(_: int) -> tuple[int, str | None]:
+        r = app_client.post("/v1/webhooks", json={"url": "https://example.com/h"}, headers=headers)
+        return r.status_code, r.headers.get("idempotent-replayed")
+
+    assert _at_once(send) == Counter({(201, None): 1, (201, "true"): 7})
+    listed = app_client.get("/v1/webhooks", headers=admin_headers).json()["subscriptions"]
+    assert len(listed) == 1
+
+
+def test_concurrent_identical_account_opens_replay_the_first_201(
+    app_client: TestClient, write_headers: Headers
+) -> None:
+    headers = {**write_headers, "Idempotency-Key": "open-ann-once"}
+
+    def send(_: int) -> tuple[int, str | None]:
+        r = app_client.post("/v1/accounts", json={"account": "ann"}, headers=headers)
+        return r.status_code, r.headers.get("idempotent-replayed")
+
+    assert _at_once(send) == Counter({(201, None): 1, (201, "true"): 7})
+
+
+def test_concurrent_requests_with_one_key_and_other_bodies_apply_one(
+    app_client: TestClient, admin_headers: Headers
+) -> None:
+    headers = {**admin_headers, "Idempotency-Key": "subscribe-which"}
+
+    def send(i: int) -> tuple[int, str | None]:
+        body = {"url": f"https://example.com/h{i}"}
+        r = app_client.post("/v1/webhooks", json=body, headers=headers)
+        if r.status_code == 409:
+            assert r.headers["content-type"] == "application/problem+json"
+            assert r.json()["type"].endswith("/idempotency-conflict")
+        return r.status_code, r.headers.get("idempotent-replayed")
+
+    assert _at_once(send, 6) == Counter({(201, None): 1, (409, None): 5})
+    listed = app_client.get("/v1/webhooks", headers=admin_headers).json()["subscriptions"]
+    assert len(listed) == 1
