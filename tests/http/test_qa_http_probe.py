@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 Headers = dict[str, str]
@@ -62,3 +64,39 @@ def test_concurrent_requests_with_one_key_and_other_bodies_apply_one(
     assert _at_once(send, 6) == Counter({(201, None): 1, (409, None): 5})
     listed = app_client.get("/v1/webhooks", headers=admin_headers).json()["subscriptions"]
     assert len(listed) == 1
+
+
+@pytest.mark.parametrize("when", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_a_time_with_no_utc_equivalent_is_a_422_and_writes_nothing(
+    app_client: TestClient,
+    write_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+    when: str,
+) -> None:
+    open_account("ann")
+    writes = [
+        ("/v1/accounts/ann/wallet/grants", {"amount": 5, "expires_at": when}),
+        ("/v1/accounts/ann/wallet/held-credits", {"fund": "cash", "amount": 5, "release_at": when}),
+        (
+            "/v1/billing/records",
+            {
+                "id": "rec-1",
+                "partner": "acme",
+                "order_id": "o-1",
+                "amount": 100,
+                "currency": "USD",
+                "rate": "0.1",
+                "time": when,
+            },
+        ),
+    ]
+    for path, body in writes:
+        r = app_client.post(path, json=body, headers=idem(write_headers))
+        assert r.status_code == 422, (path, r.text)
+        assert r.headers["content-type"] == "application/problem+json"
+        assert r.json()["type"].endswith("/validation")
+    wallet = app_client.get("/v1/accounts/ann/wallet", headers=write_headers).json()
+    assert wallet["total_available"] == 0
+    assert app_client.get("/v1/accounts/ann/wallet/holds", headers=write_headers).json() == []
+    assert app_client.get("/v1/billing/records/rec-1", headers=write_headers).status_code == 404

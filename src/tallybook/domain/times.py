@@ -8,7 +8,7 @@ in the machine's local zone (``astimezone`` would) or compared with aware ones
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from tallybook.errors import ValidationError
 
@@ -19,6 +19,10 @@ def check_time(value: object, what: str) -> datetime:
         raise ValidationError(f"{what} must be a datetime (got {type(value).__name__})")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValidationError(f"{what} needs a time zone (for example 2026-05-01T00:00:00Z)")
+    try:  # 0001-01-01T00:00:00+01:00 has no UTC datetime: refused, not an OverflowError later
+        value.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValidationError(f"{what} is out of range") from exc
     return value
 
 
