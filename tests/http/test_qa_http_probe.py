@@ -11,6 +11,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tallybook.errors import StoreUnavailable, Throttled
+from tallybook.http.app import create_app
+from tallybook.ledger import Ledger
+
 Headers = dict[str, str]
 
 
@@ -100,3 +104,30 @@ def test_a_time_with_no_utc_equivalent_is_a_422_and_writes_nothing(
     assert wallet["total_available"] == 0
     assert app_client.get("/v1/accounts/ann/wallet/holds", headers=write_headers).json() == []
     assert app_client.get("/v1/billing/records/rec-1", headers=write_headers).status_code == 404
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+@pytest.mark.parametrize(
+    ("error", "status"), [(StoreUnavailable("the store is down"), 503), (Throttled("slow"), 429)]
+)
+def test_a_store_failure_in_the_idempotency_lookup_says_when_to_retry(
+    ledger: Ledger,
+    write_headers: Headers,
+    monkeypatch: pytest.MonkeyPatch,
+    error: Exception,
+    status: int,
+) -> None:
+    def failing(program: str, idempotency_key: str) -> None:
+        raise error
+
+    monkeypatch.setattr(ledger.responses, "get", failing)
+    with TestClient(create_app(ledger)) as client:
+        r = client.post(
+            "/v1/accounts",
+            json={"account": "ann"},
+            headers={**write_headers, "Idempotency-Key": "open-ann"},
+        )
+        assert r.status_code == status, r.text
+        assert r.headers["content-type"] == "application/problem+json"
+        assert r.headers["retry-after"] == "1"
+        assert client.get("/v1/accounts/ann", headers=write_headers).status_code == 404

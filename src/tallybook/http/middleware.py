@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tallybook.errors import TallybookError
 from tallybook.http.idempotency import replay_receive
 from tallybook.http.metrics import Metrics
-from tallybook.http.problems import PROBLEM_MEDIA_TYPE, scope_problem
+from tallybook.http.problems import PROBLEM_MEDIA_TYPE, error_headers, scope_problem
 
 DEFAULT_MAX_BODY = 1024 * 1024
 REQUEST_ID_HEADER = "X-Request-Id"
@@ -105,9 +105,16 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 async def send_problem(
-    scope: Scope, send: Send, status: int, code: str, detail: str, title: str | None = None
+    scope: Scope,
+    send: Send,
+    status: int,
+    code: str,
+    detail: str,
+    title: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> None:
     body = scope_problem(scope, status, code, detail, title=title)
+    extra = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
     await send(
         {
             "type": "http.response.start",
@@ -115,6 +122,7 @@ async def send_problem(
             "headers": [
                 (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
                 (b"content-length", str(len(body)).encode()),
+                *extra,
             ],
         }
     )
@@ -180,7 +188,9 @@ class RequestMiddleware:
             # reads and writes): the same problem a route would have answered
             error_log.warning("request failed: %s: %s", exc.code, exc.message)
             if status == 0:
-                await send_problem(scope, wrapped, exc.status, exc.code, exc.message)
+                await send_problem(
+                    scope, wrapped, exc.status, exc.code, exc.message, headers=error_headers(exc)
+                )
         except Exception:
             error_log.exception("unhandled error on %s %s", scope["method"], scope["path"])
             if status == 0:

@@ -147,12 +147,19 @@ def problem_response(
     return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
 
 
-def error_response(exc: TallybookError, request: Request | None = None) -> JSONResponse:
+def error_headers(exc: TallybookError) -> dict[str, str] | None:
+    """The headers a problem for ``exc`` carries: ``Retry-After`` on a 429 or 503,
+    ``WWW-Authenticate`` on a 401, ``Idempotent-Replayed`` on a final refusal given again."""
     headers = {"Retry-After": "1"} if exc.status in (429, 503) else None
     if exc.status == 401:
         headers = {"WWW-Authenticate": "Bearer"}
     if exc.replay:  # a final refusal given again for the same Idempotency-Key
         headers = {"Idempotent-Replayed": "true"}
+    return headers
+
+
+def error_response(exc: TallybookError, request: Request | None = None) -> JSONResponse:
+    headers = error_headers(exc)
     return problem_response(
         exc.status, exc.code, exc.message, request=request, title=_title(exc.code), headers=headers
     )
