@@ -131,3 +131,18 @@ def test_a_store_failure_in_the_idempotency_lookup_says_when_to_retry(
         assert r.headers["content-type"] == "application/problem+json"
         assert r.headers["retry-after"] == "1"
         assert client.get("/v1/accounts/ann", headers=write_headers).status_code == 404
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_a_text_plain_body_outside_the_sns_route_is_a_415(
+    app_client: TestClient, write_headers: Headers
+) -> None:
+    headers = {**write_headers, "Content-Type": "text/plain", "Idempotency-Key": "open-ann"}
+    r = app_client.post("/v1/accounts", content=b'{"account": "ann"}', headers=headers)
+    assert r.status_code == 415, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    assert r.json()["type"].endswith("/unsupported-media-type")
+    assert app_client.get("/v1/accounts/ann", headers=write_headers).status_code == 404
+    sns = app_client.post("/v1/events/sns", content=b'{"Type": "Notification"}', headers=headers)
+    assert sns.status_code == 422
+    assert sns.json()["type"].endswith("/rejected-message")

@@ -2,8 +2,9 @@
 
 :class:`RequestMiddleware` (outermost of ours) gives the request its id and
 trace context, reads and limits the body (413 beyond ``max_body``, 415 for a
-non-JSON body under ``/v1``), records the request in the metrics, writes the
-access log line, and turns an exception that escaped the app into a problem.
+non-JSON body under ``/v1``, ``text/plain`` included except where SNS sends
+it), records the request in the metrics, writes the access log line, and
+turns an exception that escaped the app into a problem.
 It is one layer on purpose: every ASGI layer wraps ``send`` and ``receive``
 once more, and on a posting that overhead is of the order of the posting.
 
@@ -279,7 +280,14 @@ class RequestMiddleware:
         )
 
 
+#: the routes that also read a ``text/plain`` body as JSON (SNS delivers its
+#: envelopes with that type); any other route would refuse it as "not an object"
+TEXT_JSON_PATHS = frozenset(("/v1/events/sns",))
+
+
 def _json_like(scope: Scope) -> bool:
-    """JSON, or ``text/plain`` (SNS delivers its JSON envelopes with that type)."""
+    """JSON, or ``text/plain`` on a route that reads it (:data:`TEXT_JSON_PATHS`)."""
     content_type = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
-    return content_type in ("application/json", "text/plain") or content_type.endswith("+json")
+    if content_type == "text/plain":
+        return scope["path"] in TEXT_JSON_PATHS
+    return content_type == "application/json" or content_type.endswith("+json")
