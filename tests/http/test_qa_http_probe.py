@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tallybook.errors import StoreUnavailable, Throttled
+from tallybook.errors import StoreUnavailable, Throttled, ValidationError
 from tallybook.http.app import create_app
 from tallybook.ledger import Ledger
 
@@ -146,3 +146,33 @@ def test_a_text_plain_body_outside_the_sns_route_is_a_415(
     sns = app_client.post("/v1/events/sns", content=b'{"Type": "Notification"}', headers=headers)
     assert sns.status_code == 422
     assert sns.json()["type"].endswith("/rejected-message")
+
+
+def test_an_empty_name_in_attributes_or_a_payload_is_a_422_on_every_engine(
+    app_client: TestClient,
+    write_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    """DynamoDB refuses an empty map key; SQLite kept it: both now refuse it first."""
+    r = app_client.post(
+        "/v1/accounts", json={"account": "bob", "attributes": {"": "x"}}, headers=idem()
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["type"].endswith("/validation")
+    assert app_client.get("/v1/accounts/bob", headers=write_headers).status_code == 404
+    open_account("ann")
+    for payload in ({"": 1}, {"a": {"": 1}}, {"a": [{"": 1}]}):
+        body = {"type": "Custom", "payload": payload}
+        r = app_client.post("/v1/accounts/ann/notifications", json=body, headers=idem())
+        assert r.status_code == 422, (payload, r.text)
+        assert r.headers["content-type"] == "application/problem+json"
+        assert r.json()["type"].endswith("/validation")
+    listed = app_client.get("/v1/accounts/ann/notifications", headers=write_headers).json()
+    assert listed["notifications"] == []
+
+
+@pytest.mark.parametrize("engine", ["memory"])
+def test_the_python_api_refuses_an_empty_attribute_name(ledger: Ledger) -> None:
+    with pytest.raises(ValidationError, match="attribute names"):
+        ledger.accounts.open("shop", "bob", attributes={"": "x"})

@@ -158,8 +158,8 @@ def _check_json(value: object, path: str, depth: int) -> None:
         return
     if isinstance(value, dict):
         for k, v in value.items():
-            if not isinstance(k, str):
-                raise ValidationError(f"{path}: keys must be strings")
+            if not isinstance(k, str) or not k:  # DynamoDB refuses an empty map key
+                raise ValidationError(f"{path}: keys must be non-empty strings")
             _check_json(v, f"{path}.{k}", depth + 1)
         return
     if isinstance(value, float):

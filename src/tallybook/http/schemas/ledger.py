@@ -229,7 +229,10 @@ class OpenAccountIn(_In):
     account: Id
     attributes: (
         Annotated[
-            dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=256)]],
+            dict[
+                Annotated[str, Field(min_length=1, max_length=64)],
+                Annotated[str, Field(max_length=256)],
+            ],
             Field(max_length=16),
         ]
         | None

@@ -57,6 +57,8 @@ class AccountService:
         check_id(account_id, "account id")
         if attributes is not None and not isinstance(attributes, Mapping):
             raise ValidationError("attributes must be a mapping of names to values")
+        if attributes and not all(isinstance(k, str) and k for k in attributes):
+            raise ValidationError("attribute names must be non-empty strings")
         writes, opened = open_account(program, account_id, self.clock.now(), attributes or {})
         try:
             self.store.transact_write(writes)
