@@ -176,3 +176,18 @@ def test_an_empty_name_in_attributes_or_a_payload_is_a_422_on_every_engine(
 def test_the_python_api_refuses_an_empty_attribute_name(ledger: Ledger) -> None:
     with pytest.raises(ValidationError, match="attribute names"):
         ledger.accounts.open("shop", "bob", attributes={"": "x"})
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_a_deleted_subscription_answers_204_without_a_content_type(
+    app_client: TestClient, admin_headers: Headers, idem: Callable[..., Headers]
+) -> None:
+    created = app_client.post(
+        "/v1/webhooks", json={"url": "https://example.com/h"}, headers=idem(admin_headers)
+    )
+    r = app_client.delete(f"/v1/webhooks/{created.json()['id']}", headers=admin_headers)
+    assert r.status_code == 204
+    assert r.content == b""
+    assert "content-type" not in r.headers
+    spec = app_client.get("/openapi.json").json()
+    assert "content" not in spec["paths"]["/v1/webhooks/{sub_id}"]["delete"]["responses"]["204"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Annotated
 
-from fastapi import APIRouter, Path, status
+from fastapi import APIRouter, Path, Response, status
 
 from tallybook.domain.webhooks import POSITION_PATTERN
 from tallybook.errors import ValidationError
@@ -91,7 +91,12 @@ def enable_subscription(
     return SubscriptionOut(**ledger.webhooks.get(principal.program, sub_id).public())
 
 
-@router.delete("/webhooks/{sub_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete it")
+@router.delete(
+    "/webhooks/{sub_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,  # no content, so no Content-Type either
+    summary="Delete it",
+)
 def delete_subscription(sub_id: SubId, principal: AdminPrincipal, ledger: LedgerDep) -> None:
     ledger.webhooks.delete(principal.program, sub_id)
 
