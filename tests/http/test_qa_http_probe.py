@@ -191,3 +191,12 @@ def test_a_deleted_subscription_answers_204_without_a_content_type(
     assert "content-type" not in r.headers
     spec = app_client.get("/openapi.json").json()
     assert "content" not in spec["paths"]["/v1/webhooks/{sub_id}"]["delete"]["responses"]["204"]
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_an_admin_operation_does_not_say_admin_or_admin(app_client: TestClient) -> None:
+    spec = app_client.get("/openapi.json").json()
+    webhooks = spec["paths"]["/v1/webhooks"]["post"]["description"]
+    assert webhooks.endswith("Needs an API key with the `admin` scope.")
+    accounts = spec["paths"]["/v1/accounts"]["post"]["description"]
+    assert accounts.endswith("Needs an API key with the `write` scope (or `admin`).")

@@ -156,7 +156,9 @@ def _document_security(schema: dict[str, Any]) -> None:
             if scope is None:
                 continue
             operation["security"] = [{SECURITY_SCHEME: []}]
-            note = f"Needs an API key with the `{scope}` scope (or `admin`)."
+            note = f"Needs an API key with the `{scope}` scope" + (
+                "." if scope == "admin" else " (or `admin`)."
+            )
             existing = operation.get("description")
             operation["description"] = f"{existing}\n\n{note}" if existing else note
 
