@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tallybook.errors import StoreUnavailable, Throttled, ValidationError
+from tallybook.errors import StoreUnavailable, StoreValidationError, Throttled, ValidationError
 from tallybook.http.app import create_app
 from tallybook.ledger import Ledger
 
@@ -200,3 +200,38 @@ def test_an_admin_operation_does_not_say_admin_or_admin(app_client: TestClient) 
     assert webhooks.endswith("Needs an API key with the `admin` scope.")
     accounts = spec["paths"]["/v1/accounts"]["post"]["description"]
     assert accounts.endswith("Needs an API key with the `write` scope (or `admin`).")
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+@pytest.mark.parametrize("error", [Throttled("slow down"), StoreValidationError("refused")])
+def test_readyz_answers_a_documented_503_whatever_the_store_fails_with(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    def failing(key: object) -> None:
+        raise error
+
+    monkeypatch.setattr(ledger.store, "get", failing)
+    with TestClient(create_app(ledger)) as client:
+        r = client.get("/readyz")
+        spec = client.get("/openapi.json").json()
+    assert r.status_code == 503, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    assert r.headers["retry-after"] == "1"
+    assert r.json()["type"].endswith("/store-unavailable")
+    assert set(spec["paths"]["/readyz"]["get"]["responses"]) == {"200", "503"}
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_metrics_documents_the_503_of_a_store_that_cannot_read_the_key(
+    ledger: Ledger, admin_headers: Headers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing(secret: str) -> None:
+        raise StoreUnavailable("the store is down")
+
+    monkeypatch.setattr(ledger.keys, "authenticate", failing)
+    with TestClient(create_app(ledger, key_cache_seconds=0)) as client:
+        r = client.get("/metrics", headers=admin_headers)
+        spec = client.get("/openapi.json").json()
+    assert r.status_code == 503, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    assert str(r.status_code) in spec["paths"]["/metrics"]["get"]["responses"]

@@ -4,7 +4,8 @@
   touches no store, so an orchestrator does not restart a healthy process
   because the database is briefly unreachable.
 - ``/readyz`` is readiness: one strongly consistent key read of the store;
-  503 (problem+json) while the store cannot be reached.
+  503 (problem+json) while the store cannot be reached or fails the read
+  (throttled included).
 - ``/metrics`` is the Prometheus exposition, served according to
   ``app.state.metrics_access`` (:class:`~tallybook.http.metrics.MetricsAccess`).
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from tallybook import __version__
-from tallybook.errors import Forbidden, NotFound
+from tallybook.errors import Forbidden, NotFound, StoreError, StoreUnavailable
 from tallybook.http.deps import LedgerDep, authenticate, run_blocking
 from tallybook.http.metrics import CONTENT_TYPE, Metrics, MetricsAccess
 from tallybook.http.problems import problem_responses
@@ -37,7 +38,12 @@ async def healthz() -> Health:
     responses=problem_responses(503),
 )
 async def readyz(ledger: LedgerDep) -> Readiness:
-    await run_blocking(ledger, ledger.store.get, _PROBE)
+    try:
+        await run_blocking(ledger, ledger.store.get, _PROBE)
+    except StoreError as exc:  # throttled, refused, ...: not ready either
+        if isinstance(exc, StoreUnavailable):
+            raise
+        raise StoreUnavailable(f"the store did not answer the probe: {exc.message}") from exc
     return Readiness(status="ready")
 
 
@@ -50,7 +56,8 @@ async def readyz(ledger: LedgerDep) -> Readiness:
     openapi_extra={"security": [{"ApiKey": []}]},
     responses={
         200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}},
-        **problem_responses(401, 403, 404),
+        # 429 and 503: the store could not read the API key
+        **problem_responses(401, 403, 404, 429, 503),
     },
 )
 async def metrics(request: Request) -> Response:
