@@ -235,3 +235,17 @@ def test_metrics_documents_the_503_of_a_store_that_cannot_read_the_key(
     assert r.status_code == 503, r.text
     assert r.headers["content-type"] == "application/problem+json"
     assert str(r.status_code) in spec["paths"]["/metrics"]["get"]["responses"]
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_the_loyalty_schemas_state_the_limits_the_service_applies(app_client: TestClient) -> None:
+    """Schemathesis: earn, redeem and the order lookup mostly refused what their schema allowed."""
+    spec = app_client.get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    assert schemas["EarnIn"]["properties"]["order_id"]["maxLength"] == 122
+    order = spec["paths"]["/v1/orders/{order_id}"]["get"]["parameters"][0]["schema"]
+    assert order["maxLength"] == 122
+    for name in ("EarnIn", "RedeemIn", "LedgerCreditIn"):
+        metadata = schemas[name]["properties"]["metadata"]["anyOf"][0]
+        assert metadata["maxProperties"] == 16
+        assert metadata["propertyNames"] == {"maxLength": 64, "minLength": 1}

@@ -40,6 +40,7 @@ from tallybook.http.schemas.loyalty import (
     TierOut,
 )
 from tallybook.services.ledger.accounts import MAX_PAGE
+from tallybook.services.loyalty.service import MAX_ORDER_ID
 
 router = APIRouter(prefix="/v1", tags=["loyalty"])
 
@@ -220,7 +221,7 @@ def get_members(
 
 @router.get("/orders/{order_id}", summary="The earn an order produced, and its account")
 def get_order(
-    order_id: Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)],
+    order_id: Annotated[str, Path(min_length=1, max_length=MAX_ORDER_ID, pattern=ID_PATTERN)],
     principal: ReadPrincipal,
     ledger: LedgerDep,
 ) -> OrderOut:

@@ -40,7 +40,8 @@ SignedAmount = Annotated[
 ]
 Metadata = Annotated[
     dict[
-        Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=MAX_METADATA_VALUE)]
+        Annotated[str, Field(min_length=1, max_length=64)],
+        Annotated[str, Field(max_length=MAX_METADATA_VALUE)],
     ],
     Field(max_length=MAX_METADATA_KEYS, description="string values only"),
 ]

@@ -9,10 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tallybook.domain.money import MAX_AMOUNT
 from tallybook.http.schemas.common import ID_PATTERN
-from tallybook.http.schemas.ledger import TransactionOut
-from tallybook.services.loyalty.service import EarnResult, RedeemResult
+from tallybook.http.schemas.ledger import Metadata, TransactionOut
+from tallybook.services.loyalty.service import MAX_ORDER_ID, EarnResult, RedeemResult
 
 Id = Annotated[str, Field(min_length=1, max_length=128, pattern=ID_PATTERN)]
+#: an order id: its earn's transaction id is ``order:{order_id}``, at most 128 characters
+OrderId = Annotated[str, Field(min_length=1, max_length=MAX_ORDER_ID, pattern=ID_PATTERN)]
 
 
 class _Out(BaseModel):
@@ -21,12 +23,12 @@ class _Out(BaseModel):
 
 class EarnIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    order_id: Id
+    order_id: OrderId
     amount: int = Field(strict=True, ge=1, le=MAX_AMOUNT, description="order amount in minor units")
     currency: str | None = Field(None, description="default: the program's currency")
     at: datetime | None = Field(None, description="when the order was placed; default now")
     description: str | None = Field(None, max_length=500)
-    metadata: dict[str, str] | None = None
+    metadata: Metadata | None = None
 
 
 class EarnOut(_Out):
@@ -58,7 +60,7 @@ class RedeemIn(BaseModel):
     points: int = Field(strict=True, ge=1, le=MAX_AMOUNT)
     reward_id: Id
     description: str | None = Field(None, max_length=500)
-    metadata: dict[str, str] | None = None
+    metadata: Metadata | None = None
 
 
 class RedeemOut(_Out):
