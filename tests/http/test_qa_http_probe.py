@@ -249,3 +249,21 @@ def test_the_loyalty_schemas_state_the_limits_the_service_applies(app_client: Te
         metadata = schemas[name]["properties"]["metadata"]["anyOf"][0]
         assert metadata["maxProperties"] == 16
         assert metadata["propertyNames"] == {"maxLength": 64, "minLength": 1}
+
+
+def test_dismissing_a_type_on_an_unknown_or_foreign_account_is_a_404(
+    app_client: TestClient,
+    write_headers: Headers,
+    other_headers: Headers,
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    open_account("ann")
+    path = "/v1/accounts/{}/notifications?type=TopUp"
+    r = app_client.delete(path.format("ghost"), headers=write_headers)
+    assert r.status_code == 404, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    assert r.json()["type"].endswith("/not-found")
+    assert app_client.delete(path.format("ann"), headers=other_headers).status_code == 404
+    r = app_client.delete(path.format("ann"), headers=write_headers)
+    assert r.status_code == 200
+    assert r.json() == {"dismissed": None}
