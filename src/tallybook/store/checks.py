@@ -1,8 +1,8 @@
 """What the port accepts, checked before anything is written.
 
 Values are integers, strings, booleans, null, lists and maps (never floats,
-numbers of at most 38 digits, as DynamoDB); keys and index keys are non-empty
-strings; an item stays within DynamoDB's 400 KB, counted the way DynamoDB
+numbers of at most 38 digits, map keys never empty, as DynamoDB); keys and
+index keys are non-empty strings; an item stays within DynamoDB's 400 KB, counted the way DynamoDB
 counts it; a transaction holds at most 100 actions whose items add up to at
 most 4 MB (AWS's limits). Both engines run these checks, so both refuse the
 same input with the same error.
@@ -50,7 +50,7 @@ from tallybook.store.port import (
 
 
 def check_value(value: Value, path: str = "value") -> None:
-    """Refuse floats and numbers beyond 38 digits, as DynamoDB does."""
+    """Refuse floats, numbers beyond 38 digits and empty map keys, as DynamoDB does."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return
     if isinstance(value, int):
@@ -63,8 +63,8 @@ def check_value(value: Value, path: str = "value") -> None:
         return
     if isinstance(value, dict):
         for k, v in value.items():
-            if not isinstance(k, str):
-                raise StoreValidationError(f"{path}: map keys must be strings")
+            if not isinstance(k, str) or not k:  # DynamoDB: "Empty attribute name"
+                raise StoreValidationError(f"{path}: map keys must be non-empty strings")
             check_value(v, f"{path}.{k}")
         return
     raise StoreValidationError(
@@ -107,7 +107,7 @@ def _plain_bound(value: Value) -> int:
 
     One pass instead of :func:`check_value` plus :func:`value_size`; returns -1
     when the value holds anything else (subclasses, floats, numbers beyond 38
-    digits, non-string map keys): the caller then runs the exact checks.
+    digits, non-string or empty map keys): the caller then runs the exact checks.
     Strings and numbers inside maps, most of what a posting writes, are sized
     in the loop without a call of their own (a subclass of either, which
     :func:`check_value` takes too, is sized as its base: a bool as a number,
@@ -123,7 +123,7 @@ def _plain_bound(value: Value) -> int:
     if t is dict:
         total = 3
         for k, v in value.items():  # type: ignore[union-attr]
-            if type(k) is not str:
+            if type(k) is not str or not k:
                 return -1
             if isinstance(v, str):
                 b = len(v) if v.isascii() else len(v.encode("utf-8"))

@@ -281,8 +281,22 @@ class ItemsContract:
             lambda s: s.update(key("bad"), [Add("", 1)]),
             lambda s: s.put(item("bad"), Exists("")),
             lambda s: s.batch_write(puts=[{"pk": PK, "sk": "bad", "": 1}]),
+            lambda s: s.put(item("bad", m={"": 1})),
+            lambda s: s.put(item("bad", m={"a": [{"b": {"": "x"}}]})),
+            lambda s: s.update(key("bad"), [Set("m", {"": 1})]),
+            lambda s: s.transact_write([Put(item("bad", m={"": 1}))]),
         ],
-        ids=["put", "update-set", "update-add", "condition", "batch-write"],
+        ids=[
+            "put",
+            "update-set",
+            "update-add",
+            "condition",
+            "batch-write",
+            "map-key",
+            "nested-map-key",
+            "update-set-map-key",
+            "transaction-map-key",
+        ],
     )
     def test_empty_attribute_names_are_refused(
         self, store: ItemStore, write: Callable[[ItemStore], None]
