@@ -267,3 +267,21 @@ def test_dismissing_a_type_on_an_unknown_or_foreign_account_is_a_404(
     r = app_client.delete(path.format("ann"), headers=write_headers)
     assert r.status_code == 200
     assert r.json() == {"dismissed": None}
+
+
+def test_a_lone_surrogate_in_a_notification_payload_is_a_422_not_a_500(
+    app_client: TestClient,
+    write_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    open_account("ann")
+    headers = {**idem(), "Content-Type": "application/json"}
+    for raw in (b'{"a": "\\ud800"}', b'{"\\udfff": 1}', b'{"a": [{"b": "x\\ud800"}]}'):
+        body = b'{"type": "Custom", "payload": ' + raw + b"}"
+        r = app_client.post("/v1/accounts/ann/notifications", content=body, headers=headers)
+        assert r.status_code == 422, (raw, r.text)
+        assert r.headers["content-type"] == "application/problem+json"
+        assert r.json()["type"].endswith("/validation")
+    listed = app_client.get("/v1/accounts/ann/notifications", headers=write_headers).json()
+    assert listed["notifications"] == []

@@ -142,7 +142,10 @@ def check_payload(value: object) -> dict[str, Any]:
 
 
 def _check_json(value: object, path: str, depth: int) -> None:
-    if value is None or isinstance(value, bool | str):
+    if isinstance(value, str):
+        _check_text(value, path)
+        return
+    if value is None or isinstance(value, bool):
         return
     if isinstance(value, list | dict) and depth > MAX_PAYLOAD_DEPTH:
         raise ValidationError(
@@ -160,6 +163,7 @@ def _check_json(value: object, path: str, depth: int) -> None:
         for k, v in value.items():
             if not isinstance(k, str) or not k:  # DynamoDB refuses an empty map key
                 raise ValidationError(f"{path}: keys must be non-empty strings")
+            _check_text(k, path)
             _check_json(v, f"{path}.{k}", depth + 1)
         return
     if isinstance(value, float):
@@ -167,6 +171,17 @@ def _check_json(value: object, path: str, depth: int) -> None:
             f"{path}: numbers must be integers (amounts in minor units); got {value!r}"
         )
     raise ValidationError(f"{path}: unsupported value of type {type(value).__name__}")
+
+
+def _check_text(text: str, path: str) -> None:
+    """Text that has a UTF-8 form: JSON's ``"\\ud800"`` (a lone surrogate) has none."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError(
+                f"{path}: text must be valid Unicode (a lone surrogate)"
+            ) from None
 
 
 def _int_setting(raw: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:

@@ -78,16 +78,16 @@ def value_size(value: Value) -> int:
     if value is None or isinstance(value, bool):
         return 1
     if isinstance(value, str):
-        return len(value.encode("utf-8"))
+        return _utf8_len(value)
     if isinstance(value, int):
         return 1 + (len(str(abs(value))) + 1) // 2
     if isinstance(value, list):
         return 3 + sum(1 + value_size(v) for v in value)
-    return 3 + sum(len(k.encode("utf-8")) + 1 + value_size(v) for k, v in value.items())
+    return 3 + sum(_utf8_len(k) + 1 + value_size(v) for k, v in value.items())
 
 
 def item_size(item: Mapping[str, Value]) -> int:
-    return sum(len(k.encode("utf-8")) + value_size(v) for k, v in item.items())
+    return sum(_utf8_len(k) + value_size(v) for k, v in item.items())
 
 
 _NUMBER_LIMIT = 10**MAX_NUMBER_DIGITS
@@ -99,7 +99,18 @@ _NUMBER_SIZE_BOUND = 1 + (MAX_NUMBER_DIGITS + 1) // 2
 
 
 def _utf8_len(s: str) -> int:
-    return len(s) if s.isascii() else len(s.encode("utf-8"))
+    return len(s) if s.isascii() else _encoded_len(s)
+
+
+def _encoded_len(s: str) -> int:
+    """The UTF-8 length of a non-ASCII string; one holding a lone surrogate
+    (``"\\ud800"`` from JSON), which has no UTF-8 form, is refused."""
+    try:
+        return len(s.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise StoreValidationError(
+            f"{s[:40]!r} is not valid Unicode (a lone surrogate) and cannot be stored"
+        ) from exc
 
 
 def _plain_bound(value: Value) -> int:
@@ -115,7 +126,7 @@ def _plain_bound(value: Value) -> int:
     """
     t = type(value)
     if t is str:
-        return len(value) if value.isascii() else len(value.encode("utf-8"))  # type: ignore[union-attr, arg-type]
+        return len(value) if value.isascii() else _encoded_len(value)  # type: ignore[union-attr, arg-type]
     if t is int:
         return _NUMBER_SIZE_BOUND if _NUMBER_LOW < value < _NUMBER_LIMIT else -1
     if t is bool or value is None:
@@ -126,14 +137,14 @@ def _plain_bound(value: Value) -> int:
             if type(k) is not str or not k:
                 return -1
             if isinstance(v, str):
-                b = len(v) if v.isascii() else len(v.encode("utf-8"))
+                b = len(v) if v.isascii() else _encoded_len(v)
             elif isinstance(v, int) and _NUMBER_LOW < v < _NUMBER_LIMIT:
                 b = _NUMBER_SIZE_BOUND
             else:
                 b = _plain_bound(v)
                 if b < 0:
                     return -1
-            total += (len(k) if k.isascii() else len(k.encode("utf-8"))) + 1 + b
+            total += (len(k) if k.isascii() else _encoded_len(k)) + 1 + b
         return total
     if t is list:
         total = 3
@@ -160,7 +171,7 @@ def _check_item(item: Mapping[str, Value], key: Key) -> int:
         if type(name) is not str or not name:
             check_name(name)
         if isinstance(value, str):
-            b = len(value) if value.isascii() else len(value.encode("utf-8"))
+            b = len(value) if value.isascii() else _encoded_len(value)
         elif isinstance(value, int) and _NUMBER_LOW < value < _NUMBER_LIMIT:
             b = _NUMBER_SIZE_BOUND
         else:
@@ -169,7 +180,7 @@ def _check_item(item: Mapping[str, Value], key: Key) -> int:
             check_value(value, name)
             bound = -1
         elif bound >= 0:
-            bound += (len(name) if name.isascii() else len(name.encode("utf-8"))) + b
+            bound += (len(name) if name.isascii() else _encoded_len(name)) + b
     for name in INDEX_ATTRS & item.keys():
         check_attribute(name, item[name])
     if TTL_ATTR in item:

@@ -305,6 +305,25 @@ class ItemsContract:
             write(store)
         assert store.get(key("bad")) is None
 
+    @pytest.mark.parametrize(
+        "write",
+        [
+            lambda s: s.put(item("bad", v="\ud800")),
+            lambda s: s.put(item("bad", m={"a": ["x\udfff"]})),
+            lambda s: s.put(item("bad", m={"\ud800": 1})),
+            lambda s: s.update(key("bad"), [Set("m", {"k": "\ud800"})]),
+            lambda s: s.transact_write([Put(item("bad", v="é\ud800"))]),
+        ],
+        ids=["value", "nested-value", "map-key", "update-set", "transaction"],
+    )
+    def test_strings_with_a_lone_surrogate_are_refused(
+        self, store: ItemStore, write: Callable[[ItemStore], None]
+    ) -> None:
+        """JSON can spell ``"\\ud800"``, which has no UTF-8 form: refused, not a crash."""
+        with pytest.raises(StoreValidationError):
+            write(store)
+        assert store.get(key("bad")) is None
+
     # --- empty strings -----------------------------------------------------------
     # AWS (since 2020) and DynamoDB Local 3.x store empty strings in non-key
     # attributes; keys and index keys must not be empty. Both engines do the same.
