@@ -285,3 +285,19 @@ def test_a_lone_surrogate_in_a_notification_payload_is_a_422_not_a_500(
         assert r.json()["type"].endswith("/validation")
     listed = app_client.get("/v1/accounts/ann/notifications", headers=write_headers).json()
     assert listed["notifications"] == []
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+@pytest.mark.parametrize(
+    "url", ["https://sns.amazonaws.com/\\ud800", "https://sns.amazonaws.com/\\u0007"]
+)
+def test_a_subscribe_url_that_is_not_plain_text_is_rejected_not_a_500(
+    app_client: TestClient, write_headers: Headers, url: str
+) -> None:
+    envelope = '{"Type": "SubscriptionConfirmation", "MessageId": "m-1", "SubscribeURL": '
+    body = envelope + f'"{url}"}}'
+    headers = {**write_headers, "Content-Type": "text/plain"}
+    r = app_client.post("/v1/events/sns", content=body.encode(), headers=headers)
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    assert r.json()["detail"].startswith("bad-subscribe-url")

@@ -196,7 +196,11 @@ def parse_envelope(raw: str | bytes | Mapping[str, Any]) -> Envelope:
         return Envelope("notification", message_id, parse_event(message), topic_arn=topic)
     if kind in ("SubscriptionConfirmation", "UnsubscribeConfirmation"):
         url = raw.get("SubscribeURL")
-        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        if (
+            not isinstance(url, str)
+            or not url.startswith(("https://", "http://"))
+            or not (url.isascii() and url.isprintable())  # SNS's are; the answer echoes it
+        ):
             raise RejectedMessage("bad-subscribe-url", "SubscribeURL must be an http(s) URL")
         name = "subscription" if kind == "SubscriptionConfirmation" else "unsubscribe"
         return Envelope(f"{name}_confirmation", message_id, subscribe_url=url, topic_arn=topic)
