@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -301,3 +302,17 @@ def test_a_subscribe_url_that_is_not_plain_text_is_rejected_not_a_500(
     assert r.status_code == 422, r.text
     assert r.headers["content-type"] == "application/problem+json"
     assert r.json()["detail"].startswith("bad-subscribe-url")
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_the_docs_name_every_page_size_default_that_is_not_50(app_client: TestClient) -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "http.md").read_text()
+    pages = docs[docs.index("- **Pages.**") :].split("\n\n")[0]
+    spec = app_client.get("/openapi.json").json()
+    for path, operations in spec["paths"].items():
+        for operation in operations.values():
+            for param in operation.get("parameters", []):
+                if param["name"] == "limit" and param["schema"].get("default") != 50:
+                    assert param["schema"]["default"] == 100
+                    named = path.removeprefix("/v1/accounts/{account}")
+                    assert f"`{named}`" in " ".join(pages.split()), path
