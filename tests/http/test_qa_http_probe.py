@@ -316,3 +316,32 @@ def test_the_docs_name_every_page_size_default_that_is_not_50(app_client: TestCl
                     assert param["schema"]["default"] == 100
                     named = path.removeprefix("/v1/accounts/{account}")
                     assert f"`{named}`" in " ".join(pages.split()), path
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_hold_and_grant_keys_are_documented_up_to_the_100_characters_taken(
+    app_client: TestClient,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    """Schemathesis: the OpenAPI said 128 characters, the service refused more than 100."""
+    open_account("ann")
+    spec = app_client.get("/openapi.json").json()
+    writes = {
+        "/v1/accounts/{account}/wallet/grants": {"amount": 1, "expires_in_days": 1},
+        "/v1/accounts/{account}/wallet/holds": {"amount": 1},
+        "/v1/accounts/{account}/wallet/held-credits": {
+            "fund": "cash",
+            "amount": 1,
+            "release_at": "2030-01-01T00:00:00Z",
+        },
+    }
+    for path, body in writes.items():
+        params = spec["paths"][path]["post"]["parameters"]
+        key = next(p for p in params if p["name"] == "Idempotency-Key")
+        assert key["schema"]["maxLength"] == 100
+        url = path.format(account="ann")
+        r = app_client.post(url, json=body, headers=idem(key="k" * 101))
+        assert r.status_code == 422, r.text
+    credits = spec["paths"]["/v1/accounts/{account}/wallet/credits"]["post"]["parameters"]
+    assert next(p for p in credits if p["name"] == "Idempotency-Key")["schema"]["maxLength"] == 128

@@ -10,8 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response, status
+from fastapi import APIRouter, Header, Path, Query, Response, status
 
+from tallybook.domain.wallet import MAX_HOLD_ID
 from tallybook.errors import ValidationError
 from tallybook.http.deps import (
     AdminPrincipal,
@@ -58,6 +59,20 @@ HoldId = Annotated[
 ]
 TxnId = Annotated[
     str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="transaction id")
+]
+#: the ``Idempotency-Key`` of a write whose key is a hold or grant id: at most
+#: 100 characters, so the ids derived from it (``{id}:capture``, ...) fit in 128
+HoldKey = Annotated[
+    str,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=MAX_HOLD_ID,
+        pattern=ID_PATTERN,
+        description=f"Unique per logical request (1-{MAX_HOLD_ID} of A-Z a-z 0-9 . _ : -), "
+        "the hold or grant id: a replay returns the original response, another body with "
+        "the same key is a 409",
+    ),
 ]
 
 
@@ -148,7 +163,7 @@ def post_grant(
     body: GrantIn,
     principal: WritePrincipal,
     ledger: LedgerDep,
-    txn_id: IdempotencyKey,
+    txn_id: HoldKey,
     response: Response,
 ) -> WalletTransactionOut:
     t = ledger.wallet.grant(
@@ -199,7 +214,7 @@ def post_held_credit(
     body: HeldCreditIn,
     principal: WritePrincipal,
     ledger: LedgerDep,
-    txn_id: IdempotencyKey,
+    txn_id: HoldKey,
     response: Response,
 ) -> HoldResultOut:
     r = ledger.wallet.credit_held(
@@ -252,7 +267,7 @@ def post_hold(
     body: AuthorizeIn,
     principal: WritePrincipal,
     ledger: LedgerDep,
-    hold_id: IdempotencyKey,
+    hold_id: HoldKey,
     response: Response,
 ) -> HoldResultOut:
     r = ledger.wallet.authorize(
