@@ -203,3 +203,24 @@ def test_credit_with_a_base64_body_then_read_with_repeated_query_params(
     )
     assert page["statusCode"] == 200, page
     assert [e["amount"] for e in json.loads(page["body"])["entries"]] == [250]
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+@pytest.mark.parametrize("kind", EVENTS)
+def test_a_body_giving_a_key_twice_is_a_422_and_nothing_is_posted(api: str, kind: str) -> None:
+    event = EVENTS[kind]
+    auth = {"Authorization": f"Bearer {api}", "Content-Type": "application/json"}
+    opened = lambda_handler.handler(
+        event("POST", "/v1/accounts", {**auth, "Idempotency-Key": "o-1"}, '{"account": "ann"}'),
+        None,
+    )
+    assert opened["statusCode"] == 201, opened
+    body = '{"type": "credit", "account": "ann", "fund": "points", "amount": 1, "amount": 900}'
+    posted = lambda_handler.handler(
+        event("POST", "/v1/transactions", {**auth, "Idempotency-Key": "c-1"}, body), None
+    )
+    assert posted["statusCode"] == 422, posted
+    assert header(posted, "content-type") == "application/problem+json"
+    assert json.loads(posted["body"])["errors"][0]["loc"] == ["body", "amount"]
+    read = lambda_handler.handler(event("GET", "/v1/transactions/c-1", auth), None)
+    assert read["statusCode"] == 404, read

@@ -345,3 +345,40 @@ def test_hold_and_grant_keys_are_documented_up_to_the_100_characters_taken(
         assert r.status_code == 422, r.text
     credits = spec["paths"]["/v1/accounts/{account}/wallet/credits"]["post"]["parameters"]
     assert next(p for p in credits if p["name"] == "Idempotency-Key")["schema"]["maxLength"] == 128
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        (
+            "/v1/transactions",
+            '{"type": "credit", "account": "ann", "fund": "cash", "amount": 1, "amount": 900}',
+        ),
+        (
+            "/v1/transactions",
+            '{"type": "credit", "account": "ann", "fund": "cash", "amount": 5,'
+            ' "metadata": {"k": "a", "k": "b"}}',
+        ),
+        ("/v1/accounts/ann/wallet/credits", '{"fund": "bonus", "fund": "cash", "amount": 5}'),
+        ("/v1/accounts", '{"account": "bob", "account": "carl"}'),
+    ],
+    ids=["amount", "nested", "wallet", "account"],
+)
+def test_a_body_giving_a_key_twice_is_a_422_never_a_guess(
+    app_client: TestClient,
+    write_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+    path: str,
+    body: str,
+) -> None:
+    open_account("ann")
+    headers = {**idem(key="dup-1"), "Content-Type": "application/json"}
+    r = app_client.post(path, content=body.encode(), headers=headers)
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    assert r.json()["type"].endswith("/validation")
+    assert app_client.get("/v1/transactions/dup-1", headers=write_headers).status_code == 404
+    assert app_client.get("/v1/wallet/transactions/dup-1", headers=write_headers).status_code == 404
+    for account in ("bob", "carl"):
+        assert app_client.get(f"/v1/accounts/{account}", headers=write_headers).status_code == 404

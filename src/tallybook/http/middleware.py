@@ -23,6 +23,7 @@ the query string.
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 import re
 import secrets
@@ -113,8 +114,9 @@ async def send_problem(
     detail: str,
     title: str | None = None,
     headers: dict[str, str] | None = None,
+    errors: list[dict[str, Any]] | None = None,
 ) -> None:
-    body = scope_problem(scope, status, code, detail, title=title)
+    body = scope_problem(scope, status, code, detail, title=title, errors=errors)
     extra = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
     await send(
         {
@@ -239,6 +241,17 @@ class RequestMiddleware:
                 "Unsupported media type",
             )
             return None
+        repeated = _repeated_key(scope, body)
+        if repeated is not None:  # which one counts would be a guess: refused, never ignored
+            await send_problem(
+                scope,
+                send,
+                422,
+                "validation",
+                f"invalid request: the body gives {repeated[:64]!r} more than once",
+                errors=[{"loc": ["body", repeated], "msg": "given twice", "type": "duplicate"}],
+            )
+            return None
         scope["state"]["body"] = body
         return body
 
@@ -278,6 +291,38 @@ class RequestMiddleware:
                 "key_id": getattr(principal, "key_id", None),
             },
         )
+
+
+class _Repeated(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Repeated(key)
+            seen.add(key)
+    return obj
+
+
+def _repeated_key(scope: Scope, body: bytes) -> str | None:
+    """A key a JSON object of a ``/v1`` body gives twice (the SNS route answers its
+    own envelopes); ``None`` when there is none or the body is not JSON (the
+    route answers that)."""
+    path = scope["path"]
+    if not body or not path.startswith("/v1/") or path in TEXT_JSON_PATHS:
+        return None
+    try:
+        json.loads(body, object_pairs_hook=_no_repeats)
+    except _Repeated as exc:
+        return exc.key
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return None
 
 
 #: the routes that also read a ``text/plain`` body as JSON (SNS delivers its
