@@ -382,3 +382,42 @@ def test_a_body_giving_a_key_twice_is_a_422_never_a_guess(
     assert app_client.get("/v1/wallet/transactions/dup-1", headers=write_headers).status_code == 404
     for account in ("bob", "carl"):
         assert app_client.get(f"/v1/accounts/{account}", headers=write_headers).status_code == 404
+
+
+def test_a_billing_record_dated_before_year_1000_reads_back_and_reports_run(
+    app_client: TestClient,
+    write_headers: Headers,
+    admin_headers: Headers,
+    idem: Callable[..., Headers],
+) -> None:
+    """Year 1 was written as "1-01-01T..." (strftime), which reading could not parse:
+    the record, its bucket's listing and every report run of the program were 500s."""
+    for record_id, when in (("old-1", "0001-01-01T00:00:00Z"), ("old-2", "0999-05-06T07:08:09Z")):
+        body = {
+            "id": record_id,
+            "partner": "acme",
+            "order_id": "o-1",
+            "amount": 100,
+            "currency": "USD",
+            "rate": "0.1",
+            "time": when,
+        }
+        assert app_client.post("/v1/billing/records", json=body, headers=idem()).status_code == 201
+        r = app_client.get(f"/v1/billing/records/{record_id}", headers=write_headers)
+        assert r.status_code == 200, r.text
+        assert r.json()["time"] == when.replace("Z", ".000000Z")
+    window = {"since": "2000-01-01T00:00:00Z", "until": "2100-01-01T00:00:00Z"}
+    listed = app_client.get("/v1/billing/records", params=window, headers=write_headers)
+    assert listed.status_code in (200, 422), listed.text  # 422: a window too wide, never a 500
+    run = app_client.post("/v1/reports/run", json={}, headers=idem(admin_headers))
+    assert run.status_code == 200, run.text
+
+
+@pytest.mark.parametrize("engine", ["memory"])
+def test_a_billing_time_written_with_an_unpadded_year_still_parses(engine: str) -> None:
+    from datetime import UTC, datetime
+
+    from tallybook.domain.billing import parse_iso
+
+    assert parse_iso("1-01-01T00:00:00.000000Z") == datetime(1, 1, 1, tzinfo=UTC)
+    assert parse_iso("999-05-06T07:08:09.000123Z") == datetime(999, 5, 6, 7, 8, 9, 123, tzinfo=UTC)
