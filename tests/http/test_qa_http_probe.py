@@ -421,3 +421,17 @@ def test_a_billing_time_written_with_an_unpadded_year_still_parses(engine: str) 
 
     assert parse_iso("1-01-01T00:00:00.000000Z") == datetime(1, 1, 1, tzinfo=UTC)
     assert parse_iso("999-05-06T07:08:09.000123Z") == datetime(999, 5, 6, 7, 8, 9, 123, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("engine", ["memory"])
+def test_the_store_codec_writes_years_before_1000_so_it_can_read_them(engine: str) -> None:
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from tallybook.store.records.codec import iso, parse_iso
+
+    for t in (
+        datetime(5, 1, 1, tzinfo=timezone(timedelta(hours=1))),
+        datetime(999, 5, 6, tzinfo=UTC),
+    ):
+        assert parse_iso(iso(t)) == t
+    assert iso(datetime(5, 1, 1, tzinfo=UTC)) == "0005-01-01T00:00:00.000000Z"

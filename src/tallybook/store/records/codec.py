@@ -25,9 +25,7 @@ def iso(t: datetime) -> str:
     conversion and copy the general case makes (a posting formats several)."""
     if t.tzinfo is UTC and t.year >= 1000:
         return f"{t.isoformat(timespec='microseconds')[:26]}Z"
-    u = t.astimezone(UTC)
-    if u.year < 1000:  # strftime does not pad the year
-        return u.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    u = t.astimezone(UTC)  # isoformat pads a year before 1000 to four digits; strftime does not
     return f"{u.replace(tzinfo=None).isoformat(timespec='microseconds')}Z"
 
 
