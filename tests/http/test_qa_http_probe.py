@@ -435,3 +435,45 @@ def test_the_store_codec_writes_years_before_1000_so_it_can_read_them(engine: st
     ):
         assert parse_iso(iso(t)) == t
     assert iso(datetime(5, 1, 1, tzinfo=UTC)) == "0005-01-01T00:00:00.000000Z"
+
+
+def _subscribe(ledger: Ledger, n: int) -> None:
+    for i in range(n):
+        ledger.webhooks.create("shop", f"https://example.com/hook{i}")
+
+
+def test_concurrent_subscribes_never_pass_the_limit_of_49(
+    ledger: Ledger, app_client: TestClient, admin_headers: Headers
+) -> None:
+    """Each event fans out in one transaction of 2 actions per subscription: a 50th
+    subscription would break every later fan-out of the program."""
+    _subscribe(ledger, 45)
+
+    def send(i: int) -> tuple[int, str | None]:
+        headers = {**admin_headers, "Idempotency-Key": f"race-{i}"}
+        body = {"url": f"https://example.com/race{i}"}
+        return app_client.post("/v1/webhooks", json=body, headers=headers).status_code, None
+
+    assert _at_once(send) == Counter({(201, None): 4, (422, None): 4})
+    assert len(ledger.webhooks.list("shop")) == 49
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_a_subscribe_that_finds_the_limit_passed_once_written_removes_itself(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's create can land between the count and the write."""
+    _subscribe(ledger, 49)
+    listed = ledger.webhooks.subs.list
+    calls = iter([[], None])  # the first count is stale: it saw none
+
+    def stale(program: str) -> list[Any]:
+        seen = next(calls, None)
+        return listed(program) if seen is None else seen
+
+    monkeypatch.setattr(ledger.webhooks.subs, "list", stale)
+    with pytest.raises(ValidationError, match="at most 49"):
+        ledger.webhooks.create("shop", "https://example.com/late")
+    monkeypatch.undo()
+    assert len(ledger.webhooks.list("shop")) == 49
+    assert "https://example.com/late" not in {s.url for s in ledger.webhooks.list("shop")}

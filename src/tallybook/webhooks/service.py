@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from tallybook.webhooks.worker import DeliveryWorker
 
 MAX_PAGE = 200
+#: creates run one at a time per process, so the subscription limit is not raced
+_CREATING = threading.Lock()
 
 
 class WebhookService:
@@ -51,24 +54,27 @@ class WebhookService:
         description: str | None = None,
         sub_id: str | None = None,
     ) -> Created:
-        """Subscribe ``url`` to ``types`` (all when empty); the secret is in the answer only."""
+        """Subscribe ``url`` to ``types`` (all when empty); the secret is in the answer only.
+
+        The limit holds under concurrent creates: they run one at a time in this
+        process, and one that finds the program over the limit once written (a
+        create in another process got in between) removes itself and is refused."""
         self.programs.get(program)
-        too_many = f"a program has at most {MAX_SUBSCRIPTIONS} subscriptions"
-        if len(self.subs.list(program)) >= MAX_SUBSCRIPTIONS:
-            raise ValidationError(too_many)
-        created = self.subs.create(
-            program,
-            url,
-            types=types,
-            allow_http=allow_http,
-            description=description,
-            sub_id=sub_id,
-        )
-        if len(self.subs.list(program)) > MAX_SUBSCRIPTIONS:
-            # creates that raced past the check above: each one over the limit takes
-            # itself back, so an event's fan-out always fits in one transaction
-            self.subs.delete(program, created.subscription.id)
-            raise ValidationError(too_many)
+        full = f"a program has at most {MAX_SUBSCRIPTIONS} subscriptions"
+        with _CREATING:
+            if len(self.subs.list(program)) >= MAX_SUBSCRIPTIONS:
+                raise ValidationError(full)
+            created = self.subs.create(
+                program,
+                url,
+                types=types,
+                allow_http=allow_http,
+                description=description,
+                sub_id=sub_id,
+            )
+            if len(self.subs.list(program)) > MAX_SUBSCRIPTIONS:
+                self.subs.delete(program, created.subscription.id)
+                raise ValidationError(full)
         return created
 
     def list(self, program: str) -> list[Subscription]:
