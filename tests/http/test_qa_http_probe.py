@@ -477,3 +477,25 @@ def test_a_subscribe_that_finds_the_limit_passed_once_written_removes_itself(
     monkeypatch.undo()
     assert len(ledger.webhooks.list("shop")) == 49
     assert "https://example.com/late" not in {s.url for s in ledger.webhooks.list("shop")}
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+@pytest.mark.parametrize("key", ["a b", "-x", "k" * 129])
+def test_a_malformed_idempotency_key_on_a_billing_record_is_a_422_not_ignored(
+    app_client: TestClient, write_headers: Headers, key: str
+) -> None:
+    body = {
+        "id": "rec-1",
+        "partner": "acme",
+        "order_id": "o-1",
+        "amount": 100,
+        "currency": "USD",
+        "rate": "0.1",
+        "time": "2026-01-01T00:00:00Z",
+    }
+    r = app_client.post(
+        "/v1/billing/records", json=body, headers={**write_headers, "Idempotency-Key": key}
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["errors"][0]["loc"] == ["header", "Idempotency-Key"]
+    assert app_client.get("/v1/billing/records/rec-1", headers=write_headers).status_code == 404

@@ -41,7 +41,14 @@ _MEDIA = {".csv": "text/csv; charset=utf-8", ".json": "application/json"}
 
 OptionalIdempotencyKey = Annotated[
     str | None,
-    Header(alias="Idempotency-Key", max_length=128, description="optional: the record id is"),
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=128,
+        pattern=ID_PATTERN,
+        description="optional and not needed: the record id is the idempotency key "
+        "(one outside 1-128 of A-Z a-z 0-9 . _ : - is still a 422)",
+    ),
 ]
 
 
