@@ -135,7 +135,7 @@ def test_check_exits_1_on_a_violation_and_shows_progress(
         ledger.transactions.credit("shop", account, "points", 10, txn_id=f"seed-{account}")
     progress_out = io.StringIO()
     monkeypatch.setattr(
-        "tallybook.cli.ledger.err_console",
+        "tallybook.cli.output.err_console",
         Console(file=progress_out, force_terminal=True, width=100),
     )
     assert "ok" in cli.ok("check", "--program", "shop")

@@ -305,3 +305,34 @@ def test_a_negative_amount_is_refused_as_an_amount_not_an_unknown_option(
     assert err.strip().startswith("error: "), err
     assert message in err
     assert "No such option" not in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("reconcile", "-p", "shop"),
+        ("check", "-p", "shop"),
+        ("expire", "-p", "shop"),
+        ("loyalty", "downgrade", "-p", "shop"),
+        ("report", "run", "-p", "shop", "--out", "reports"),
+        ("reconcile", "-p", "nosuch"),
+        ("expire", "-p", "nosuch"),
+    ],
+)
+def test_a_command_with_a_progress_display_writes_no_blank_line_on_a_pipe(
+    cli: Cli, ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]
+) -> None:
+    # was: "\nerror: program nosuch not found" (and a lone "\n" on success): rich ends
+    # a progress display on a non-terminal with an empty line on stderr
+    monkeypatch.chdir(tmp_path)
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    ledger.loyalty.configure("shop", load_toml(str(examples / "loyalty.toml")))
+    code, out, err = cli(*args)
+    if "nosuch" in args:
+        assert code == 4
+        assert err == "error: program nosuch not found\n"
+    else:
+        assert code == 0, err
+        assert err == ""
+        assert out.strip()
+        assert not out.startswith("\n")

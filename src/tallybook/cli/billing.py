@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import StoreOption
-from tallybook.cli.output import console, err_console, open_ledger, print_json, table
+from tallybook.cli.output import console, err_console, open_ledger, print_json, progress_bar, table
 from tallybook.errors import ValidationError
 
 app = typer.Typer(
@@ -132,7 +132,7 @@ def ingest(
             MofNCompleteColumn(),
             TimeRemainingColumn(),
         )
-        with Progress(*columns, console=err_console, transient=as_json) as progress:
+        with progress_bar(*columns, transient=as_json) as progress:
             task = progress.add_task("ingest", total=total)
             summary = ledger.billing.ingest_many(
                 program, _lines(file), progress=lambda n: progress.advance(task, n)

@@ -7,10 +7,9 @@ from enum import StrEnum
 from typing import Annotated
 
 import typer
-from rich.progress import Progress
 
 from tallybook.cli.options import StoreOption, TxnIdAlias, TxnOption, iso_time, txn_of
-from tallybook.cli.output import console, err_console, open_ledger, print_json, table
+from tallybook.cli.output import console, open_ledger, print_json, progress_bar, table
 from tallybook.errors import ValidationError
 
 ProgramOption = Annotated[
@@ -252,7 +251,7 @@ def check(
             report = ledger.check.account(program, account)
         else:
             total = ledger.check.count_accounts(program)
-            with Progress(console=err_console, transient=True) as progress:
+            with progress_bar() as progress:
                 task = progress.add_task("checking accounts", total=total)
                 report = ledger.check.program(program, progress=lambda n: progress.advance(task, n))
         if as_json:

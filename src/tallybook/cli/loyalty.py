@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import Progress
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import NUMERIC_ARGS, StoreOption, TxnIdAlias, TxnOption, txn_of
-from tallybook.cli.output import console, err_console, open_ledger, print_json, table
+from tallybook.cli.output import console, err_console, open_ledger, print_json, progress_bar, table
 from tallybook.domain.loyalty import instant
 from tallybook.errors import ValidationError
 from tallybook.services.loyalty.service import load_toml
@@ -277,7 +276,7 @@ def downgrade(
 
     Example: tallybook loyalty downgrade --program shop
     """
-    with open_ledger(store) as ledger, Progress(console=err_console, transient=True) as bar:
+    with open_ledger(store) as ledger, progress_bar() as bar:
         task = bar.add_task("reviewing members", total=None)
         report = ledger.loyalty.review_tiers(
             program, progress=lambda done, _total: bar.update(task, completed=done)
@@ -294,7 +293,7 @@ def expire(program: ProgramOption, store: StoreOption = None, as_json: JsonOptio
     Idempotent: reads only the days since the last run; running it twice
     expires nothing more. Example: tallybook expire --program shop
     """
-    with open_ledger(store) as ledger, Progress(console=err_console, transient=True) as bar:
+    with open_ledger(store) as ledger, progress_bar() as bar:
         task = bar.add_task("expiring points", total=None)
         report = ledger.loyalty.expire(
             program, progress=lambda done, total: bar.update(task, completed=done, total=total)

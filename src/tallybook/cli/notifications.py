@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, DownloadColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from tallybook.cli.options import StoreOption, iso_time
-from tallybook.cli.output import console, err_console, open_ledger, print_json
+from tallybook.cli.output import console, err_console, open_ledger, print_json, progress_bar
 from tallybook.domain.notifications import Notification, rules_to_settings
 from tallybook.errors import ValidationError
 
@@ -238,7 +238,7 @@ def ingest(
             DownloadColumn(),
             TimeRemainingColumn(),
         )
-        with Progress(*columns, console=err_console, transient=as_json) as progress:
+        with progress_bar(*columns, transient=as_json) as progress:
             task = progress.add_task("ingest", total=size)
             report = ledger.notifications.ingestor.ingest_lines(
                 program, handle, progress=lambda n: progress.advance(task, n)

@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Any
 
 from rich.console import Console, JustifyMethod
+from rich.progress import Progress, ProgressColumn
 from rich.table import Table
 
 from tallybook.ledger import Ledger
@@ -17,6 +18,19 @@ from tallybook.ledger import Ledger
 #: (rich would break it at 80 columns when stdout is not a terminal); tables still fit
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
+
+
+def progress_bar(
+    *columns: str | ProgressColumn, transient: bool = True, disable: bool = False
+) -> Progress:
+    """A progress display on stderr, shown on a terminal only: on a pipe or a file
+    rich ends it with an empty line, which stood before the result or the error line."""
+    return Progress(
+        *columns,
+        console=err_console,
+        transient=transient,
+        disable=disable or not err_console.is_interactive,
+    )
 
 
 def to_jsonable(value: Any) -> Any:

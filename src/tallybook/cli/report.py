@@ -6,11 +6,11 @@ from enum import StrEnum
 from typing import Annotated
 
 import typer
-from rich.progress import Progress, SpinnerColumn, TextColumn
+from rich.progress import SpinnerColumn, TextColumn
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import StoreOption
-from tallybook.cli.output import console, err_console, open_ledger, print_json, table
+from tallybook.cli.output import console, open_ledger, print_json, progress_bar, table
 from tallybook.domain.reports import ALL_KINDS
 from tallybook.services.billing.reports import ReportResult
 from tallybook.services.billing.sinks import S3_ENDPOINT_ENV, open_sink
@@ -90,7 +90,7 @@ def run(
             TextColumn("{task.description}"),
             TextColumn("{task.completed} windows"),
         )
-        with Progress(*columns, console=err_console, transient=True) as progress:
+        with progress_bar(*columns) as progress:
             task = progress.add_task("report", total=None)
 
             def step(label: str) -> None:

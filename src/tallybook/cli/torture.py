@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
 from tallybook.cli.options import StoreOption
-from tallybook.cli.output import err_console, to_jsonable
+from tallybook.cli.output import progress_bar, to_jsonable
 from tallybook.errors import ValidationError
 from tallybook.reliability.faults import FaultPlan
 from tallybook.reliability.runner import TortureConfig, run
@@ -107,13 +107,11 @@ def torture(
     )
     # injected faults make the services log warnings by design; keep the console readable
     logging.getLogger("tallybook").setLevel(logging.CRITICAL)
-    with Progress(
+    with progress_bar(
         *Progress.get_default_columns()[:1],
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
         disable=as_json,
     ) as bar:
         task = bar.add_task("torture", total=ops)

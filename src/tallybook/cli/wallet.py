@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.progress import Progress, SpinnerColumn, TextColumn
+from rich.progress import SpinnerColumn, TextColumn
 
 from tallybook.cli import wallet_reads
 from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import NUMERIC_ARGS, StoreOption, TxnIdAlias, TxnOption, txn_of
-from tallybook.cli.output import console, err_console, open_ledger, print_json
+from tallybook.cli.output import console, open_ledger, print_json, progress_bar
 from tallybook.cli.wallet_output import (
     AccountArg,
     AmountArg,
@@ -223,12 +223,10 @@ def reconcile(
     """
     with (
         open_ledger(store) as ledger,
-        Progress(
+        progress_bar(
             SpinnerColumn(),
             TextColumn("{task.description} {task.completed} rows"),
             # on stderr, as every other command's progress: stdout is the result only
-            console=err_console,
-            transient=True,
             disable=as_json,
         ) as bar,
     ):
