@@ -34,3 +34,26 @@ def test_readme_starts_with_run_and_test_commands() -> None:
     assert commands[:2] == ["scripts/serve.sh", "scripts/test.sh"]
     for command in commands[:2]:
         assert (README.parent / command).exists()
+
+
+def test_every_endpoint_the_docs_name_is_in_the_openapi_document(tmp_path: Path) -> None:
+    """README.md and docs/*.md: each `METHOD /v1/...` they name (templated or with
+    example values) is an operation of the OpenAPI document."""
+    from tallybook.http.app import create_app
+    from tallybook.ledger import Ledger
+
+    paths = create_app(Ledger.open(f"sqlite:///{tmp_path / 'api.db'}")).openapi()["paths"]
+    routes = [
+        (re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path)) + "$"), set(ops))
+        for path, ops in paths.items()
+    ]
+    pattern = re.compile(r"\b(GET|POST|PUT|DELETE)\s+`?(/v1/[\w/{}.:@-]*\w)")
+    docs = [README, *sorted((README.parent / "docs").glob("*.md"))]
+    named = [(doc.name, *m) for doc in docs for m in pattern.findall(doc.read_text())]
+    assert len(named) >= 40
+    missing = [
+        f"{doc}: {method} {path}"
+        for doc, method, path in named
+        if not any(rx.match(path) and method.lower() in ops for rx, ops in routes)
+    ]
+    assert missing == []
