@@ -336,3 +336,23 @@ def test_a_command_with_a_progress_display_writes_no_blank_line_on_a_pipe(
         assert err == ""
         assert out.strip()
         assert not out.startswith("\n")
+
+
+def test_notification_tables_keep_ids_and_types_beside_a_long_payload(
+    cli: Cli, ledger: Ledger
+) -> None:
+    # was: at 80 columns a payload of ~80 characters (a LowBalance's) took the whole
+    # width: the id, type and created columns were drawn zero wide, so the id that
+    # `notifications dismiss` takes was nowhere on the screen
+    payload = {"available": 0, "balance": 0, "fund": "cash", "threshold": 500, "txn_id": "d2"}
+    first = ledger.notifications.add("shop", "alice", "Low", payload)
+    second = ledger.notifications.add("shop", "alice", "Low", {"note": "x" * 5000})
+    code, out, err = cli("notifications", "list", "alice", "-p", "shop")
+    assert code == 0, err
+    assert second.id in out
+    assert "Low" in out
+    assert len(out.splitlines()) < 30  # a long payload is shortened, not printed whole
+    code, out, err = cli("notifications", "history", "alice", "-p", "shop")
+    assert code == 0, err
+    assert first.id in out
+    assert second.id in out

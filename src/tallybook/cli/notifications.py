@@ -35,21 +35,32 @@ app = typer.Typer(
 events_app = typer.Typer(help="Inbound events that raise notifications.", no_args_is_help=True)
 
 
+#: the longest payload a table shows (``--json`` gives it whole)
+_PAYLOAD_CHARS = 200
+
+
 def _table(title: str, items: list[Notification], *, history: bool = False) -> None:
-    """Ids and types are never cut (they are what ``dismiss`` takes); payloads may be."""
+    """Ids and types are never cut (they are what ``dismiss`` takes); payloads may be.
+
+    The payload wraps, shortened past ``_PAYLOAD_CHARS``: a payload kept on one line
+    took every column's width at 80 columns, leaving the id, type and time empty.
+    """
     t = Table(title=title)
-    t.add_column("id", overflow="fold", no_wrap=False, min_width=29)
+    t.add_column("id", no_wrap=True, min_width=29)
     t.add_column("type", overflow="fold")
     if history:
         t.add_column("status")
         t.add_column("dismissed by", overflow="fold")
         t.add_column("delivery")
     t.add_column("created")
-    t.add_column("payload", overflow="ellipsis", no_wrap=True)
+    t.add_column("payload", overflow="fold")
     for n in items:
         extra = [str(n.status), n.dismissed_by or "", n.delivery or ""] if history else []
         created = n.created_at.strftime("%Y-%m-%d %H:%M:%S")
-        t.add_row(n.id, n.type, *extra, created, json.dumps(n.payload, sort_keys=True))
+        payload = json.dumps(n.payload, sort_keys=True)
+        if len(payload) > _PAYLOAD_CHARS:
+            payload = payload[: _PAYLOAD_CHARS - 1] + "…"
+        t.add_row(n.id, n.type, *extra, created, payload)
     console.print(t)
 
 
