@@ -12,6 +12,7 @@ import shlex
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer.core
@@ -356,3 +357,21 @@ def test_notification_tables_keep_ids_and_types_beside_a_long_payload(
     assert code == 0, err
     assert first.id in out
     assert second.id in out
+
+
+def test_serve_honours_the_key_cache_variable(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    # was: `tallybook serve` kept keys 5 s whatever $TALLYBOOK_KEY_CACHE_SECONDS said
+    # (docs/http.md: 0 makes a revocation apply at once); only uvicorn's app read it
+    served: list[Any] = []
+    monkeypatch.setattr("uvicorn.run", lambda app, **kwargs: served.append(app))
+    monkeypatch.setenv("TALLYBOOK_KEY_CACHE_SECONDS", "0")
+    code, _, err = cli("serve", "--port", "0")
+    assert code == 0, err
+    assert served[0].state.keys.ttl == 0
+    monkeypatch.setenv("TALLYBOOK_KEY_CACHE_SECONDS", "soon")
+    code, _, err = cli("serve", "--port", "0")
+    assert code == 2
+    assert one_error(err) == (
+        "error: TALLYBOOK_KEY_CACHE_SECONDS must be a number of seconds, 0 or more; got 'soon'"
+    )
+    assert len(served) == 1

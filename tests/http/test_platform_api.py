@@ -9,8 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 import tallybook
-from tallybook.errors import StoreUnavailable, Throttled
+from tallybook.errors import StoreUnavailable, Throttled, ValidationError
 from tallybook.http.app import create_app
+from tallybook.http.keycache import key_cache_seconds_from_env
 from tallybook.http.middleware import JsonFormatter
 
 sqlite_only = pytest.mark.parametrize("engine", ["sqlite"])
@@ -268,3 +269,24 @@ def test_lambda_handler_serves_api_gateway_events(ledger, mint_key, store, monke
     assert denied["headers"]["content-type"] == "application/problem+json"
     assert ledger.accounts.get("shop", "lam").id == "lam"
     app_module._app = None
+
+
+@pytest.mark.parametrize(("value", "seconds"), [(None, 5.0), ("", 5.0), ("0", 0.0), (" 2.5 ", 2.5)])
+def test_key_cache_seconds_from_env(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, seconds: float
+) -> None:
+    if value is None:
+        monkeypatch.delenv("TALLYBOOK_KEY_CACHE_SECONDS", raising=False)
+    else:
+        monkeypatch.setenv("TALLYBOOK_KEY_CACHE_SECONDS", value)
+    assert key_cache_seconds_from_env() == seconds
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
+def test_a_bad_key_cache_variable_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    # was: float() of it in get_app, a ValueError (a 500 on the first request under uvicorn)
+    monkeypatch.setenv("TALLYBOOK_KEY_CACHE_SECONDS", value)
+    with pytest.raises(ValidationError, match="TALLYBOOK_KEY_CACHE_SECONDS must be"):
+        key_cache_seconds_from_env()

@@ -53,6 +53,7 @@ def serve(
     import uvicorn
 
     from tallybook.http.app import create_app
+    from tallybook.http.keycache import key_cache_seconds_from_env
     from tallybook.http.middleware import configure_json_logging
     from tallybook.ledger import Ledger
 
@@ -62,10 +63,16 @@ def serve(
     if metrics not in ("key", "open", "off"):
         raise typer.BadParameter("choose key, open or off", param_hint="--metrics")
     bind = _host_port(metrics_bind) if metrics_bind else None
+    key_cache_seconds = key_cache_seconds_from_env()
     _check_listen(host, port)
     configure_json_logging(level)
     ledger = Ledger.open(store)
-    app = create_app(ledger, max_body=max_body, metrics_access="off" if bind else metrics)
+    app = create_app(
+        ledger,
+        max_body=max_body,
+        metrics_access="off" if bind else metrics,
+        key_cache_seconds=key_cache_seconds,
+    )
     if bind is not None:
         from prometheus_client import start_http_server
 

@@ -23,7 +23,7 @@ from fastapi import FastAPI
 from tallybook import __version__, admin
 from tallybook.http import problems
 from tallybook.http.idempotency import IdempotencyMiddleware
-from tallybook.http.keycache import DEFAULT_KEY_CACHE_SECONDS, KeyCache
+from tallybook.http.keycache import DEFAULT_KEY_CACHE_SECONDS, KeyCache, key_cache_seconds_from_env
 from tallybook.http.metrics import Metrics, MetricsAccess
 from tallybook.http.middleware import DEFAULT_MAX_BODY, RequestMiddleware
 from tallybook.http.openapi import install_docs, install_openapi, operation_id
@@ -138,9 +138,7 @@ def get_app() -> FastAPI:
         _app = create_app(
             Ledger.open(),
             metrics_access=os.environ.get("TALLYBOOK_METRICS", MetricsAccess.KEY),
-            key_cache_seconds=float(
-                os.environ.get("TALLYBOOK_KEY_CACHE_SECONDS", DEFAULT_KEY_CACHE_SECONDS)
-            ),
+            key_cache_seconds=key_cache_seconds_from_env(),
             emf=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
         )
     return _app

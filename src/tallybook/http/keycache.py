@@ -19,14 +19,34 @@ tests move it explicitly.
 from __future__ import annotations
 
 import hashlib
+import math
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from tallybook.errors import ValidationError
 from tallybook.ledger import Ledger
 
 DEFAULT_KEY_CACHE_SECONDS = 5.0
 DEFAULT_MAX_ENTRIES = 1024
+
+
+def key_cache_seconds_from_env() -> float:
+    """``$TALLYBOOK_KEY_CACHE_SECONDS`` (default 5; 0: every request reads its key),
+    for every way the app is started (``tallybook serve``, uvicorn, Lambda)."""
+    raw = os.environ.get("TALLYBOOK_KEY_CACHE_SECONDS", "").strip()
+    if not raw:
+        return DEFAULT_KEY_CACHE_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ValidationError(
+            f"TALLYBOOK_KEY_CACHE_SECONDS must be a number of seconds, 0 or more; got {raw!r}"
+        )
+    return seconds
 
 
 @dataclass(frozen=True, slots=True)
