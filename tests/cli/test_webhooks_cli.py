@@ -4,7 +4,10 @@ line and exit 2, deliveries and a worker pass against a real receiver."""
 from __future__ import annotations
 
 import pytest
+from rich.console import Console
 
+from tallybook.cli import output
+from tallybook.domain.webhooks import short_position
 from tallybook.ledger import Ledger
 from tallybook.store.port import ItemStore
 from webhooks.receiver import running_receiver
@@ -107,3 +110,34 @@ def test_listing_an_unknown_programs_subscriptions_is_not_found(wh_cli: Cli) -> 
     assert code == 4
     assert out == ""
     assert err.strip() == "error: program nope not found"
+
+
+def test_deliveries_table_fits_80_columns_and_resend_takes_its_short_position(
+    wh_cli: Cli, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # was: the 44-character position left the other seven columns "…" at 80 columns
+    # (a pipe): no status, type or code could be read
+    cli = wh_cli
+    monkeypatch.setattr(output, "console", Console(width=80, soft_wrap=True))
+    with running_receiver() as receiver:
+        code, out, err = cli(
+            "webhooks", "create", receiver.url, "--program", "shop", "--allow-http", "--id", "s1"
+        )
+        assert code == 0, err
+        receiver.secret = out.strip()
+        cli.ok("account", "open", "alice", "--program", "shop")
+        cli.ok("post", "credit", "alice", "cash", "5", "--txn", "t1", "--program", "shop")
+        assert "delivered 1" in cli.ok("webhooks", "deliver", "--once")
+    (delivery,) = cli.json("webhooks", "deliveries", "s1", "--program", "shop")
+    short = short_position(delivery["position"])
+    assert len(short) < len(delivery["position"])
+    table = cli.ok("webhooks", "deliveries", "s1", "--program", "shop")
+    assert max(len(line) for line in table.splitlines()) <= 80
+    assert short in table
+    assert "delivered" in table
+    assert "transaction.posted" in table
+    assert "204" in table
+    assert "queued again" in cli.ok("webhooks", "resend", "s1", short, "--program", "shop")
+    (again,) = cli.json("webhooks", "deliveries", "s1", "--program", "shop")
+    assert again["position"] == delivery["position"]
+    assert again["status"] == "pending"

@@ -9,8 +9,10 @@ from typing import Any, cast
 
 import pytest
 
+from tallybook.domain.webhooks import POSITION_NUMBER_DIGITS, short_position, stored_position
 from tallybook.errors import AlreadyExists, NotFound, ValidationError
 from tallybook.ledger import Ledger
+from tallybook.store.records.webhook_changes import position
 from tallybook.store.records.webhook_events import read_queue
 from tallybook.webhooks import WebhookVerificationError, sign, verify
 from tallybook.webhooks.delivery import MAX_PAYLOAD_BYTES, RetryPolicy, body_of
@@ -327,3 +329,21 @@ def test_a_slow_endpoint_does_not_hold_up_another(ledger: Ledger) -> None:
     timed_out = [d for d in slow_records if d.attempts]
     assert len(timed_out) == 2  # the first of each account; the rest wait behind them
     assert all("timed out" in (d.last_error or "") for d in timed_out)
+
+
+@pytest.mark.parametrize(
+    ("stored", "short"),
+    [
+        (f"{1795802895697672712:040d}.003", "1795802895697672712.003"),
+        (f"{0:040d}.000", "0.000"),
+        (
+            f"{12:040d}.008~000002~{11:040d}.000",
+            "12.008~000002~11.000",
+        ),
+    ],
+)
+def test_a_position_shown_short_reads_back_whole(stored: str, short: str) -> None:
+    assert short_position(stored) == short
+    assert stored_position(short) == stored
+    assert stored_position(stored) == stored
+    assert position(7, 1).startswith("0" * (POSITION_NUMBER_DIGITS - 1) + "7.")

@@ -12,6 +12,7 @@ import typer
 from tallybook.cli.keys import JsonOption, ProgramOption
 from tallybook.cli.options import StoreOption
 from tallybook.cli.output import console, err_console, open_ledger, print_json, table
+from tallybook.domain.webhooks import short_position
 from tallybook.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -140,19 +141,21 @@ def deliveries(
     if as_json:
         print_json([d.public() for d in items])
         return
+    # positions without their leading zeros (`resend` takes them so); event ids and
+    # latencies are in --json, errors only when there are some: at 80 columns there
+    # was no room left for the status
+    errors = any(d.last_error for d in items)
     table(
         f"deliveries of {sub_id}",
-        ["position", "event", "type", "status", "attempts", "code", "ms", "error"],
+        ["position", "status", "type", "tries", "code", *(["error"] if errors else [])],
         [
             [
-                d.position,
-                d.event_id,
-                d.type,
+                short_position(d.position),
                 d.status,
+                d.type,
                 d.attempts,
                 d.last_code,
-                d.last_latency_ms,
-                d.last_error,
+                *([d.last_error] if errors else []),
             ]
             for d in items
         ],
@@ -168,7 +171,7 @@ def resend(
 ) -> None:
     """Queue a delivery again; the next worker pass sends it.
 
-    Example: tallybook webhooks resend sub_0123456789abcdef 0000...0042.000 --program shop
+    Example: tallybook webhooks resend sub_0123456789abcdef 1795802895697672712.000 --program shop
     """
     with open_ledger(store) as ledger:
         ledger.webhooks.resend(program, sub_id, position)

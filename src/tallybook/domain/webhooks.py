@@ -17,6 +17,28 @@ Value: TypeAlias = "str | int | bool | list[Value] | dict[str, Value] | None"
 #: (``{number}.{index}``), or, for an event taken in after a predecessor read
 #: later than it from another shard, ``{root}~{depth}~{own}`` (``webhooks/order.py``)
 POSITION_PATTERN = r"^\d{1,40}\.\d{3}(~\d{6,}~\d{1,40}\.\d{3})?$"
+#: the digits of a position's numbers as stored (``store/records/webhook_changes``)
+POSITION_NUMBER_DIGITS = 40
+
+
+def short_position(position: str) -> str:
+    """A position as the CLI's table shows it: its numbers without leading zeros
+    (40 digits each did not leave the other columns room at 80 columns)."""
+    return "~".join(_number_part(part, strip=True) for part in position.split("~"))
+
+
+def stored_position(position: str) -> str:
+    """The stored form of a position given short (as tables show it) or whole."""
+    return "~".join(_number_part(part, strip=False) for part in position.split("~"))
+
+
+def _number_part(part: str, *, strip: bool) -> str:
+    number, dot, index = part.partition(".")
+    if not dot:  # the depth of a chained position keeps its own width
+        return part
+    number = (number.lstrip("0") or "0") if strip else number.zfill(POSITION_NUMBER_DIGITS)
+    return f"{number}.{index}"
+
 
 #: subscription statuses
 ACTIVE: Final = "active"

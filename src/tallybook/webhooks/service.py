@@ -17,6 +17,7 @@ from tallybook.domain.webhooks import (
     POSITION_PATTERN,
     Delivery,
     Subscription,
+    stored_position,
 )
 from tallybook.errors import ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
@@ -119,6 +120,7 @@ class WebhookService:
             raise ValidationError(
                 f"position {str(position)[:80]!r} is not a delivery position (see deliveries)"
             )
+        position = stored_position(position)  # as `webhooks deliveries` shows it, or whole
         found = read_delivery(self.store, program, sub_id, position)
         if found is None:
             raise NotFound(f"delivery {position} not found for subscription {sub_id}")
