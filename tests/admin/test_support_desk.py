@@ -103,6 +103,37 @@ def test_the_timeline_pages_through_every_transaction_once(
         assert times == sorted(times, reverse=order == "newest")
 
 
+def test_a_split_payment_in_the_same_microsecond_as_other_entries_is_never_cut_in_two(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    """The clock does not move: a cash credit, a store-credit credit and a payment over
+    both share one time, and one entry a page still shows the payment once, whole."""
+    ledger.accounts.open("shop", "dave")
+    for i in range(2):
+        ledger.wallet.credit("shop", "dave", "cash", 300, txn_id=f"d-cash-{i}")
+        ledger.wallet.credit("shop", "dave", "store_credit", 200, txn_id=f"d-gift-{i}")
+        ledger.wallet.debit("shop", "dave", 400, txn_id=f"d-pay-{i}")
+    admin.login(seeded.admin_secret)
+    for order in ("newest", "oldest"):
+        seen: list[str] = []
+        params = {"limit": "1", "order": order}
+        while True:
+            html = admin.client.get("/admin/accounts/dave", params=params).text
+            for txn in _txn_rows(html):
+                if txn.startswith("d-pay-"):
+                    event = html.split(f'<tr data-txn="{txn}">')[1].split("</tr>")[0]
+                    funds = re.findall(r'<li data-fund="([a-z_]+)">', event)
+                    assert sorted(funds) == ["cash", "store_credit"], (order, txn)
+            seen += _txn_rows(html)
+            nxt = re.search(r'href="([^"]+)#history" id="next-page"', html)
+            if nxt is None:
+                break
+            cursor = re.search(r"cursor=([^&#]+)", nxt.group(1).replace("&amp;", "&"))
+            assert cursor is not None
+            params["cursor"] = unquote(cursor.group(1))
+        assert sorted(seen) == sorted(_transaction_times(ledger, "dave")), order
+
+
 def _transaction_times(ledger: Ledger, account: str) -> dict[str, datetime]:
     """Every transaction in the account's funds' histories, with its time."""
     return {

@@ -21,7 +21,7 @@ import base64
 import binascii
 import json
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -75,9 +75,23 @@ def _decode(cursor: str, funds: Sequence[str]) -> dict[str, str | None]:
 
 
 def _take(
-    streams: dict[str, list[Entry]], truncated: set[str], limit: int, newest_first: bool
+    streams: dict[str, list[Entry]],
+    truncated: set[str],
+    limit: int,
+    newest_first: bool,
+    funds_of: Callable[[str], set[str]],
 ) -> list[list[Entry]]:
-    """Group the streams' heads into events in the streams' order, taking only prefixes."""
+    """Group the streams' heads into events in the streams' order, taking only prefixes.
+
+    A transaction whose time ties with the last read entry of a truncated fund may
+    have an entry in that fund past what was read: ``funds_of`` (the funds its legs
+    touch on this account) says whether it does, and such an event waits."""
+
+    def beyond(at: datetime, fund: str) -> bool:
+        """Whether ``fund``'s unread entries may hold a transaction of time ``at``."""
+        last = streams[fund][-1].created_at if streams[fund] else None
+        return last is None or (at <= last if newest_first else at >= last)
+
     heads = dict.fromkeys(streams, 0)
     events: list[list[Entry]] = []
     while len(events) < limit:
@@ -92,7 +106,11 @@ def _take(
         for f in live:
             txn = streams[f][heads[f]].txn_id
             parts = [g for g in live if any(e.txn_id == txn for e in streams[g][heads[g] :])]
-            if all(streams[g][heads[g]].txn_id == txn for g in parts):
+            if not all(streams[g][heads[g]].txn_id == txn for g in parts):
+                continue
+            at = streams[f][heads[f]].created_at
+            unsure = {g for g in truncated if g not in parts and beyond(at, g)}
+            if not unsure or not unsure & funds_of(txn):
                 candidates.append((streams[f][heads[f]].created_at, len(candidates), parts))
         if not candidates:
             break  # inconsistent orders (cannot happen for one account's commits)
@@ -142,7 +160,12 @@ def timeline(
         streams[fund] = list(page.entries)
         after[fund] = page.cursor
     truncated = {f for f, c in after.items() if c is not None}
-    groups = _take(streams, truncated, limit, newest_first)
+
+    def funds_of(txn_id: str) -> set[str]:
+        legs = ledger.transactions.get(program, txn_id).legs
+        return {leg.fund for leg in legs if leg.account == account}
+
+    groups = _take(streams, truncated, limit, newest_first, funds_of)
     shown = dict.fromkeys(streams, 0)
     for group in groups:
         for e in group:
