@@ -294,3 +294,28 @@ def test_a_bad_value_on_a_page_is_an_html_page_and_the_api_keeps_problem_json(
     )
     assert api.status_code == 422
     assert api.headers["content-type"].startswith("application/problem+json")
+
+
+@SQLITE_ONLY
+def test_an_unknown_admin_address_is_an_html_page_and_the_api_keeps_problem_json(
+    admin: AdminClient, seeded: Seeded
+) -> None:
+    admin.login(seeded.admin_secret)
+    for path in (
+        "/admin/reports/billing/..%2F..%2Fetc/passwd",  # traversal in a report download
+        "/admin/static/..%2fweb.py",
+        f"/admin/accounts/{seeded.account}/holds/{seeded.hold}",
+        "/admin/no-such-page",
+    ):
+        r = admin.client.get(path)
+        assert r.status_code == 404, path
+        assert r.headers["content-type"].startswith("text/html"), path
+        assert "There is no such page." in r.text
+        assert r.headers["x-frame-options"] == "DENY"
+    wrong_method = admin.client.get("/admin/logout")
+    assert wrong_method.status_code == 405
+    assert wrong_method.headers["content-type"].startswith("text/html")
+    assert "POST" in wrong_method.headers["allow"]
+    api = admin.client.get("/v1/no-such-thing")
+    assert api.status_code == 404
+    assert api.headers["content-type"].startswith("application/problem+json")

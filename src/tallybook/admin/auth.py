@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import inspect
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Form, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tallybook.admin.session import LOGIN_COOKIE, LOGIN_TTL, SESSION_COOKIE, SESSION_TTL
 from tallybook.admin.web import (
@@ -111,16 +112,24 @@ def install_handlers(app: FastAPI) -> None:
         )
 
     api_validation_error = app.exception_handlers.get(RequestValidationError)
+    api_http_error = app.exception_handlers.get(StarletteHTTPException)
+
+    def on_page(request: Request) -> bool:
+        path = str(request.scope.get("path", ""))
+        return path.startswith((base_path(request), "/admin"))
+
+    async def api_answer(handler: Any, request: Request, exc: Exception) -> Response:
+        if handler is None:  # pragma: no cover - the API installs one
+            raise exc
+        answer = handler(request, exc)
+        result: Response = await answer if inspect.isawaitable(answer) else answer
+        return result
 
     async def invalid_input(request: Request, exc: Exception) -> Response:
         """A page's bad query or form value is an HTML page an agent can read;
         the API's routes keep their problem+json."""
-        path = request.scope.get("path", "")
-        if not (path.startswith(base_path(request)) or path.startswith("/admin")):
-            if api_validation_error is None:  # pragma: no cover - the API installs one
-                raise exc
-            answer = api_validation_error(request, exc)
-            return await answer if inspect.isawaitable(answer) else answer
+        if not on_page(request):
+            return await api_answer(api_validation_error, request, exc)
         errors = exc.errors() if isinstance(exc, RequestValidationError) else []
         what = (
             "; ".join(f"{e['loc'][-1]}: {e['msg']}" for e in errors[:3] if e.get("loc"))
@@ -134,9 +143,27 @@ def install_handlers(app: FastAPI) -> None:
             message=f"{what}. Go back, correct it and try again.",
         )
 
+    async def no_such_page(request: Request, exc: Exception) -> Response:
+        """An unknown address under /admin (or a method it does not take) is an HTML
+        page too; the API's routes keep their problem+json."""
+        if not on_page(request) or not isinstance(exc, StarletteHTTPException):
+            return await api_answer(api_http_error, request, exc)
+        title, message = (
+            ("Not found", "There is no such page.")
+            if exc.status_code == 404
+            else ("Request refused", "This page cannot be asked for this way.")
+        )
+        response = render(
+            request, "error.html", status_code=exc.status_code, title=title, message=message
+        )
+        for name, value in (exc.headers or {}).items():
+            response.headers.setdefault(name, value)
+        return response
+
     app.add_exception_handler(LoginRequired, login_required)
     app.add_exception_handler(CsrfFailed, csrf_failed)
     app.add_exception_handler(RequestValidationError, invalid_input)
+    app.add_exception_handler(StarletteHTTPException, no_such_page)
 
 
 __all__ = ["install_handlers", "router", "set_flash"]
