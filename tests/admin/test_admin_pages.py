@@ -89,6 +89,35 @@ def test_a_forged_session_cookie_is_ignored(admin: AdminClient, seeded: Seeded) 
     assert r.status_code == 303
 
 
+@SQLITE_ONLY
+def test_non_ascii_tokens_and_cookies_are_refused_not_a_500(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    login_page = admin.client.get("/admin/login")
+    assert login_page.status_code == 200
+    r = admin.client.post("/admin/login", data={"api_key": seeded.admin_secret, "csrf": "é"})
+    assert r.status_code == 403
+    assert "The form expired" in r.text
+    admin.login(seeded.admin_secret)
+    url = f"/admin/accounts/alice/holds/{seeded.hold}/void"
+    r = admin.client.post(url, data={"csrf": "jeton-é"}, follow_redirects=False)
+    assert r.status_code == 403
+    assert ledger.wallet.hold("shop", seeded.hold).status == "active"
+    session = admin.client.cookies[SESSION_COOKIE]
+    admin.client.cookies.clear()
+    for cookie in (f"{session[:-1]}\xe9", "x.\xe9", "tb.\xe9.x"):
+        for name in (SESSION_COOKIE, "tb_admin_login"):
+            raw = f"{name}={cookie}".encode("latin-1")
+            r = admin.client.get("/admin/", headers={"Cookie": raw}, follow_redirects=False)
+            assert r.status_code == 303, (name, cookie)
+    r = admin.client.post(
+        "/admin/login",
+        data={"api_key": seeded.admin_secret, "csrf": "x"},
+        headers={"Cookie": "tb_admin_login=a.1.\xe9".encode("latin-1")},
+    )
+    assert r.status_code == 403
+
+
 def test_a_revoked_key_is_signed_out_on_the_next_request(
     admin: AdminClient, seeded: Seeded, ledger: Ledger
 ) -> None:

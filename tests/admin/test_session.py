@@ -60,3 +60,13 @@ def test_the_secret_comes_from_the_environment_and_must_be_long_enough(
     assert b.loads(a.dumps(session)) == session  # shared across processes
     with pytest.raises(ValueError):
         SessionSigner("short")
+
+
+def test_non_ascii_cookies_and_tokens_are_refused_not_raised() -> None:
+    signer = SessionSigner(b"0123456789abcdef0123")
+    session = signer.new_session("k1", "shop")
+    cookie = signer.dumps(session)
+    assert signer.loads(cookie[:-1] + "é") is None
+    assert not signer.check_csrf(session, "é")
+    assert signer.login_token("nonce.1.é") is None
+    assert not signer.check_login(signer.login_nonce(), "é")

@@ -75,6 +75,12 @@ def _from_secrets_manager() -> str | None:
     return text
 
 
+def _same(given: str, expected: str) -> bool:
+    """Constant-time equality of a value from the request (any text) and one we made
+    (``hmac.compare_digest`` refuses non-ASCII text with a TypeError)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
+
+
 class SessionSigner:
     """Signs and checks session cookies and CSRF tokens with one secret."""
 
@@ -112,7 +118,7 @@ class SessionSigner:
         if not cookie or cookie.count(".") != 1:
             return None
         payload, mac = cookie.split(".")
-        if not hmac.compare_digest(mac, self._mac("session", payload)):
+        if not _same(mac, self._mac("session", payload)):
             return None
         try:
             body = json.loads(_unb64(payload))
@@ -130,7 +136,7 @@ class SessionSigner:
         return self._mac("csrf", session.nonce)
 
     def check_csrf(self, session: Session, token: str | None) -> bool:
-        return bool(token) and hmac.compare_digest(str(token), self.csrf_token(session))
+        return bool(token) and _same(str(token), self.csrf_token(session))
 
     def login_nonce(self, now: float | None = None) -> str:
         """The pre-login cookie's value: a nonce and when it was issued, signed."""
@@ -143,7 +149,7 @@ class SessionSigner:
         if not cookie or cookie.count(".") != 2:
             return None
         nonce, issued, mac = cookie.split(".")
-        if not hmac.compare_digest(mac, self._mac("login", f"{nonce}.{issued}")):
+        if not _same(mac, self._mac("login", f"{nonce}.{issued}")):
             return None
         try:
             age = (time.time() if now is None else now) - int(issued)
@@ -155,4 +161,4 @@ class SessionSigner:
 
     def check_login(self, cookie: str | None, token: str | None) -> bool:
         expected = self.login_token(cookie)
-        return expected is not None and bool(token) and hmac.compare_digest(str(token), expected)
+        return expected is not None and bool(token) and _same(str(token), expected)
