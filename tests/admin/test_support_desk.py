@@ -225,6 +225,26 @@ def test_adjust_needs_a_reason_an_amount_and_the_csrf_token(
 
 
 @SQLITE_ONLY
+def test_adjust_does_not_offer_or_take_the_bonus_fund(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    """Bonus is made of grants: a plain adjustment would be neither counted nor spent by
+    the wallet (wallet.check would report it), so the form refuses it."""
+    admin.login(seeded.admin_secret)
+    html = admin.client.get("/admin/accounts/alice").text
+    select = html.split('id="adjust-fund"')[1].split("</select>")[0]
+    assert 'value="cash"' in select
+    assert 'value="bonus"' not in select
+    before = ledger.accounts.get("shop", "alice").funds["bonus"].balance
+    for direction in ("add", "remove"):
+        form = {"fund": "bonus", "direction": direction, "amount": "1", "reason": "goodwill"}
+        admin.post("/admin/accounts/alice/adjust", {**_adjust_form(admin), **form})
+        assert "grant bonus instead" in admin.client.get("/admin/accounts/alice").text
+    assert ledger.accounts.get("shop", "alice").funds["bonus"].balance == before
+    assert ledger.wallet.check("shop", "alice") == []
+
+
+@SQLITE_ONLY
 def test_adjust_needs_an_admin_session(admin: AdminClient, seeded: Seeded) -> None:
     r = admin.client.post(
         "/admin/accounts/alice/adjust",

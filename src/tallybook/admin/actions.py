@@ -32,7 +32,7 @@ from tallybook.admin.web import (
     redirect,
     render,
 )
-from tallybook.domain.wallet import Hold
+from tallybook.domain.wallet import BONUS, Hold
 from tallybook.errors import NotFound, TallybookError, ValidationError
 
 router = APIRouter()
@@ -208,6 +208,12 @@ def adjust_balance(
         spec = program.fund(fund)
         if spec is None:
             raise ValidationError(f"program {program.id} has no fund {fund!r}")
+        if fund == BONUS:
+            raise ValidationError(
+                f"{BONUS} is made of expiring grants, which an adjustment would not "
+                "create or spend (the wallet would neither count nor use it); "
+                "grant bonus instead (tallybook wallet grant)"
+            )
         why = " ".join(reason.split())
         if not why:
             raise ValidationError("a reason is required")

@@ -14,6 +14,7 @@ from tallybook.admin.actions import new_adjust_id
 from tallybook.admin.overview import overview
 from tallybook.admin.web import AgentDep, IdPath, account_path, ledger_of, redirect, render
 from tallybook.domain.ids import check_id, is_system_account
+from tallybook.domain.wallet import BONUS
 from tallybook.errors import NotFound, TallybookError, ValidationError
 
 router = APIRouter()
@@ -109,6 +110,7 @@ def account_page(
         link=lambda **changes: account_path(account, **page.filter.query(**changes)),
         ncursor=ncursor or "",
         adjust_id=new_adjust_id(),
+        grant_fund=BONUS,
         all_funds=account_view.ALL_FUNDS,
         view=urlencode(page.filter.query(cursor=None)),
     )
