@@ -3,6 +3,9 @@ page, and its actions."""
 
 from __future__ import annotations
 
+import re
+from urllib.parse import parse_qs, urlsplit
+
 import pytest
 
 from tallybook.admin.session import SESSION_COOKIE
@@ -348,3 +351,27 @@ def test_an_unknown_admin_address_is_an_html_page_and_the_api_keeps_problem_json
     api = admin.client.get("/v1/no-such-thing")
     assert api.status_code == 404
     assert api.headers["content-type"].startswith("application/problem+json")
+
+
+@SQLITE_ONLY
+def test_paging_notifications_keeps_the_history_view_and_paging_history_keeps_them(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    for i in range(25):  # more than one page of notification history
+        ledger.notifications.add("shop", "alice", "Note", {"i": i})
+    admin.login(seeded.admin_secret)
+    view = {"fund": "cash", "limit": "2", "order": "oldest"}
+    html = admin.client.get("/admin/accounts/alice", params=view).text
+    older = re.search(r'href="([^"]+)#sent" id="older-notifications"', html)
+    assert older is not None
+    query = parse_qs(urlsplit(older.group(1).replace("&amp;", "&")).query)
+    assert {k: query[k] for k in view} == {k: [v] for k, v in view.items()}
+    assert query["ncursor"]
+    html = admin.client.get(
+        "/admin/accounts/alice", params={**view, "ncursor": query["ncursor"][0]}
+    ).text
+    nxt = re.search(r'href="([^"]+)#history" id="next-page"', html)
+    assert nxt is not None
+    following = parse_qs(urlsplit(nxt.group(1).replace("&amp;", "&")).query)
+    assert following["ncursor"] == query["ncursor"]  # still on the older notifications
+    assert following["fund"] == ["cash"]
