@@ -124,6 +124,35 @@ def test_grant_in_days_is_the_same_request_on_a_retry(run) -> None:  # type: ign
     assert (first["replay"], again["replay"]) == (False, True)
 
 
+def test_held_credit_in_days_is_the_same_request_on_a_retry(run) -> None:  # type: ignore[no-untyped-def]
+    """--release-days goes to the service as given: the same command again replays the
+    credit (it was a 409-style conflict, exit 5: the release time moved with the clock)."""
+    args = ("wallet", "credit-held", "alice", "cash", "90", "--release-days", "14", "--txn", "s")
+    first = json.loads(run(*args, "--json"))
+    again = json.loads(run(*args, "--json"))
+    assert (first["transaction"]["replay"], again["transaction"]["replay"]) == (False, True)
+    assert again["hold"]["deadline"] == first["hold"]["deadline"]
+
+
+@pytest.mark.parametrize("command", ["grant", "credit-held"])
+def test_days_out_of_range_is_one_error_line(run, command: str) -> None:  # type: ignore[no-untyped-def]
+    """A huge --expires-days / --release-days was an 'unexpected OverflowError' (exit 1)."""
+    option = "--expires-days" if command == "grant" else "--release-days"
+    fund = [] if command == "grant" else ["cash"]
+    args = ["alice", *fund, "5", option, "99999999", "--txn", "x"]
+    failed = subprocess.run(
+        [sys.executable, "-c", "from tallybook.cli import main; main()", "wallet", command, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert failed.returncode == 2
+    assert failed.stderr.startswith("error: ")
+    assert failed.stderr.count("\n") == 1
+    assert "from 1 to 3660" in failed.stderr
+    assert json.loads(run("wallet", "transactions", "alice", "--json"))["transactions"] == []
+
+
 def test_a_result_line_stays_one_line_when_piped(run) -> None:  # type: ignore[no-untyped-def]
     """Output to a pipe (no terminal width) is not broken at 80 columns."""
     out = run("wallet", "credit", "alice", "store_credit", "1500", "--txn-id", "top-up-" + "x" * 40)

@@ -81,6 +81,35 @@ def test_held_credit_is_pending_until_release(wallet: Ledger, clock: ManualClock
     assert_consistent(wallet, "seller")
 
 
+def test_held_credit_in_days_is_the_same_request_on_a_retry(
+    wallet: Ledger, clock: ManualClock
+) -> None:
+    """``release_in_days`` is kept as given (as a grant's ``expires_in_days``): a retry
+    later replays the first credit, released at the first call's time plus the days."""
+    fund(wallet, "seller")
+    start = clock.now()
+    first = wallet.wallet.credit_held(P, "seller", "cash", 90, release_in_days=14, txn_id="s-1")
+    clock.advance(timedelta(hours=5))
+    again = wallet.wallet.credit_held(P, "seller", "cash", 90, release_in_days=14, txn_id="s-1")
+    assert (first.transaction.replay, again.transaction.replay) == (False, True)
+    assert again.hold.deadline == first.hold.deadline == start + timedelta(days=14)
+    assert wallet.wallet.balance(P, "seller").fund("cash").withheld == 90
+    for bad in (0, 3661, True):
+        with pytest.raises(ValidationError, match="release_in_days must be an integer"):
+            wallet.wallet.credit_held(P, "seller", "cash", 1, release_in_days=bad, txn_id="s-2")
+    with pytest.raises(ValidationError, match="exactly one of release_at or release_in_days"):
+        wallet.wallet.credit_held(
+            P,
+            "seller",
+            "cash",
+            1,
+            release_at=start + timedelta(days=1),
+            release_in_days=1,
+            txn_id="s-2",
+        )
+    assert_consistent(wallet, "seller")
+
+
 def test_held_credit_released_by_reconcile(wallet: Ledger, clock: ManualClock) -> None:
     fund(wallet, "seller")
     wallet.wallet.credit_held(

@@ -59,7 +59,7 @@ def grant(
             account,
             amount,
             # --expires-days goes as given, so a retry on another day is the same request
-            expires_at=expires_at if expires_days is None else None,
+            expires_at=expires_at,
             expires_in_days=expires_days,
             txn_id=txn_of(txn, txn_id),
         )
@@ -106,7 +106,14 @@ def credit_held(
     release_at = when(release, release_days, "release")
     with open_ledger(store) as ledger:
         r = ledger.wallet.credit_held(
-            program, account, fund, amount, release_at=release_at, txn_id=txn_of(txn, txn_id)
+            program,
+            account,
+            fund,
+            amount,
+            # --release-days goes as given, so a retry on another day is the same request
+            release_at=release_at,
+            release_in_days=release_days,
+            txn_id=txn_of(txn, txn_id),
         )
     print_result(r, as_json)
 

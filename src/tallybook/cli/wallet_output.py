@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Annotated
 
 import typer
@@ -19,14 +19,12 @@ AmountArg = Annotated[int, typer.Argument(help="Amount in minor units (cents).")
 HoldArg = Annotated[str, typer.Argument(help="Hold id (the id given to authorize).")]
 
 
-def when(text: str | None, days: int | None, what: str) -> datetime:
+def when(text: str | None, days: int | None, what: str) -> datetime | None:
+    """The time ``--{what}`` gives, or None for ``--{what}-days`` (which goes to the
+    service as given: a retry on another day is then the same request)."""
     if (text is None) == (days is None):
         raise ValidationError(f"give exactly one of --{what} or --{what}-days")
-    if days is not None:
-        return datetime.now(UTC) + timedelta(days=days)
-    parsed = iso_time(text, f"--{what}")
-    assert parsed is not None
-    return parsed
+    return iso_time(text, f"--{what}")
 
 
 def print_txn(t: WalletTransaction, as_json: bool) -> None:

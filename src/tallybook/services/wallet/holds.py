@@ -14,7 +14,7 @@ to ``@expiry`` in the same transaction (see ``wallet_settle``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import cast
 
 from tallybook.domain.ids import check_client_txn_id, check_fund, check_id, derived_id
@@ -68,6 +68,9 @@ from tallybook.store.records.wallet import (
     spend_grant,
     takes_value,
 )
+
+#: the longest ``release_in_days`` of a held credit (as a grant's ``expires_in_days``)
+MAX_RELEASE_DAYS = 3660
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,16 +205,29 @@ class HoldOps:
         fund: str,
         amount: int,
         *,
-        release_at: datetime,
+        release_at: datetime | None = None,
+        release_in_days: int | None = None,
         txn_id: str,
         description: str | None = None,
     ) -> HoldResult:
-        """Credit ``fund`` now but keep it pending (withheld) until ``release_at``."""
+        """Credit ``fund`` now but keep it pending (withheld) until ``release_at``, or
+        ``release_in_days`` after it is credited (a retry of either keeps the first answer)."""
         check_id(account, "account")
         check_fund(fund)
         check_amount(amount)
         check_hold_id(check_client_txn_id(txn_id))
-        release_at = check_time(release_at, "release_at")
+        if (release_at is None) == (release_in_days is None):
+            raise ValidationError("give exactly one of release_at or release_in_days")
+        if release_at is not None:
+            release_at = check_time(release_at, "release_at")
+        elif (
+            isinstance(release_in_days, bool)
+            or not isinstance(release_in_days, int)
+            or not 1 <= release_in_days <= MAX_RELEASE_DAYS
+        ):
+            raise ValidationError(
+                f"release_in_days must be an integer from 1 to {MAX_RELEASE_DAYS}"
+            )
         if fund not in CREDIT_FUNDS:
             raise ValidationError(f"held credits go to {' or '.join(CREDIT_FUNDS)}, not {fund}")
         body = {
@@ -219,14 +235,22 @@ class HoldOps:
             "account": account,
             "fund": fund,
             "amount": amount,
-            "release_at": iso(release_at),
+            # the request as given: a retry of "in 14 days" is the same request tomorrow
+            **(
+                {"release_at": iso(release_at)}
+                if release_at is not None
+                else {"release_in_days": release_in_days}
+            ),
             "description": description,
         }
 
         planned: list[Item] = []
 
         def plan(snap: Snapshot) -> Plan:
-            check_future(release_at, snap.now, "release_at")
+            if release_at is None:
+                release = snap.now + timedelta(days=cast(int, release_in_days))
+            else:
+                release = check_future(release_at, snap.now, "release_at")
             acct = snap.account(account)
             funds = present_funds(f.name for f in snap.program.funds)
             grants = account_grants(snap.store, program, acct, snap.now)
@@ -237,7 +261,7 @@ class HoldOps:
                 HoldStatus.ACTIVE,
                 {fund: amount},
                 (),
-                release_at,
+                release,
                 snap.now,
             )
             put = hold_put(program, hold)
@@ -248,7 +272,7 @@ class HoldOps:
                 snap.now,
                 balance_delta={fund: amount},
                 held_delta={fund: amount},
-                new_deadline=release_at,
+                new_deadline=release,
             )
             return Plan(
                 type=TxnType.CREDIT,
@@ -262,7 +286,7 @@ class HoldOps:
                     "account": account,
                     "hold_id": txn_id,
                     "held": {fund: amount},
-                    "release_at": iso(release_at),
+                    "release_at": iso(release),
                     "availability": availability_after(acct, funds, grants, snap.now),
                 },
             )
