@@ -337,3 +337,33 @@ def test_a_settlement_that_found_the_hold_overdue_while_it_was_captured_answers_
             late.wallet.void(P, "h1")
     assert racing.hook is None
     assert_consistent(wallet, "alice")
+
+
+@pytest.mark.parametrize("write", ["debit", "authorize", "charged debit"])
+@pytest.mark.parametrize("kind", ["hold", "held credit"])
+def test_an_overdue_hold_withholds_nothing_before_any_read(
+    wallet: Ledger, clock: ManualClock, write: str, kind: str
+) -> None:
+    """Past its deadline a hold (or a held credit past its release) no longer withholds,
+    though no read or reconcile settled it yet: a debit or authorize was refused (and
+    the refusal kept for its id), a charged debit charged what the wallet had."""
+    fund(wallet, "alice", cash=100 if kind == "hold" else 0)
+    if kind == "hold":
+        wallet.wallet.authorize(P, "alice", 100, hold_id="h1", expires_in=60)
+    else:
+        due = clock.now() + timedelta(seconds=60)
+        wallet.wallet.credit_held(P, "alice", "cash", 100, release_at=due, txn_id="h1")
+    clock.advance(timedelta(seconds=60))
+    w = wallet.wallet
+    if write == "debit":
+        assert w.debit(P, "alice", 70, txn_id="d1").funds == {"cash": -70}
+    elif write == "authorize":
+        assert w.authorize(P, "alice", 70, hold_id="h2").hold.amounts == {"cash": 70}
+    else:
+        t = w.debit(P, "alice", 130, txn_id="d1", on_shortfall="charge")
+        assert (t.funds, t.charge and t.charge["amount"]) == ({"cash": -100}, 30)
+    assert w.hold(P, "h1").status == ("expired" if kind == "hold" else "released")
+    assert available(wallet, "alice")["cash"] == (0 if write == "charged debit" else 30)
+    with pytest.raises(InsufficientFunds):
+        w.debit(P, "alice", 1000, txn_id="d9")  # a real shortfall is still refused
+    assert_consistent(wallet, "alice")

@@ -41,7 +41,13 @@ from tallybook.retry import retrying
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.charges import ChargeDeclined, ChargeProcessor, ChargeTimeout
-from tallybook.services.wallet.marks import wallet_marks, with_takes
+from tallybook.services.wallet.holds import HoldOps
+from tallybook.services.wallet.marks import (
+    HoldsDue,
+    holds_may_be_due,
+    wallet_marks,
+    with_takes,
+)
 from tallybook.services.wallet.records import (
     WalletTransaction,
     availability_after,
@@ -80,12 +86,16 @@ def charge_key(program: str, txn_id: str, nonce: str) -> str:
 
 
 class DebitOps:
-    def __init__(self, core: LedgerCore, processor: Callable[[], ChargeProcessor]) -> None:
+    def __init__(
+        self, core: LedgerCore, processor: Callable[[], ChargeProcessor], holds: HoldOps
+    ) -> None:
         self.core = core
         self.store = core.store
         self.engine = core.engine
         #: the wallet's current charge hook (it may be replaced after construction)
         self.processor = processor
+        #: settles holds past their deadline when a debit would otherwise fall short
+        self.holds = holds
 
     def debit(
         self,
@@ -128,13 +138,20 @@ class DebitOps:
 
     # -- steps ------------------------------------------------------------------
 
-    def _preview(self, program: str, account: str, amount: int) -> Allocation:
+    def _preview(
+        self, program: str, account: str, amount: int, *, settle: bool = True
+    ) -> Allocation:
         prog = self.core.programs.get(program)
         acct = self.core.accounts.get(program, account)
         now = self.core.clock.now()
         funds = present_funds(f.name for f in prog.funds)
         grants = read_grants(self.store, program, account, now)
-        return allocate(amount, grants, {f: acct.fund(f).available for f in funds}, now)
+        alloc = allocate(amount, grants, {f: acct.fund(f).available for f in funds}, now)
+        if settle and alloc.shortfall and holds_may_be_due(acct, now):
+            # an overdue hold no longer withholds: settle it rather than charge for it
+            self.holds.settle_overdue(program, account)
+            return self._preview(program, account, amount, settle=False)
+        return alloc
 
     def _intent(self, program: str, account: str, txn_id: str) -> ChargeIntent | None:
         return read_charge(self.store, intent_key(program, account, txn_id))
@@ -211,6 +228,8 @@ class DebitOps:
                 amount - charged, grants, {f: acct.fund(f).available for f in funds}, snap.now
             )
             if alloc.shortfall:
+                if holds_may_be_due(acct, snap.now):
+                    raise HoldsDue(account)
                 raise InsufficientFunds(
                     f"insufficient funds in the wallet of {account}: available "
                     f"{alloc.covered + charged}, needed {amount}"
@@ -267,7 +286,13 @@ class DebitOps:
 
         # a charged debit retries its own id after a concurrent spend: its refusals are not final
         final = body.get("on_shortfall") == "reject"
-        txn = self.engine.commit(program, txn_id, body, plan, lock=[account], keep_refusal=final)
+        txn = self.holds.settling(
+            program,
+            account,
+            lambda: self.engine.commit(
+                program, txn_id, body, plan, lock=[account], keep_refusal=final
+            ),
+        )
         return wallet_transaction(txn)
 
 

@@ -13,9 +13,10 @@ to ``@expiry`` in the same transaction (see ``wallet_settle``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
+from typing import TypeVar, cast
 
 from tallybook.domain.ids import check_client_txn_id, check_fund, check_id, derived_id
 from tallybook.domain.model import EXTERNAL, Leg, Transaction, TxnType
@@ -42,7 +43,12 @@ from tallybook.errors import (
 from tallybook.services.events import LedgerEvent
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
-from tallybook.services.wallet.marks import wallet_marks, with_takes
+from tallybook.services.wallet.marks import (
+    HoldsDue,
+    holds_may_be_due,
+    wallet_marks,
+    with_takes,
+)
 from tallybook.services.wallet.records import (
     WalletTransaction,
     availability_after,
@@ -65,9 +71,12 @@ from tallybook.store.records.wallet import (
     hold_key,
     hold_put,
     read_hold,
+    read_holds,
     spend_grant,
     takes_value,
 )
+
+T = TypeVar("T")
 
 #: the longest ``release_in_days`` of a held credit (as a grant's ``expires_in_days``)
 MAX_RELEASE_DAYS = 3660
@@ -85,6 +94,7 @@ class HoldOps:
         self.store = core.store
         self.engine = core.engine
         self.events = core.events
+        self.clock = core.clock
 
     # -- lookups -----------------------------------------------------------
 
@@ -139,6 +149,8 @@ class HoldOps:
             by_id = {g.id: g for g in grants}
             alloc = allocate(amount, grants, {f: acct.fund(f).available for f in funds}, snap.now)
             if alloc.shortfall:
+                if holds_may_be_due(acct, snap.now):
+                    raise HoldsDue(account)
                 raise InsufficientFunds(
                     f"insufficient funds in the wallet of {account}: available "
                     f"{alloc.covered}, needed {amount}"
@@ -188,7 +200,11 @@ class HoldOps:
                 },
             )
 
-        txn = self.engine.commit(program, hold_id, body, plan, lock=[account])
+        txn = self.settling(
+            program,
+            account,
+            lambda: self.engine.commit(program, hold_id, body, plan, lock=[account]),
+        )
         return HoldResult(self._written(txn, planned, program, account), wallet_transaction(txn))
 
     def _written(self, txn: Transaction, planned: list[Item], program: str, account: str) -> Hold:
@@ -336,6 +352,29 @@ class HoldOps:
             if exc.hold.status in (HoldStatus.EXPIRED, HoldStatus.VOIDED):
                 return HoldResult(exc.hold, None)
             raise
+
+    def settle_overdue(self, program: str, account: str) -> bool:
+        """Expire (or release) the owner's holds past their deadline; True if any was."""
+        now = self.clock.now()
+        due = [h for h in read_holds(self.store, program, account) if h.overdue(now)]
+        for h in due:
+            self.expire(program, account, h.id)
+        return bool(due)
+
+    def settling(self, program: str, account: str, write: Callable[[], T]) -> T:
+        """``write``, again once the owner's overdue holds are settled if it fell short
+        while one was due (a hold past its deadline, or a held credit past its release,
+        no longer withholds anything, read or not)."""
+        try:
+            return write()
+        except HoldsDue:
+            self.settle_overdue(program, account)
+        try:
+            return write()
+        except HoldsDue:  # due again at once: a clock behind the head's marks
+            raise InsufficientFunds(
+                f"insufficient funds in the wallet of {account}: a hold is being settled; retry"
+            ) from None
 
     def expire(self, program: str, account: str, hold_id: str) -> HoldResult:
         """Expire a debit hold or release a held credit, once its deadline passed."""

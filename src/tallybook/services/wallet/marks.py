@@ -32,6 +32,11 @@ from tallybook.store.port import Value
 from tallybook.store.records.wallet import marks_attrs, marks_of
 
 
+class HoldsDue(Exception):
+    """A plan fell short while the head shows a hold may be past its deadline: the
+    caller settles the owner's overdue holds and plans again (no refusal is kept)."""
+
+
 def holds_may_be_due(acct: Account, now: datetime) -> bool:
     """False when the head proves no active hold is past its deadline."""
     if all(f.held == 0 for f in acct.funds.values()):

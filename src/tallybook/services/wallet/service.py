@@ -71,7 +71,7 @@ class WalletService:
         #: the charge hook; replace it to plug in a real payment processor
         self.processor: ChargeProcessor = processor or processor_from_env()
         self._holds = HoldOps(core)
-        self._debits = DebitOps(core, lambda: self.processor)
+        self._debits = DebitOps(core, lambda: self.processor, self._holds)
         self._jobs = WalletJobs(core, self._holds, lambda: self.processor)
         # the use cases other modules implement are theirs, bound here, rather than
         # methods repeating their signatures: holds and held credits (holds.py),
@@ -262,8 +262,4 @@ class WalletService:
     # -- helpers ----------------------------------------------------------------
 
     def _settle_overdue(self, program: str, account: str) -> bool:
-        now = self.clock.now()
-        due = [h for h in read_holds(self.store, program, account) if h.overdue(now)]
-        for h in due:
-            self._holds.expire(program, account, h.id)
-        return bool(due)
+        return self._holds.settle_overdue(program, account)
