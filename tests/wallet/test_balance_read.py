@@ -83,3 +83,13 @@ def test_grant_expiry_after_an_outside_debit_moves_only_what_is_there(
     assert wallet.wallet.grants(P, "dave", include_expired=True)[0].available == 0
     assert wallet.wallet.check(P, "dave") == []
     assert wallet.check.program(P).ok
+
+
+def test_availability_is_keyed_in_spend_order_on_every_engine(wallet: Ledger) -> None:
+    """A record read back from DynamoDB listed ``total`` first and the funds in any order."""
+    fund(wallet, "alice", cash=100)
+    wallet.wallet.grant(P, "alice", 5, expires_in_days=1, txn_id="g1")
+    order = ["bonus", "store_credit", "cash", "total"]
+    assert list(wallet.wallet.transaction(P, "g1").availability) == order
+    listed = wallet.wallet.transactions(P, "alice").transactions
+    assert [list(t.availability) for t in listed] == [order, order]

@@ -54,7 +54,7 @@ def wallet_transaction(txn: Transaction) -> WalletTransaction:
         type=txn.type,
         account=owner,
         funds=funds,
-        availability=cast(dict[str, int], d.get("availability") or {}),
+        availability=in_spend_order(cast(dict[str, int], d.get("availability") or {})),
         created_at=txn.created_at,
         hold_id=cast(str | None, d.get("hold_id")),
         held=cast(dict[str, int], d.get("held") or {}),
@@ -64,6 +64,13 @@ def wallet_transaction(txn: Transaction) -> WalletTransaction:
         description=txn.description,
         replay=txn.replay,
     )
+
+
+def in_spend_order(availability: Mapping[str, int]) -> dict[str, int]:
+    """``availability`` keyed in spend order, ``total`` last, as it was written (a
+    DynamoDB map comes back in no particular order)."""
+    order = {k: i for i, k in enumerate((*SPEND_ORDER, "total"))}
+    return dict(sorted(availability.items(), key=lambda kv: order.get(kv[0], len(SPEND_ORDER))))
 
 
 def availability_after(
