@@ -53,6 +53,10 @@ def test_verify_accepts_a_signed_delivery_and_refuses_tampering() -> None:
         verify(secret, headers, body, now=1_000_000 + 3600)
     with pytest.raises(WebhookVerificationError, match="missing"):
         verify(secret, {"webhook-id": "evt_1"}, body)
+    # a signature that is not ASCII is a wrong signature, not a TypeError
+    forged = {**headers, "webhook-signature": "v1,é" + headers["webhook-signature"][4:]}
+    with pytest.raises(WebhookVerificationError, match="no matching"):
+        verify(secret, forged, body, now=1_000_010)
 
 
 def test_secrets_are_32_random_bytes() -> None:

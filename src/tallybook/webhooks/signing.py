@@ -89,8 +89,10 @@ def verify(
     current = int(time.time()) if now is None else now
     if abs(current - ts) > tolerance:
         raise WebhookVerificationError("webhook-timestamp is outside the tolerance")
-    expected = signature(secret, msg_id, ts, body)
+    expected = signature(secret, msg_id, ts, body).encode()
     for candidate in sigs.split(" "):
-        if candidate.startswith("v1,") and hmac.compare_digest(candidate, expected):
+        # compared as bytes: compare_digest refuses a str that is not ASCII
+        given = candidate.encode("utf-8", "surrogateescape")
+        if candidate.startswith("v1,") and hmac.compare_digest(given, expected):
             return msg_id
     raise WebhookVerificationError("no matching v1 signature")
