@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
@@ -12,6 +13,7 @@ from tallybook.reliability.api import Ambiguous, Op, PythonApi
 from tallybook.reliability.checker import check_program
 from tallybook.reliability.faults import FaultPlan, FaultyStore
 from tallybook.reliability.workload import TOKENS, Workload, setup
+from tallybook.services.clock import ManualClock
 from tallybook.store import keys
 from tallybook.store.port import ItemStore, Key, SortCondition
 
@@ -108,3 +110,19 @@ def test_checker_finds_each_kind_of_corruption(store: ItemStore) -> None:
     assert "invariant 6: acct-002 has 2 active Promo notifications" in text
     assert "invariant 3: acknowledged transaction lost-1 has no record" in text
     assert "invariant 3: rejected transaction h-1 has a record" in text
+
+
+def test_checker_counts_an_expired_notification_as_no_longer_active(store: ItemStore) -> None:
+    """A newcomer does not mark an expired notification of its type dismissed (its
+    history row stays 'active' past its expires_at): only one is active."""
+    clock = ManualClock(datetime.now(UTC))
+    ledger = Ledger(store, clock=clock)
+    ledger.programs.create("p")
+    ledger.accounts.open("p", "a")
+    ledger.notifications.add(
+        "p", "a", "Promo", {"n": 1}, expires_at=clock.now() + timedelta(minutes=1)
+    )
+    clock.advance(timedelta(minutes=2))
+    newcomer = ledger.notifications.add("p", "a", "Promo", {"n": 2})
+    assert [n.id for n in ledger.notifications.list("p", "a")] == [newcomer.id]
+    assert check_program(ledger, "p").violations == []

@@ -14,7 +14,9 @@
    account's history entries, and those of each hold row (the authorisation
    and its capture, void, expiry or release), read by key;
 6. at most one active notification per (account, type): the history rows
-   still marked active are at most one per type and are the active item;
+   still active at the ledger clock (marked active and not past their
+   ``expires_at``: a newcomer does not mark an expired one) are at most one
+   per type and are the active item;
 
 and, from the clients' logs (invariant 3 seen from outside): every
 acknowledged key has its transaction record, every rejected key has none.
@@ -29,11 +31,12 @@ from typing import cast
 
 from tallybook.domain.ids import is_system_account
 from tallybook.domain.model import Transaction
+from tallybook.domain.notifications import Status
 from tallybook.ledger import Ledger
 from tallybook.services.ledger.refusals import is_refusal
 from tallybook.store.records.codec import transaction_from_item
 from tallybook.store.records.ledger import read_transactions
-from tallybook.store.records.notifications import active_rows, history_rows
+from tallybook.store.records.notifications import active_rows, from_item, history_rows
 from tallybook.store.records.wallet import read_hold, read_holds
 
 _SETTLED = {"capture": "captured", "void": "voided", "expire": "expired", "release": "released"}
@@ -152,9 +155,10 @@ def _check_record(
 def _check_notifications(ledger: Ledger, program: str, account: str, result: CheckResult) -> None:
     active = {str(i["type"]): str(i["id"]) for i in active_rows(ledger.store, program, account)}
     marked: dict[str, list[str]] = {}
+    now = ledger.clock.now()
     for item in history_rows(ledger.store, program, account):
         result.counts["notifications"] += 1
-        if item.get("status") == "active":
+        if from_item(item, now).status is Status.ACTIVE:
             marked.setdefault(str(item["type"]), []).append(str(item["id"]))
     for type_, ids in marked.items():
         if len(ids) > 1:
