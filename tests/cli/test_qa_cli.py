@@ -375,3 +375,22 @@ def test_serve_honours_the_key_cache_variable(cli: Cli, monkeypatch: pytest.Monk
         "error: TALLYBOOK_KEY_CACHE_SECONDS must be a number of seconds, 0 or more; got 'soon'"
     )
     assert len(served) == 1
+
+
+@pytest.mark.usefixtures("_tallybook_log_level")
+def test_torture_leaves_a_program_it_did_not_make_untouched(cli: Cli, ledger: Ledger) -> None:
+    # was: "error: program shop has no fund 'tokens'" (exit 4) after torture had
+    # replaced shop's loyalty rules with its own
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    ledger.loyalty.configure("shop", load_toml(str(examples / "loyalty.toml")))
+    before = ledger.loyalty.config("shop")
+    args = ("torture", "--ops", "10", "--threads", "1", "--http-threads", "0", "--readers", "0")
+    code, _, err = cli(*args, "--program", "shop")
+    assert code == 5
+    assert one_error(err) == (
+        "error: program shop exists and was not made by torture (no 'tokens' fund);"
+        " torture writes to its program: give --program a new name"
+    )
+    assert Ledger.open(cli.url).loyalty.config("shop") == before
+    assert cli(*args, "--program", "t-1")[0] == 0
+    assert cli(*args, "--program", "t-1")[0] == 0  # a torture program may be run again

@@ -15,7 +15,6 @@ violations seen by clients, counts by kind and outcome.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import threading
 from collections import Counter
@@ -88,8 +87,16 @@ def setup(ledger: Ledger, w: Workload) -> None:
         FundSpec(f.name, f.unit, low_balance_threshold=5_000 if f.name == "cash" else None)
         for f in default_funds()
     ]
-    with contextlib.suppress(AlreadyExists):
+    try:
         ledger.programs.create(w.program, funds=[*funds, FundSpec(TOKENS, TOKENS)])
+    except AlreadyExists:
+        # a rerun may continue a torture program; any other program is left
+        # untouched (its loyalty rules would be replaced below)
+        if ledger.programs.get(w.program).fund(TOKENS) is None:
+            raise AlreadyExists(
+                f"program {w.program} exists and was not made by torture (no {TOKENS!r} fund);"
+                " torture writes to its program: give --program a new name"
+            ) from None
     ledger.loyalty.configure(w.program, LOYALTY_RULES)
     for account in w.account_ids():
         ledger.accounts.open(w.program, account)
