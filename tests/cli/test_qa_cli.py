@@ -394,3 +394,37 @@ def test_torture_leaves_a_program_it_did_not_make_untouched(cli: Cli, ledger: Le
     assert Ledger.open(cli.url).loyalty.config("shop") == before
     assert cli(*args, "--program", "t-1")[0] == 0
     assert cli(*args, "--program", "t-1")[0] == 0  # a torture program may be run again
+
+
+def _commands(
+    group: typer.core.TyperGroup, path: tuple[str, ...] = ()
+) -> Iterator[tuple[str, ...]]:
+    for name, command in group.commands.items():
+        if isinstance(command, typer.core.TyperGroup):
+            yield from _commands(command, (*path, name))
+        else:
+            yield (*path, name)
+
+
+def test_every_option_help_is_shown_whole(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    # was: "--currency  Order currency ." and "--program  Program to create and use .":
+    # the help's "[default: ...]" was read as rich markup and dropped
+    monkeypatch.setattr(output, "console", Console(width=400, soft_wrap=True))
+    monkeypatch.setenv("COLUMNS", "400")
+    root = typer.main.get_command(app)
+    assert isinstance(root, typer.core.TyperGroup)
+    checked = 0
+    for path in _commands(root):
+        command = root
+        for name in path:
+            assert isinstance(command, typer.core.TyperGroup)
+            command = command.commands[name]
+        code, out, _ = cli(*path, "--help", store=False)
+        assert code == 0
+        shown = " ".join(out.replace("│", " ").split())
+        for param in command.params:
+            text = " ".join((getattr(param, "help", None) or "").split())
+            if text:
+                assert text in shown, f"tallybook {' '.join(path)}: {text!r} not in help"
+                checked += 1
+    assert checked > 100

@@ -90,10 +90,10 @@ def earn(
     amount: Annotated[int, typer.Argument(help="Order amount in minor units (cents).")],
     program: ProgramOption,
     currency: Annotated[
-        str | None, typer.Option(help="Order currency [default: the program's].")
+        str | None, typer.Option(help="Order currency (default: the program's).")
     ] = None,
     at: Annotated[
-        str | None, typer.Option(help="When the order was placed (ISO time) [default: now].")
+        str | None, typer.Option(help="When the order was placed, ISO time (default: now).")
     ] = None,
     partner: PartnerOption = None,
     store: StoreOption = None,
@@ -216,7 +216,7 @@ def expiring(
     account: AccountArg,
     program: ProgramOption,
     days: Annotated[
-        int | None, typer.Option(help="Horizon in days [default: the warning horizon].")
+        int | None, typer.Option(help="Horizon in days (default: the warning horizon).")
     ] = None,
     limit: Annotated[int, typer.Option(help="Lots per page (1-1000).")] = 100,
     cursor: Annotated[str | None, typer.Option(help="Cursor from the previous page.")] = None,

@@ -19,7 +19,7 @@ StoreOption = Annotated[
         "--store",
         envvar="TALLYBOOK_STORE",
         help="Store URL: sqlite:///PATH.db, dynamodb://TABLE?region=..&endpoint=.. or "
-        "memory://NAME (lost when the command exits) [default: sqlite:///./tallybook.db]",
+        "memory://NAME (lost when the command exits); default sqlite:///./tallybook.db",
         show_default=False,
     ),
 ]
@@ -28,7 +28,7 @@ TxnOption = Annotated[
     str | None,
     typer.Option(
         "--txn",
-        help="Transaction id (idempotency key): a replay returns the first result. [required]",
+        help="Transaction id (idempotency key): a replay returns the first result (required).",
         show_default=False,
     ),
 ]

@@ -55,7 +55,7 @@ def torture(
     seed: Annotated[int, typer.Option("--seed", help="Seed of every random choice.")] = 1,
     program: Annotated[
         str | None,
-        typer.Option("--program", help="Program to create and use [default: torture-<time>]."),
+        typer.Option("--program", help="Program to create and use (default: torture-<time>)."),
     ] = None,
     report: Annotated[
         Path | None,

@@ -159,7 +159,7 @@ def authorize(
     program: ProgramOption,
     hold_id: Annotated[str, typer.Option("--hold-id", help="Id of the new hold (idempotent).")],
     expires_in: Annotated[
-        int | None, typer.Option(help="Seconds until the hold expires [default: 7 days].")
+        int | None, typer.Option(help="Seconds until the hold expires (default: 7 days).")
     ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
@@ -180,7 +180,7 @@ def capture(
     hold_id: HoldArg,
     program: ProgramOption,
     amount: Annotated[
-        int | None, typer.Option(help="Amount to capture [default: all]; the rest is released.")
+        int | None, typer.Option(help="Amount to capture (default: all); the rest is released.")
     ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
