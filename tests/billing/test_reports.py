@@ -269,3 +269,19 @@ def test_rerun_takes_only_a_window_a_run_reported(
         "shop", _w(t0, 30, 60), kind="billing", sink=DirectorySink(tmp_path / "again")
     )
     assert rerun.rows == 2
+
+
+def test_rerun_before_the_start_says_so(ledger: Ledger, clock: ManualClock, tmp_path: Path) -> None:
+    # was: "window ... has not been reported yet (reported up to <a later time>)"
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=0, start=t0)
+    ingest(ledger, "r0", t0)
+    clock.set(t0 + 31 * MIN)
+    assert _run(ledger, tmp_path / "first") == [_w(t0, 0, 15), _w(t0, 15, 30)]
+    with pytest.raises(InvalidState, match=r"starts before reporting does \(") as caught:
+        ledger.billing.reports.rerun(
+            "shop", _w(t0, -15, 0), kind="billing", sink=DirectorySink(tmp_path / "again")
+        )
+    assert "not been reported yet" not in str(caught.value)
+    with pytest.raises(InvalidState, match="has not been reported yet"):
+        ledger.billing.reports.render("shop", "billing", _w(t0, 30, 45))

@@ -252,7 +252,12 @@ class ReportService:
         """``bounds`` is a window a run reported (not merely inside the reported range:
         a part or a union of reported windows matches no report written)."""
         start, end = bounds
-        if start < state.start or end > state.checkpoints[kind]:
+        if start < state.start:
+            raise InvalidState(
+                f"window {window_name(start, end)} starts before reporting does "
+                f"({iso(from_epoch(state.start))}): nothing before it is reported"
+            )
+        if end > state.checkpoints[kind]:
             raise InvalidState(
                 f"window {window_name(start, end)} has not been reported yet "
                 f"(reported up to {iso(from_epoch(state.checkpoints[kind]))})"
