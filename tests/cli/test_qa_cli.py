@@ -428,3 +428,18 @@ def test_every_option_help_is_shown_whole(cli: Cli, monkeypatch: pytest.MonkeyPa
                 assert text in shown, f"tallybook {' '.join(path)}: {text!r} not in help"
                 checked += 1
     assert checked > 100
+
+
+def test_table_create_on_a_memory_store_touches_no_dynamodb(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # was: "error: no AWS credentials found ..." (exit 2): memory://NAME was taken
+    # for DynamoDB table NAME in the default region, which AWS credentials would create
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    code, out, err = cli("table", "create", "--store", "memory://scratch", store=False)
+    assert (code, err) == (0, "")
+    assert out == "memory://scratch is an in-memory store: it needs no table setup\n"

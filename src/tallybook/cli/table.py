@@ -34,7 +34,7 @@ def create(
     global secondary indexes gsi1 and gsi2, on-demand billing, TTL on the
     attribute 'ttl'); a table that exists already is left as it is, and TTL is
     switched on if it was not. For sqlite:///PATH.db it creates the file and its
-    schema. Safe to run again.
+    schema; memory://NAME needs nothing. Safe to run again.
 
     Example: tallybook table create --store 'dynamodb://ledger?region=eu-west-1'
     """
@@ -45,6 +45,9 @@ def create(
 
         open_store(url).close()
         typer.echo(f"initialised SQLite store {parsed.path} ({url}); it needs no table setup")
+        return
+    if parsed.engine == "memory":  # not a DynamoDB table of that name
+        typer.echo(f"{url} is an in-memory store: it needs no table setup")
         return
     from tallybook.store.dynamodb import DynamoStore
 
