@@ -443,3 +443,23 @@ def test_table_create_on_a_memory_store_touches_no_dynamodb(
     code, out, err = cli("table", "create", "--store", "memory://scratch", store=False)
     assert (code, err) == (0, "")
     assert out == "memory://scratch is an in-memory store: it needs no table setup\n"
+
+
+@pytest.mark.usefixtures("_tallybook_log_level")
+def test_torture_checks_its_report_file_before_the_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # was: the whole run, then "error: unexpected IsADirectoryError: ..." (exit 1)
+    # and its result lost
+    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM"):
+        monkeypatch.delenv(name, raising=False)
+    cli = Cli(monkeypatch, capsys, "memory://qa-torture-report")
+    args = ("torture", "--ops", "10", "--threads", "1", "--http-threads", "0", "--readers", "0")
+    for report, reason in ((tmp_path, "Is a directory"), (tmp_path / "no" / "r.md", "No such")):
+        code, out, err = cli(*args, "--report", str(report))
+        assert code == 2
+        assert one_error(err).startswith(f"error: cannot append to --report {report}: {reason}")
+        assert "Violations" not in out
+    code, _, err = cli(*args, "--report", str(tmp_path / "r.md"))
+    assert code == 0, err
+    assert "Violations: none." in (tmp_path / "r.md").read_text()

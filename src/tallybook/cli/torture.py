@@ -89,6 +89,12 @@ def torture(
         raise ValidationError("--faults is standard or none")
     if threads * (1 + processes) + http_threads == 0:
         raise ValidationError("no clients: give --threads or --http-threads")
+    if report is not None:  # before the run, not after it, when its result would be lost
+        try:
+            with report.open("a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise ValidationError(f"cannot append to --report {report}: {exc.strerror}") from None
     plan = FaultPlan.standard() if faults == "standard" else FaultPlan.none()
     config = TortureConfig(
         store_url=url,
