@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import shlex
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ import typer.core
 import typer.main
 from rich.console import Console
 
+from tallybook import __version__
 from tallybook.cli import app, output
 from tallybook.errors import ValidationError
 from tallybook.ledger import Ledger
@@ -463,3 +466,20 @@ def test_torture_checks_its_report_file_before_the_run(
     code, _, err = cli(*args, "--report", str(tmp_path / "r.md"))
     assert code == 0, err
     assert "Violations: none." in (tmp_path / "r.md").read_text()
+
+
+def test_python_m_tallybook_is_the_command(tmp_path: Path) -> None:
+    # was: "No module named tallybook.__main__"
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tallybook", *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
+
+    assert run("--version").stdout == f"tallybook {__version__}\n"
+    shown = run("--store", "memory://m", "account", "show", "ann", "--program", "shop")
+    assert shown.returncode == 4
+    assert shown.stderr == "error: program shop not found\n"
