@@ -213,3 +213,32 @@ def test_delivery_status_is_the_same_in_every_answer(
     assert seen(dismissed) == facts
     history = app_client.get(f"{URL}/history", headers=write_headers).json()["notifications"]
     assert [seen(n) for n in history] == [facts]
+
+
+def test_sns_refuses_a_key_given_twice(
+    app_client: TestClient,
+    write_headers: Headers,
+    read_headers: Headers,
+    open_account: Callable[..., Any],
+) -> None:
+    """A repeated MessageId (or any key) in the envelope or its Message is refused,
+    never resolved by guessing which one counts; nothing is added."""
+    open_account("alice")
+    text = {**write_headers, "Content-Type": "text/plain; charset=UTF-8"}
+    inner = json.dumps({"account": "alice", "type": "TopUp", "payload": {}})
+    envelope = (
+        '{"Type": "Notification", "MessageId": "d-1", "MessageId": "d-2", '
+        f'"Message": {json.dumps(inner)}}}'
+    )
+    r = app_client.post("/v1/events/sns", content=envelope, headers=text)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith("duplicate-key:")
+    twice = '{"account": "alice", "account": "bob", "type": "TopUp", "payload": {}}'
+    envelope = json.dumps({"Type": "Notification", "MessageId": "d-3", "Message": twice})
+    r = app_client.post("/v1/events/sns", content=envelope, headers=text)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith("duplicate-key:")
+    history = app_client.get(f"{URL}/history", headers=read_headers).json()["notifications"]
+    assert history == []
+    stats = app_client.get("/v1/events/stats", headers=read_headers).json()
+    assert stats["reasons"] == {"duplicate-key": 2}

@@ -136,9 +136,29 @@ class BatchReport:
     rejected: list[tuple[int, str, str]] = field(default_factory=list)
 
 
+class _Repeated(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Repeated(key)
+            seen.add(key)
+    return obj
+
+
 def _loads(raw: str | bytes, what: str) -> Any:
     try:
-        return json.loads(raw)
+        return json.loads(raw, object_pairs_hook=_no_repeats)
+    except _Repeated as exc:  # which one counts (a second MessageId?) would be a guess
+        raise RejectedMessage(
+            "duplicate-key", f"{what} gives {exc.key[:64]!r} more than once"
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise RejectedMessage("not-json", f"{what} is not valid JSON ({exc})") from None
     except RecursionError:
