@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from fastapi.testclient import TestClient
 
 from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
 from tallybook.store import keys
 
 Headers = dict[str, str]
@@ -242,3 +244,39 @@ def test_sns_refuses_a_key_given_twice(
     assert history == []
     stats = app_client.get("/v1/events/stats", headers=read_headers).json()
     assert stats["reasons"] == {"duplicate-key": 2}
+
+
+def test_add_refuses_an_expires_at_already_past(
+    clock: ManualClock,
+    app_client: TestClient,
+    write_headers: Headers,
+    read_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., Any],
+) -> None:
+    """An add that would be expired at once is a 422: it neither supersedes the
+    active one of its type nor lands in history; a replay of an add made while
+    its expires_at was ahead still answers the original."""
+    open_account("alice")
+    active = app_client.post(URL, json={"type": "Promo", "payload": {"n": 1}}, headers=idem())
+    assert active.status_code == 201
+    past = (clock.now() - timedelta(seconds=1)).isoformat()
+    r = app_client.post(
+        URL, json={"type": "Promo", "payload": {"n": 2}, "expires_at": past}, headers=idem()
+    )
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    listed = app_client.get(URL, headers=read_headers).json()["notifications"]
+    assert [n["id"] for n in listed] == [active.json()["id"]]
+    history = app_client.get(f"{URL}/history", headers=read_headers).json()["notifications"]
+    assert [n["id"] for n in history] == [active.json()["id"]]
+
+    soon = (clock.now() + timedelta(minutes=5)).isoformat()
+    body = {"type": "Promo", "payload": {"n": 3}, "expires_at": soon}
+    first = app_client.post(URL, json=body, headers=idem(write_headers, "promo-3"))
+    assert first.status_code == 201, first.text
+    clock.advance(timedelta(minutes=10))
+    again = app_client.post(URL, json=body, headers=idem(write_headers, "promo-3"))
+    assert again.status_code == 200, again.text
+    assert again.json()["id"] == first.json()["id"]
+    assert again.json()["status"] == "expired"

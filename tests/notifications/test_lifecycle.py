@@ -23,7 +23,7 @@ from tallybook.services.clock import ManualClock
 from tallybook.services.notifications.delivery import RecordingDelivery
 from tallybook.store import keys
 from tallybook.store.port import Action, Put, Set, Update, action_key
-from tallybook.store.records.codec import to_us
+from tallybook.store.records.codec import iso, parse_iso, to_us
 
 pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
 
@@ -179,18 +179,19 @@ def test_active_expiry(ledger: Ledger, clock: ManualClock, alice: str) -> None:
     assert [a.id for a in n.list("shop", alice)] == [again.id]
 
 
-def test_an_expiry_before_year_1000_leaves_the_history_readable(ledger: Ledger, alice: str) -> None:
+def test_an_expiry_before_year_1000_is_read_back_and_refused_on_add(
+    ledger: Ledger, alice: str
+) -> None:
     """The stored time has an unpadded year ("999-01-01T..."): reading it back
-    used to raise, and every history read of the account failed with it."""
+    used to raise, and every history read of an account holding one failed with
+    it. Such a time still reads back; an add with it (or any past expires_at) is
+    now refused, so it neither supersedes nor lands in history."""
+    old = datetime(999, 1, 1, tzinfo=UTC)
+    assert parse_iso(iso(old)) == old
     n = ledger.notifications
-    added = n.add("shop", alice, "Promo", {}, expires_at=datetime(999, 1, 1, tzinfo=UTC))
-    (found,) = n.history("shop", alice).notifications
-    assert (found.id, found.status, found.expires_at) == (
-        added.id,
-        Status.EXPIRED,
-        datetime(999, 1, 1, tzinfo=UTC),
-    )
-    assert n.get("shop", alice, added.id).status is Status.EXPIRED
+    with pytest.raises(ValidationError, match="not in the future"):
+        n.add("shop", alice, "Promo", {}, expires_at=old)
+    assert n.history("shop", alice).notifications == []
 
 
 def test_idempotency_key(ledger: Ledger, alice: str) -> None:

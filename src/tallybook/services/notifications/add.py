@@ -38,6 +38,7 @@ from tallybook.errors import (
     TallybookError,
     TooManyRetries,
     TransactionConflict,
+    ValidationError,
 )
 from tallybook.retry import RetryPolicy, retrying
 from tallybook.services.clock import Clock
@@ -98,6 +99,15 @@ def add(
             prev = current.get(type_)
             created_us = max(to_us(now), items.created_us(prev) + 1 if prev else 0)
             created = from_us(created_us)
+            if expires_at is not None and expires_at <= created:
+                # it would supersede the active one and be gone itself: refused,
+                # unless it is the replay of an add made while it was still ahead
+                replayed = _replay(service, program.id, account, key, fp, now) if key else None
+                if replayed is not None:
+                    return replayed
+                raise ValidationError(
+                    f"expires_at {iso(expires_at)} is not in the future (now {iso(created)})"
+                )
             expiry = expires_at
             if expiry is None and rule.expires_after_days is not None:
                 expiry = created + timedelta(days=rule.expires_after_days)
