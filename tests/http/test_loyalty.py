@@ -112,3 +112,36 @@ def test_expire_job_over_http(
     assert tier["balance"] == 0
     review = app_client.post("/v1/loyalty/downgrade", headers=admin_headers)
     assert review.json() == {"members": 0, "downgraded": 0}
+
+
+def test_an_earn_naming_the_programs_currency_replays_one_that_left_it_out(
+    app_client: TestClient,
+    write_headers: Headers,
+    admin_headers: Headers,
+    open_account: Callable[..., Any],
+) -> None:
+    """Leaving ``currency`` out means the program's: the same order reported with
+    it named (or the other way round) is the same request, a replay, not a 409."""
+    _setup(app_client, admin_headers, open_account)
+    url = "/v1/accounts/alice/earn"
+    currency = app_client.get("/v1/program", headers=write_headers).json()["currency"]
+    bare = app_client.post(url, json={"order_id": "o-1", "amount": 500}, headers=write_headers)
+    assert bare.status_code == 201, bare.text
+    named = {"order_id": "o-1", "amount": 500, "currency": currency}
+    again = app_client.post(url, json=named, headers=write_headers)
+    assert again.status_code == 200, again.text
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.json() == bare.json()
+
+    first = app_client.post(url, json={**named, "order_id": "o-2"}, headers=write_headers)
+    assert first.status_code == 201, first.text
+    replay = app_client.post(url, json={"order_id": "o-2", "amount": 500}, headers=write_headers)
+    assert replay.status_code == 200, replay.text
+    assert replay.json()["transaction"] == first.json()["transaction"]
+    # another amount is still a conflict, named currency or not
+    for body in ({**named, "amount": 501}, {"order_id": "o-1", "amount": 501}):
+        assert app_client.post(url, json=body, headers=write_headers).status_code == 409
+    other = app_client.post(url, json={**named, "currency": "EUR"}, headers=write_headers)
+    assert other.status_code in (409, 422)
+    balances = app_client.get("/v1/accounts/alice/balances", headers=write_headers).json()
+    assert {b["fund"]: b["balance"] for b in balances["balances"]}["points"] == 10

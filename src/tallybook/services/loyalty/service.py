@@ -27,7 +27,7 @@ from typing import Any
 
 from tallybook.domain.ids import check_client_txn_id, check_id
 from tallybook.domain.loyalty import LoyaltyConfig, parse_config, quote
-from tallybook.domain.model import ISSUANCE, REDEMPTION, Leg, TxnType
+from tallybook.domain.model import ISSUANCE, REDEMPTION, Leg, Transaction, TxnType
 from tallybook.domain.money import check_amount
 from tallybook.domain.postings import check_metadata
 from tallybook.domain.tiers import (
@@ -163,16 +163,19 @@ class LoyaltyService:
         check_amount(amount)
         at = check_optional_time(at, "at")
         txn_id = order_txn_id(order_id)
-        body = body_of(
-            op="earn",
-            account=account,
-            order_id=order_id,
-            amount=amount,
-            currency=currency,
-            at=iso(at) if at else None,
-            description=description,
-            metadata=check_metadata(metadata) or None,
-        )
+        meta = check_metadata(metadata) or None
+
+        def body_with(cur: str | None) -> dict[str, Any]:
+            return body_of(
+                op="earn",
+                account=account,
+                order_id=order_id,
+                amount=amount,
+                currency=cur,
+                at=iso(at) if at else None,
+                description=description,
+                metadata=meta,
+            )
 
         def plan(snap: Snapshot) -> Plan:
             cfg = config_of(snap.program)
@@ -225,12 +228,27 @@ class LoyaltyService:
             return p
 
         try:
-            txn = self.core.engine.commit(program, txn_id, body, plan, lock=[account])
+            txn = self.core.engine.commit(
+                program, txn_id, body_with(currency), plan, lock=[account]
+            )
         except IdempotencyConflict:
-            raise IdempotencyConflict(
-                f"order {order_id} already earned points with a different request "
-                "(account, amount, currency or time); an order earns once"
-            ) from None
+            # the program's currency named or left out is the same request: the
+            # order may have been earned the other way
+            prog = self.core.programs.get(program)
+            expected = config_of(prog).earn.currency or prog.currency
+            found: Transaction | None = None
+            if currency in (None, expected):
+                other = expected if currency is None else None
+                with contextlib.suppress(IdempotencyConflict):
+                    found = self.core.engine.commit(
+                        program, txn_id, body_with(other), plan, lock=[account]
+                    )
+            if found is None:
+                raise IdempotencyConflict(
+                    f"order {order_id} already earned points with a different request "
+                    "(account, amount, currency or time); an order earns once"
+                ) from None
+            txn = found
         result = EarnResult.of(txn)
         announce(self.core, txn, account)
         return result
