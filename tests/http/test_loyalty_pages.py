@@ -67,3 +67,50 @@ def test_members_by_tier_list_points_and_qualifying_points(
         {"account": "m1", "points": 60, "qualifying_points": 70},  # earned, not redeemed
         {"account": "m2", "points": 80, "qualifying_points": 80},
     ]
+
+
+def test_a_cursor_is_refused_on_another_tier_or_member(
+    app_client: TestClient, ledger: Ledger, read_headers: Headers
+) -> None:
+    """A members cursor of one tier continued on another skipped that tier's first
+    shards, and an expiring cursor of one member skipped another's first lots,
+    answering 200 with members or lots missing; both are a 400 now."""
+    ledger.loyalty.configure("shop", RULES)
+    for i in range(6):
+        ledger.accounts.open("shop", f"m{i}")
+        ledger.loyalty.earn("shop", f"m{i}", f"o-{i}", 100)  # base tier
+        ledger.loyalty.earn("shop", f"m{i}", f"p-{i}", 100 * (60 + i))  # silver
+    for i in range(6):
+        ledger.accounts.open("shop", f"b{i}")
+        ledger.loyalty.earn("shop", f"b{i}", f"q-{i}", 100)
+    cursors: list[str] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": 1, **({"cursor": cursor} if cursor else {})}
+        page = app_client.get("/v1/tiers/base/members", params=params, headers=read_headers)
+        cursor = page.json()["cursor"]
+        if cursor is None:
+            break
+        cursors.append(cursor)
+    assert len(cursors) == 5
+    for c in cursors:
+        r = app_client.get("/v1/tiers/silver/members", params={"cursor": c}, headers=read_headers)
+        assert r.status_code == 400, r.text
+        assert r.headers["content-type"].startswith("application/problem+json")
+
+    first = app_client.get(
+        "/v1/accounts/m0/expiring", params={"days": 31, "limit": 1}, headers=read_headers
+    ).json()
+    assert first["cursor"] is not None
+    other = app_client.get(
+        "/v1/accounts/m1/expiring",
+        params={"days": 31, "cursor": first["cursor"]},
+        headers=read_headers,
+    )
+    assert other.status_code == 400, other.text
+    same = app_client.get(
+        "/v1/accounts/m0/expiring",
+        params={"days": 31, "cursor": first["cursor"]},
+        headers=read_headers,
+    ).json()
+    assert [lot["order_id"] for lot in same["lots"]] == ["p-0"]

@@ -16,6 +16,7 @@ from datetime import datetime
 from tallybook.domain.loyalty import LoyaltyConfig
 from tallybook.domain.model import Account
 from tallybook.domain.tiers import MemberState, qualifying_points
+from tallybook.errors import StoreValidationError
 from tallybook.services.loyalty.lots import lots_until
 from tallybook.services.loyalty.values import MemberStanding
 from tallybook.store.port import ItemStore, Value
@@ -47,16 +48,20 @@ def expiring_page(
     cursor: str | None,
 ) -> ExpiringPage:
     """One page of lots expiring by ``horizon``, oldest first, with the total of all."""
-    after = cursor_number(cursor, "after")[0] if cursor else 0
+    after, position = cursor_number(cursor, "after") if cursor else (0, {})
+    if position.get("account", account) != account:  # another member's: it would skip lots
+        raise StoreValidationError("cursor does not belong to this query")
     every = lots_until(store, program, fund, account, state, horizon, limit=sys.maxsize)
     rest = [lot for lot in every if lot.cum_end > after]
     page = rest[:limit]
     more = len(rest) > limit
-    position: dict[str, Value] = {"after": str(page[-1].cum_end)} if page else {}
+    position_out: dict[str, Value] = (
+        {"account": account, "after": str(page[-1].cum_end)} if page else {}
+    )
     return ExpiringPage(
         points=sum(lot.points for lot in every),
         lots=page,
-        cursor=encode_cursor(position) if more else None,
+        cursor=encode_cursor(position_out) if more else None,
     )
 
 

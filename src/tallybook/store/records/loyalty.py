@@ -29,6 +29,7 @@ from datetime import UTC, date, datetime
 from typing import cast
 
 from tallybook.domain.tiers import NEVER, lot_remaining
+from tallybook.errors import StoreValidationError
 from tallybook.store import keys
 from tallybook.store.port import (
     ITEM_ABSENT,
@@ -160,6 +161,8 @@ def members_page(
     shard, inner = 0, None
     if cursor is not None:
         shard, position = cursor_number(cursor, "shard", below=TIER_SHARDS)
+        if position.get("tier", tier) != tier:  # another tier's page: it would skip shards
+            raise StoreValidationError("cursor does not belong to this query")
         inner = position.get("inner") or None
     out: list[str] = []
     while shard < TIER_SHARDS and len(out) < limit:
@@ -173,7 +176,7 @@ def members_page(
             inner = page.cursor
     if shard >= TIER_SHARDS:
         return out, None
-    position_out: dict[str, Value] = {"shard": str(shard), "inner": inner or ""}
+    position_out: dict[str, Value] = {"tier": tier, "shard": str(shard), "inner": inner or ""}
     return out, encode_cursor(position_out)
 
 
