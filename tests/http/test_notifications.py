@@ -280,3 +280,26 @@ def test_add_refuses_an_expires_at_already_past(
     assert again.status_code == 200, again.text
     assert again.json()["id"] == first.json()["id"]
     assert again.json()["status"] == "expired"
+
+
+def test_sns_message_id_is_a_key_of_the_events_account(
+    app_client: TestClient,
+    write_headers: Headers,
+    read_headers: Headers,
+    open_account: Callable[..., Any],
+) -> None:
+    """As docs/notifications.md says: a redelivery replays, another payload under
+    the MessageId is an idempotency-conflict, another account is its own key."""
+    open_account("alice")
+    open_account("bob")
+    text = {**write_headers, "Content-Type": "text/plain; charset=UTF-8"}
+    first = app_client.post("/v1/events/sns", content=sns("k-1"), headers=text)
+    assert first.json()["status"] == "added"
+    again = app_client.post("/v1/events/sns", content=sns("k-1"), headers=text)
+    assert again.json()["status"] == "replayed"
+    other = app_client.post("/v1/events/sns", content=sns("k-1", payload={"x": 1}), headers=text)
+    assert other.status_code == 422
+    assert other.json()["detail"].startswith("idempotency-conflict:")
+    bob = app_client.post("/v1/events/sns", content=sns("k-1", account="bob"), headers=text)
+    assert bob.json()["status"] == "added"
+    assert bob.json()["notification"]["account"] == "bob"
