@@ -139,7 +139,7 @@ def test_entrypoint_gives_up_on_a_store_that_never_answers(tmp_path: Path) -> No
     closed = f"http://127.0.0.1:{free_port()}"
     env = entrypoint_env(
         tmp_path,
-        f"dynamodb://t?region=us-east-1&endpoint={closed}",
+        f"dynamodb://tbl?region=us-east-1&endpoint={closed}",
         TALLYBOOK_CREATE_TABLE="1",
         TALLYBOOK_CREATE_TABLE_TRIES="2",
         AWS_MAX_ATTEMPTS="1",

@@ -349,19 +349,19 @@ def test_idempotent_parameter_mismatch_is_a_validation_error(
 
 
 def test_describe_reopens_the_same_store() -> None:
-    store = DynamoStore("t1", region="eu-west-1", endpoint="http://127.0.0.1:8000")
+    store = DynamoStore("tb1", region="eu-west-1", endpoint="http://127.0.0.1:8000")
     url = store.describe()
-    assert url == "dynamodb://t1?region=eu-west-1&endpoint=http://127.0.0.1:8000"
+    assert url == "dynamodb://tb1?region=eu-west-1&endpoint=http://127.0.0.1:8000"
     parsed = parse_store_url(url)
     assert (parsed.table, parsed.region, parsed.endpoint) == (
-        "t1",
+        "tb1",
         "eu-west-1",
         "http://127.0.0.1:8000",
     )
     again = open_store(url)
     assert isinstance(again, DynamoStore)
     assert again.describe() == url
-    assert DynamoStore("t2", region="us-west-2").describe() == "dynamodb://t2?region=us-west-2"
+    assert DynamoStore("tb2", region="us-west-2").describe() == "dynamodb://tb2?region=us-west-2"
 
 
 def test_dummy_credentials_for_a_local_endpoint(

@@ -69,8 +69,8 @@ def test_a_bad_url_names_the_accepted_forms(url: str) -> None:
     [
         ("sqlite:///x.db?synchronous=normal&synchronous=full", "synchronous"),
         ("sqlite:///x.db?synchronous=full&synchronous=full", "synchronous"),
-        ("dynamodb://t?region=eu-west-1&region=us-east-1", "region"),
-        ("dynamodb://t?region=eu-west-1&endpoint=http://a:1&endpoint=http://b:2", "endpoint"),
+        ("dynamodb://tbl?region=eu-west-1&region=us-east-1", "region"),
+        ("dynamodb://tbl?region=eu-west-1&endpoint=http://a:1&endpoint=http://b:2", "endpoint"),
     ],
 )
 def test_an_option_given_twice_is_refused(url: str, name: str) -> None:
@@ -84,8 +84,8 @@ def test_an_option_given_twice_is_refused(url: str, name: str) -> None:
 def test_default_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TALLYBOOK_STORE", raising=False)
     assert resolve_store_url(None) == DEFAULT_STORE_URL == "sqlite:///./tallybook.db"
-    monkeypatch.setenv("TALLYBOOK_STORE", "dynamodb://t?region=eu-west-1")
-    assert resolve_store_url(None) == "dynamodb://t?region=eu-west-1"
+    monkeypatch.setenv("TALLYBOOK_STORE", "dynamodb://tbl?region=eu-west-1")
+    assert resolve_store_url(None) == "dynamodb://tbl?region=eu-west-1"
     assert resolve_store_url("sqlite:///x.db") == "sqlite:///x.db"
 
 
@@ -115,12 +115,25 @@ def test_a_memory_url_opens_the_same_store_within_the_process() -> None:
         ("dynamodb://ledger?region=&endpoint=http://127.0.0.1:8000", "region is empty"),
         # a repeated option took the first value silently
         ("dynamodb://ledger?region=us-east-1&region=eu-west-1", "region given more than once"),
+        # DynamoDB refused these table names only at the first request, after open
+        ("dynamodb://ab?region=us-east-1", "table name 'ab'"),
+        ("dynamodb://led:ger?region=us-east-1", "table name 'led:ger'"),
+        ("dynamodb://" + "t" * 256 + "?region=us-east-1", "is not 3-255 characters"),
     ],
 )
 def test_a_malformed_dynamodb_option_is_a_config_error(url: str, says: str) -> None:
     with pytest.raises(ConfigError, match=says) as caught:
         parse_store_url(url)
     assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize("url", [5, b"sqlite:///x.db"])
+def test_a_url_that_is_not_a_string_is_a_config_error(url: object) -> None:
+    """Ledger.open(5) raised AttributeError ('int' object has no attribute 'decode')."""
+    from tallybook.ledger import Ledger
+
+    with pytest.raises(ConfigError, match="not a string"):
+        Ledger.open(url)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

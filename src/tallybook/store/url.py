@@ -41,6 +41,8 @@ def resolve_store_url(url: str | None) -> str:
 
 
 def parse_store_url(url: str) -> StoreUrl:
+    if not isinstance(url, str):
+        raise ConfigError(f"bad store URL {url!r}: not a string; accepted: {ACCEPTED_FORMS}")
     try:
         parts = urlsplit(url)
     except ValueError as exc:
@@ -65,6 +67,11 @@ def parse_store_url(url: str) -> StoreUrl:
         table = parts.netloc
         if not table or parts.path not in ("", "/"):
             raise ConfigError(f"bad store URL {url!r}: name the table; accepted: {ACCEPTED_FORMS}")
+        if not _TABLE.fullmatch(table):
+            raise ConfigError(
+                f"bad store URL {url!r}: table name {table!r} is not 3-255 characters "
+                "of a-z, A-Z, 0-9, '_', '-' and '.'"
+            )
         query = parse_qs(parts.query, keep_blank_values=True)
         _refuse_unknown(url, query, {"region", "endpoint"})
         region = _single(url, query, "region")
@@ -82,6 +89,9 @@ def parse_store_url(url: str) -> StoreUrl:
         return StoreUrl("memory", table=parts.netloc)
     raise ConfigError(f"bad store URL {url!r}; accepted: {ACCEPTED_FORMS}")
 
+
+#: what DynamoDB accepts as a table name
+_TABLE = re.compile(r"[a-zA-Z0-9_.-]{3,255}")
 
 #: what botocore accepts as a region name
 _REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
