@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pytest
 
-from tallybook.domain.model import Leg
+from tallybook.domain.model import FundSpec, Leg
 from tallybook.errors import (
     IdempotencyConflict,
     InsufficientFunds,
@@ -281,3 +281,38 @@ def test_a_program_beyond_the_item_limits_is_refused(ledger: Ledger) -> None:
     assert "big-name" not in ledger.programs.list()
     assert "many-funds" not in ledger.programs.list()
     assert ledger.programs.create("ok-name", name="x" * 200, funds=many[:100]).name == "x" * 200
+
+
+@pytest.mark.parametrize(
+    ("funds", "settings", "message"),
+    [
+        # AttributeError: 'str' object has no attribute 'name'
+        ("cash", None, "funds must be a sequence of FundSpec"),
+        ([None], None, "funds must be a sequence of FundSpec"),
+        # stored as "no", which reads as true: the fund allowed overdrafts
+        (
+            [FundSpec("cash", "USD", allow_overdraft="no")],  # type: ignore[arg-type]
+            None,
+            "allow_overdraft must be true or false",
+        ),
+        # beyond the largest amount (HTTP refused it, the Python API stored it)
+        ([FundSpec("cash", "USD", low_balance_threshold=2**64)], None, "from 0 to 10000"),
+        (None, 5, "settings must be a mapping"),
+    ],
+)
+def test_a_program_with_malformed_funds_or_settings_is_refused(
+    ledger: Ledger, funds: object, settings: object, message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        ledger.programs.create("malformed", funds=funds, settings=settings)  # type: ignore[arg-type]
+    assert "malformed" not in ledger.programs.list()
+
+
+def test_a_low_balance_threshold_beyond_the_largest_amount_is_refused(ledger: Ledger) -> None:
+    open_accounts(ledger, "alice")
+    before = ledger.programs.get(PROGRAM, fresh=True).fund("cash")
+    with pytest.raises(ValidationError, match="from 0 to 1000000000000000"):
+        ledger.programs.set_low_balance_threshold(PROGRAM, "cash", 10**15 + 1)
+    assert ledger.programs.get(PROGRAM, fresh=True).fund("cash") == before
+    program = ledger.programs.set_low_balance_threshold(PROGRAM, "cash", 10**15)
+    assert program.fund("cash").low_balance_threshold == 10**15  # type: ignore[union-attr]

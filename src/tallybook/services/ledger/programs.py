@@ -10,6 +10,7 @@ from typing import Any
 
 from tallybook.domain.ids import check_fund, check_id, check_unit
 from tallybook.domain.model import FundSpec, Program, default_funds
+from tallybook.domain.money import MAX_AMOUNT
 from tallybook.errors import AlreadyExists, ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
 from tallybook.store.port import ItemStore
@@ -53,6 +54,14 @@ class ProgramService:
             raise ValidationError(
                 f"a program's name must be a string of at most {MAX_PROGRAM_NAME} characters"
             )
+        if settings is not None and not isinstance(settings, dict):
+            raise ValidationError("a program's settings must be a mapping")
+        if funds is not None and (
+            not isinstance(funds, Sequence)
+            or isinstance(funds, str)
+            or not all(isinstance(f, FundSpec) for f in funds)
+        ):
+            raise ValidationError("funds must be a sequence of FundSpec")
         fund_specs = tuple(funds) if funds is not None else default_funds(currency)
         if not fund_specs:
             raise ValidationError("a program needs at least one fund")
@@ -64,6 +73,8 @@ class ProgramService:
             check_unit(f.unit)
             if f.name in names:
                 raise ValidationError(f"fund {f.name} is defined twice")
+            if not isinstance(f.allow_overdraft, bool):
+                raise ValidationError(f"fund {f.name}: allow_overdraft must be true or false")
             check_threshold(f.low_balance_threshold)
             names.add(f.name)
         program = Program(
@@ -132,6 +143,10 @@ class ProgramService:
 
 def check_threshold(threshold: object) -> None:
     if threshold is not None and (
-        isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0
+        isinstance(threshold, bool)
+        or not isinstance(threshold, int)
+        or not 0 <= threshold <= MAX_AMOUNT
     ):
-        raise ValidationError("low_balance_threshold must be a non-negative integer")
+        raise ValidationError(
+            f"low_balance_threshold must be an integer from 0 to {MAX_AMOUNT} minor units"
+        )
