@@ -8,10 +8,14 @@ from typing import Protocol
 
 
 class Clock(Protocol):
+    """Where services read the time: ``now()`` returns an aware UTC datetime."""
+
     def now(self) -> datetime: ...
 
 
 class SystemClock:
+    """The real time (the default clock of a :class:`~tallybook.Ledger`)."""
+
     def now(self) -> datetime:
         return datetime.now(UTC)
 

@@ -1,0 +1,27 @@
+"""The names ``tallybook`` exports are documented and carry docstrings."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import tallybook
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_exported_name_is_named_in_the_docs() -> None:
+    docs = "\n".join(p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+    missing = [n for n in tallybook.__all__ if not re.search(rf"\b{re.escape(n)}\b", docs)]
+    assert missing == []
+
+
+def test_every_exported_class_and_function_has_a_docstring() -> None:
+    bare = [
+        name
+        for name in tallybook.__all__
+        if (inspect.isclass(obj := getattr(tallybook, name)) or inspect.isfunction(obj))
+        and not (obj.__doc__ or "").strip()
+    ]
+    assert bare == []
