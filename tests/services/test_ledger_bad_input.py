@@ -316,3 +316,23 @@ def test_a_low_balance_threshold_beyond_the_largest_amount_is_refused(ledger: Le
     assert ledger.programs.get(PROGRAM, fresh=True).fund("cash") == before
     program = ledger.programs.set_low_balance_threshold(PROGRAM, "cash", 10**15)
     assert program.fund("cash").low_balance_threshold == 10**15  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("settings", [5, True, ["x"], "rules"])
+def test_settings_that_are_not_a_mapping_are_refused(ledger: Ledger, settings: object) -> None:
+    # were stored: every later read of the rules raised AttributeError
+    # ('int' object has no attribute 'get') for the program, for ever
+    with pytest.raises(ValidationError, match="settings must be a mapping"):
+        ledger.programs.update_settings(PROGRAM, settings)  # type: ignore[arg-type]
+    assert ledger.notifications.rules(PROGRAM) is not None
+    assert isinstance(ledger.programs.get(PROGRAM, fresh=True).settings, dict)
+
+
+def test_system_balances_of_an_unknown_or_malformed_program_are_refused(ledger: Ledger) -> None:
+    # answered {} (no such program reads as nothing posted)
+    with pytest.raises(NotFound, match="program nope not found"):
+        ledger.transactions.system_balance("nope", "@external")
+    with pytest.raises(NotFound, match="program nope not found"):
+        ledger.transactions.system_balances("nope")
+    with pytest.raises(ValidationError, match="program id"):
+        ledger.transactions.system_balance(1.5, "@external")  # type: ignore[arg-type]

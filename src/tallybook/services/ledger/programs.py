@@ -113,6 +113,8 @@ class ProgramService:
         self, program_id: str, settings: dict[str, Any], *, layout: int | None = None
     ) -> Program:
         """Replace the program's settings (loyalty rules, notification rules, ...)."""
+        if not isinstance(settings, dict):
+            raise ValidationError("a program's settings must be a mapping")
         current = self.get(program_id, fresh=True)
         return self._store(replace(current, settings=settings, layout=layout or current.layout))
 

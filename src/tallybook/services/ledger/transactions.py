@@ -288,12 +288,14 @@ class TransactionService:
         :mod:`tallybook.store.records.ledger`). So this reads every head of the
         program (a directory query per shard, then batch reads): a job's query,
         not a hot path. Postings without a customer account land on shards."""
+        self.engine.programs.get(program)  # NotFound for an unknown program
         if account not in SYSTEM_ACCOUNTS:
             raise NotFound(f"unknown system account {account}")
         return self.system_balances(program)[account]
 
     def system_balances(self, program: str) -> dict[str, dict[str, int]]:
         """Every system account's balance per fund (see :meth:`system_balance`)."""
+        self.engine.programs.get(program)  # NotFound for an unknown program
         totals: dict[str, dict[str, int]] = {a: {} for a in SYSTEM_ACCOUNTS}
         for system in SYSTEM_ACCOUNTS:
             for fund, amount in records.system_shard_totals(self.store, program, system).items():
