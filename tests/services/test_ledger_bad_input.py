@@ -336,3 +336,10 @@ def test_system_balances_of_an_unknown_or_malformed_program_are_refused(ledger: 
         ledger.transactions.system_balances("nope")
     with pytest.raises(ValidationError, match="program id"):
         ledger.transactions.system_balance(1.5, "@external")  # type: ignore[arg-type]
+
+
+def test_the_transactions_of_an_order_in_an_unknown_program_are_refused(ledger: Ledger) -> None:
+    # answered [] (no such program read as an order with no transactions)
+    with pytest.raises(NotFound, match="program nope not found"):
+        ledger.transactions.for_order("nope", "order-1")
+    assert ledger.transactions.for_order(PROGRAM, "order-1") == []

@@ -247,6 +247,7 @@ class TransactionService:
         and which is read by key instead of being indexed."""
         check_id(program, "program id")
         check_id(order_id, "order id")
+        self.engine.programs.get(program)  # NotFound for an unknown program
         items = records.order_transactions(self.store, program, order_id)
         earn_id = ORDER_PREFIX + order_id
         if len(earn_id) <= 128 and all(i.get("txn_id") != earn_id for i in items):
