@@ -25,3 +25,24 @@ def test_every_exported_class_and_function_has_a_docstring() -> None:
         and not (obj.__doc__ or "").strip()
     ]
     assert bare == []
+
+
+def test_help_of_ledger_names_every_capability() -> None:
+    """help(Ledger) listed only __enter__, close and open: the capabilities set
+    in __init__ and the cached properties showed no word of what they do."""
+    import pydoc
+
+    text = pydoc.render_doc(tallybook.Ledger, renderer=pydoc.plaintext)
+    for capability in (
+        "programs",
+        "accounts",
+        "transactions",
+        "wallet",
+        "loyalty",
+        "notifications",
+        "billing",
+        "webhooks",
+        "check",
+    ):
+        assert f"``{capability}``:" in text
+    assert "with Ledger.open(url) as ledger" in text

@@ -28,6 +28,29 @@ class Ledger:
 
     >>> ledger = Ledger.open("sqlite:///demo.db")        # doctest: +SKIP
     >>> ledger.programs.create("shop")                    # doctest: +SKIP
+
+    Open one with :meth:`open` (a store URL) or ``Ledger(store, clock=...)``;
+    ``with Ledger.open(url) as ledger:`` closes the store at the end. Its
+    capabilities, each an attribute (see README.md and docs/*.md):
+
+    - ``programs``: create, get, list, settings, low-balance thresholds
+    - ``accounts``: open, get, balances, history
+    - ``transactions``: credit, debit, adjust, transfer, post, get, for_owner,
+      for_order, system balances
+    - ``wallet``: credit, debit across funds, grants, holds (authorize,
+      capture, void), held credits (docs/wallet.md)
+    - ``loyalty``: earn, redeem, tiers, expiry (docs/loyalty.md)
+    - ``notifications``: per-account notices and their rules (docs/notifications.md)
+    - ``billing``: partner records, buckets and reports (docs/billing.md)
+    - ``webhooks``: signed event subscriptions (docs/webhooks.md)
+    - ``check``: the invariants (``ledger.check.program("shop").ok``)
+    - ``keys``: the HTTP API's keys
+
+    Amounts are integers in minor units; times are aware UTC datetimes; the
+    results are frozen dataclasses; every error is a
+    :class:`tallybook.errors.TallybookError`. A write given the same id again
+    replays (``.replay`` is true) and with a different request raises
+    :class:`~tallybook.errors.IdempotencyConflict`.
     """
 
     def __init__(self, store: ItemStore, *, clock: Clock | None = None) -> None:
@@ -54,6 +77,7 @@ class Ledger:
         return cls(open_store(url), clock=clock)
 
     def close(self) -> None:
+        """Close the store (its connections); the ledger is not usable after."""
         self.store.close()
 
     def __enter__(self) -> Ledger:
