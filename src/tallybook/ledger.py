@@ -77,7 +77,7 @@ class Ledger:
         return cls(open_store(url), clock=clock)
 
     def close(self) -> None:
-        """Close the store (its connections); the ledger is not usable after."""
+        """Close the store's connections and background threads (idempotent)."""
         self.store.close()
 
     def __enter__(self) -> Ledger:
