@@ -343,3 +343,17 @@ def test_the_transactions_of_an_order_in_an_unknown_program_are_refused(ledger: 
     with pytest.raises(NotFound, match="program nope not found"):
         ledger.transactions.for_order("nope", "order-1")
     assert ledger.transactions.for_order(PROGRAM, "order-1") == []
+
+
+def test_an_overlong_grant_or_held_credit_id_names_the_txn_id(ledger: Ledger) -> None:
+    # the caller passed txn_id, and was told "a hold id has at most 100 characters"
+    open_accounts(ledger, "alice")
+    with pytest.raises(
+        ValidationError, match=r"a grant's txn_id \(also its hold id\) has at most 100"
+    ):
+        ledger.wallet.grant(PROGRAM, "alice", 5, txn_id="g" * 101, expires_in_days=1)
+    with pytest.raises(ValidationError, match=r"a held credit's txn_id .* has at most 100"):
+        ledger.wallet.credit_held(PROGRAM, "alice", "cash", 5, txn_id="r" * 101, release_in_days=1)
+    with pytest.raises(ValidationError, match="a hold id has at most 100"):
+        ledger.wallet.authorize(PROGRAM, "alice", 5, hold_id="h" * 101)
+    assert ledger.wallet.grant(PROGRAM, "alice", 5, txn_id="g" * 100, expires_in_days=1).funds

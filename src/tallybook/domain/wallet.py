@@ -174,9 +174,9 @@ def split_capture(
     return CaptureSplit(captured, tuple(captured_grants), released, tuple(released_grants))
 
 
-def check_hold_id(hold_id: str) -> str:
+def check_hold_id(hold_id: str, what: str = "a hold id") -> str:
     if len(hold_id) > MAX_HOLD_ID:
-        raise ValidationError(f"a hold id has at most {MAX_HOLD_ID} characters")
+        raise ValidationError(f"{what} has at most {MAX_HOLD_ID} characters")
     return hold_id
 
 

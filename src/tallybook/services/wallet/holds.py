@@ -231,7 +231,7 @@ class HoldOps:
         check_id(account, "account")
         check_fund(fund)
         check_amount(amount)
-        check_hold_id(check_client_txn_id(txn_id))
+        check_hold_id(check_client_txn_id(txn_id), "a held credit's txn_id (also its hold id)")
         if (release_at is None) == (release_in_days is None):
             raise ValidationError("give exactly one of release_at or release_in_days")
         if release_at is not None:
