@@ -412,3 +412,23 @@ def test_a_store_failure_recording_the_delivery_leaves_the_add_standing(
     assert len(writes) == 3
     assert added.delivery == "delivered"
     assert [n.id for n in ledger.notifications.list("shop", alice)] == [added.id]
+
+
+def test_an_expiry_given_in_another_zone_is_answered_in_utc(
+    ledger: Ledger, clock: ManualClock, alice: str
+) -> None:
+    # add() answered expires_at in the caller's zone (-05:00); get() read it back in UTC
+    from datetime import timezone
+
+    est = timezone(timedelta(hours=-5))
+    at = (clock.now() + timedelta(days=3)).astimezone(est)
+    n = ledger.notifications.add("shop", alice, "TierChanged", {"tier": "gold"}, expires_at=at)
+    assert n.expires_at == at
+    assert n.expires_at is not None
+    assert n.expires_at.tzinfo is UTC
+    assert ledger.notifications.get("shop", alice, n.id).expires_at == n.expires_at
+    again = ledger.notifications.add(
+        "shop", alice, "TierChanged", {"tier": "gold"}, idempotency_key="k", expires_at=at
+    )
+    assert again.expires_at is not None
+    assert again.expires_at.tzinfo is UTC

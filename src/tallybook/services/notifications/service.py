@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -132,6 +132,8 @@ class NotificationService:
         if idempotency_key is not None:
             check_id(idempotency_key, "idempotency key")
         expires_at = check_optional_time(expires_at, "expires_at")
+        if expires_at is not None:  # the answer's times are UTC, as when read back
+            expires_at = expires_at.astimezone(UTC)
         prog = self.programs.get(program)
         head = self.accounts.get(program, account)
         return adding.add(self, prog, account, type, body, idempotency_key, expires_at, head)
