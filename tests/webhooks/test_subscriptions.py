@@ -160,6 +160,20 @@ def test_subscriptions_never_show_their_secret_again(ledger: Ledger) -> None:
     assert ledger.webhooks.list("shop") == []
 
 
+def test_a_description_or_reason_that_is_not_a_string_is_refused(ledger: Ledger) -> None:
+    # description=5 raised TypeError (len of an int); reason=5 was stored
+    with pytest.raises(ValidationError, match="description must be a string"):
+        ledger.webhooks.create("shop", "https://example.com/h", description=5)  # type: ignore[arg-type]
+    assert ledger.webhooks.list("shop") == []
+    ledger.webhooks.create("shop", "https://example.com/h", sub_id="s1")
+    for reason in (5, "", "x" * 201):
+        with pytest.raises(ValidationError, match="reason must be a string of 1 to 200"):
+            ledger.webhooks.disable("shop", "s1", reason=reason)  # type: ignore[arg-type]
+    assert ledger.webhooks.get("shop", "s1").status == "active"
+    ledger.webhooks.disable("shop", "s1", reason="maintenance")
+    assert ledger.webhooks.get("shop", "s1").status == "disabled"
+
+
 def test_a_program_takes_at_most_max_subscriptions_even_when_creates_race(
     ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -27,7 +27,7 @@ from tallybook.store.records.webhook_events import delivery_page, read_delivery,
 from tallybook.webhooks.delivery import PassStats, RetryPolicy
 from tallybook.webhooks.fanout import MAX_SUBSCRIPTIONS
 from tallybook.webhooks.sender import Sender
-from tallybook.webhooks.subscriptions import Created
+from tallybook.webhooks.subscriptions import MAX_DESCRIPTION, Created
 from tallybook.webhooks.subscriptions import SubscriptionStore as _Subs
 
 if TYPE_CHECKING:
@@ -86,6 +86,8 @@ class WebhookService:
         return self.subs.get(program, sub_id)
 
     def disable(self, program: str, sub_id: str, reason: str = "disabled by an operator") -> None:
+        if not isinstance(reason, str) or not 0 < len(reason) <= MAX_DESCRIPTION:
+            raise ValidationError(f"reason must be a string of 1 to {MAX_DESCRIPTION} characters")
         self.subs.set_status(program, sub_id, DISABLED, reason)
 
     def enable(self, program: str, sub_id: str) -> None:

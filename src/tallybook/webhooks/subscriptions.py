@@ -141,6 +141,10 @@ class SubscriptionStore:
         check_id(program, "program id")
         check_url(url, allow_http=allow_http)
         wanted = check_types(types)
+        if description is not None and not isinstance(description, str):
+            raise ValidationError(
+                f"description must be a string of at most {MAX_DESCRIPTION} characters"
+            )
         if description is not None and len(description) > MAX_DESCRIPTION:
             raise ValidationError(f"description is longer than {MAX_DESCRIPTION} characters")
         sid = check_id(sub_id, "subscription id") if sub_id else f"sub_{secrets.token_hex(8)}"
