@@ -73,3 +73,36 @@ def test_a_time_must_be_an_aware_datetime(ledger: Ledger, when: Any) -> None:
     for txn in ("g-1", "h-1", "order:o-1"):
         with pytest.raises(NotFound):
             ledger.transactions.get(PROGRAM, txn)
+
+
+@pytest.mark.parametrize("start", NOT_TIMES)
+def test_a_manual_clock_takes_only_aware_times(start: Any) -> None:
+    # a naive start made every posting raise TypeError (naive minus aware);
+    # a string or number raised AttributeError at the first posting
+    from tallybook.services.clock import ManualClock
+
+    with pytest.raises(ValidationError, match="ManualClock start"):
+        ManualClock(start)
+    clock = ManualClock()
+    with pytest.raises(ValidationError, match="ManualClock t"):
+        clock.set(start)
+    assert clock.now() == datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_a_manual_clock_in_another_zone_answers_utc() -> None:
+    # created_at came back as 2026-01-01T00:00:00+02:00
+    from datetime import timezone
+
+    from tallybook.services.clock import ManualClock
+    from tallybook.store.memory import MemoryStore
+
+    start = datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=2)))
+    clock = ManualClock(start)
+    ledger = Ledger(MemoryStore(), clock=clock)
+    ledger.programs.create(PROGRAM)
+    open_accounts(ledger, "alice")
+    txn = ledger.transactions.credit(PROGRAM, "alice", "cash", 5, txn_id="t1")
+    assert txn.created_at == start
+    assert txn.created_at.tzinfo is UTC
+    clock.set(start + timedelta(days=1))
+    assert clock.now().tzinfo is UTC

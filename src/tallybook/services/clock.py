@@ -6,6 +6,8 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from tallybook.domain.times import check_time
+
 
 class Clock(Protocol):
     """Where services read the time: ``now()`` returns an aware UTC datetime."""
@@ -21,10 +23,13 @@ class SystemClock:
 
 
 class ManualClock:
-    """A clock that moves only when told to (tests, simulations)."""
+    """A clock that moves only when told to (tests, simulations).
+
+    Its times are aware UTC datetimes: a start or :meth:`set` time in another
+    zone is converted; a naive one (or not a datetime) is a ``ValidationError``."""
 
     def __init__(self, start: datetime | None = None) -> None:
-        self._now = start or datetime(2026, 1, 1, tzinfo=UTC)
+        self._now = datetime(2026, 1, 1, tzinfo=UTC) if start is None else _utc(start, "start")
         self._lock = threading.Lock()
 
     def now(self) -> datetime:
@@ -37,5 +42,10 @@ class ManualClock:
             return self._now
 
     def set(self, t: datetime) -> None:
+        t = _utc(t, "t")
         with self._lock:
             self._now = t
+
+
+def _utc(value: object, what: str) -> datetime:
+    return check_time(value, f"ManualClock {what}").astimezone(UTC)
