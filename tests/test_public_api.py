@@ -46,3 +46,22 @@ def test_help_of_ledger_names_every_capability() -> None:
     ):
         assert f"``{capability}``:" in text
     assert "with Ledger.open(url) as ledger" in text
+
+
+def test_a_transaction_type_is_the_same_plain_string_applied_or_replayed() -> None:
+    """A wallet credit answered ``type=<TxnType.CREDIT: 'credit'>`` when applied
+    and ``type='credit'`` when replayed or read back."""
+    from tallybook.store.memory import MemoryStore
+
+    ledger = tallybook.Ledger(MemoryStore())
+    ledger.programs.create("shop")
+    ledger.accounts.open("shop", "alice")
+    for _ in range(2):
+        answers = [
+            ledger.wallet.credit("shop", "alice", "cash", 100, txn_id="c1"),
+            ledger.wallet.debit("shop", "alice", 10, txn_id="d1"),
+            ledger.wallet.authorize("shop", "alice", 10, hold_id="h1").transaction,
+            ledger.wallet.transaction("shop", "d1"),
+        ]
+        assert [type(a.type) for a in answers] == [str] * 4
+        assert [a.type for a in answers] == ["credit", "debit", "authorize", "debit"]

@@ -325,7 +325,7 @@ class PostingEngine:
         record = Transaction(
             program=program.id,
             id=txn_id,
-            type=plan.type,
+            type=str(plan.type),  # a plain str, as when read back (not a TxnType)
             legs=posted,
             created_at=now,
             order_id=plan.order_id,
