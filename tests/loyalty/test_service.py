@@ -268,3 +268,14 @@ def test_concurrent_earns_and_redeems_on_one_account(loyal: Ledger, engine: str)
     live = loyal.loyalty.expiring("shop", "alice", days=30, limit=1000)
     assert sum(lot.points for lot in live) == expected
     assert loyal.check.program("shop").ok
+
+
+def test_an_earn_beyond_the_largest_amount_names_the_points(ledger: Ledger) -> None:
+    # an order of 10^15 (the largest amount) earning 10^18 points was refused
+    # with "amount exceeds the maximum": the amount given was within it
+    ledger.loyalty.configure("shop", {"earn": {"points_per_unit": 1000, "unit_size": 1}})
+    ledger.accounts.open("shop", "alice")
+    with pytest.raises(ValidationError, match=r"order o-1 would earn \d+ points, more than"):
+        ledger.loyalty.earn("shop", "alice", "o-1", 10**15)
+    assert ledger.accounts.get("shop", "alice").fund("points").balance == 0
+    assert ledger.loyalty.earn("shop", "alice", "o-1", 10**12).points == 10**15

@@ -28,7 +28,7 @@ from typing import Any
 from tallybook.domain.ids import check_client_txn_id, check_id
 from tallybook.domain.loyalty import LoyaltyConfig, parse_config, quote
 from tallybook.domain.model import ISSUANCE, REDEMPTION, Leg, Transaction, TxnType
-from tallybook.domain.money import check_amount
+from tallybook.domain.money import MAX_AMOUNT, check_amount
 from tallybook.domain.postings import check_metadata
 from tallybook.domain.tiers import (
     MemberState,
@@ -185,6 +185,11 @@ class LoyaltyService:
             acct = snap.account(account)
             state = MemberState.from_value(acct.attributes.get("loyalty"))
             q = quote(cfg, amount, tier=state.tier, at=at or snap.now)
+            if q.points > MAX_AMOUNT:  # the leg's own check would blame the order's amount
+                raise ValidationError(
+                    f"order {order_id} would earn {q.points} points, more than the maximum "
+                    f"of {MAX_AMOUNT} in one transaction"
+                )
             new_state = record_earn(cfg, state, q.points, snap.now)
             p = Plan(
                 type=TxnType.EARN,
