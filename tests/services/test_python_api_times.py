@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tallybook.errors import NotFound, ValidationError
+from tallybook.errors import ConfigError, NotFound, ValidationError
 from tallybook.ledger import Ledger
 
 from .ledger_helpers import PROGRAM, open_accounts, state
@@ -106,3 +106,29 @@ def test_a_manual_clock_in_another_zone_answers_utc() -> None:
     assert txn.created_at.tzinfo is UTC
     clock.set(start + timedelta(days=1))
     assert clock.now().tzinfo is UTC
+
+
+class _NaiveClock:
+    def now(self) -> datetime:
+        return datetime(2026, 1, 1)
+
+
+class _LocalClock:
+    def now(self) -> datetime:
+        from datetime import timezone
+
+        return datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=2)))
+
+
+@pytest.mark.parametrize("clock", [_NaiveClock(), _LocalClock(), "SystemClock", 5])
+def test_a_ledger_refuses_a_clock_that_is_not_one(clock: Any) -> None:
+    # a naive clock made every posting raise TypeError; the class SystemClock
+    # (not an instance) raised TypeError and 5 AttributeError, at the first posting
+    from tallybook.services.clock import SystemClock
+    from tallybook.store.memory import MemoryStore
+
+    if clock == "SystemClock":
+        clock = SystemClock
+    with pytest.raises(ConfigError, match="is not a Clock"):
+        Ledger(MemoryStore(), clock=clock)
+    assert Ledger(MemoryStore(), clock=SystemClock()).clock.now().tzinfo is not None

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Protocol, cast
 
 from tallybook.domain.times import check_time
+from tallybook.errors import ConfigError
 
 
 class Clock(Protocol):
@@ -45,6 +46,26 @@ class ManualClock:
         t = _utc(t, "t")
         with self._lock:
             self._now = t
+
+
+def check_clock(clock: object) -> Clock:
+    """``clock`` if its ``now()`` answers an aware UTC datetime; else a ``ConfigError``
+    now, not a ``TypeError`` or ``AttributeError`` at the first posting."""
+    problem = "it has no now()"
+    now = getattr(clock, "now", None)
+    if callable(now):
+        try:
+            answer = now()
+        except TypeError as exc:  # e.g. the class SystemClock instead of SystemClock()
+            problem = f"now() failed: {exc}"
+        else:
+            if isinstance(answer, datetime) and answer.utcoffset() == timedelta(0):
+                return cast(Clock, clock)
+            problem = f"now() answered {answer!r}, not an aware UTC datetime"
+    raise ConfigError(
+        f"clock {clock!r} is not a Clock ({problem}); give an object whose now() "
+        "answers an aware UTC datetime, such as SystemClock() or ManualClock()"
+    )
 
 
 def _utc(value: object, what: str) -> datetime:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tallybook.domain.model import Account, Program
-from tallybook.services.clock import Clock, SystemClock
+from tallybook.services.clock import Clock, SystemClock, check_clock
 from tallybook.services.events import EventBus
 from tallybook.services.ledger.accounts import AccountService
 from tallybook.services.ledger.postings import PostingEngine
@@ -65,7 +65,7 @@ class LedgerCore:
     @classmethod
     def build(cls, store: ItemStore, clock: Clock | None = None) -> LedgerCore:
         """The ledger capability over ``store``: each service gets what it uses."""
-        time = clock or SystemClock()
+        time = SystemClock() if clock is None else check_clock(clock)
         programs = ProgramService(store, time)
         engine = PostingEngine(store, programs, time)
         return cls(
