@@ -202,3 +202,34 @@ def test_a_record_dated_before_year_1000_reads_back_and_is_reported(
                 rate="0.1",
                 time=bad,
             )
+
+
+@pytest.mark.parametrize("rows", [5, None, "abc", {"r1": {}}])
+def test_ingest_many_refuses_rows_that_are_not_pairs(ledger: Ledger, rows: object) -> None:
+    # 5 and None raised TypeError, "abc" ValueError (unpacking its letters)
+    with pytest.raises(ValidationError, match=r"rows must be an iterable of \(line number"):
+        ledger.billing.ingest_many("shop", rows)  # type: ignore[arg-type]
+
+
+def test_ingest_many_reports_a_malformed_pair_and_goes_on(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    # [5] raised TypeError and [(1, row, 3)] ValueError, after earlier batches were written
+    t0 = aligned_start(clock)
+    clock.advance(2 * MIN)
+    rows = [5, (1,), (2, record("r1", t0 + MIN), 3), (3, record("r2", t0 + MIN))]
+    summary = ledger.billing.ingest_many("shop", rows)  # type: ignore[arg-type]
+    assert summary.created == 1
+    assert summary.errors == [
+        (1, "not a (line number, record) pair"),
+        (2, "not a (line number, record) pair"),
+        (3, "not a (line number, record) pair"),
+    ]
+    assert ledger.billing.get("shop", "r2").amount == 1000
+
+
+@pytest.mark.parametrize("start", ["x", 1.5, True, -1, 2**70])
+def test_a_bucket_start_that_is_not_epoch_seconds_is_refused(ledger: Ledger, start: object) -> None:
+    # "x" raised TypeError and 2**70 OverflowError
+    with pytest.raises(ValidationError, match="start must be epoch seconds"):
+        list(ledger.billing.bucket("shop", start))  # type: ignore[arg-type]

@@ -81,6 +81,8 @@ if TYPE_CHECKING:
 BATCH_RECORDS = 48
 #: buckets one listing may span (a quarter hour bucket: about 3 months)
 MAX_LIST_BUCKETS = 10_000
+#: the last second of 9999-12-31 UTC: a bucket start beyond it is no time
+MAX_EPOCH = 253_402_300_799
 QUERY_PAGE = 1000
 #: filing a record: a bucket closed meanwhile moves it to the first open one
 INGEST_RETRY = RetryPolicy(attempts=8)
@@ -267,7 +269,15 @@ class BillingService:
                     progress(len(batch))
                 batch.clear()
 
-        for number, row in rows:
+        if not isinstance(rows, Iterable) or isinstance(rows, str | bytes | Mapping):
+            raise ValidationError("rows must be an iterable of (line number, record) pairs")
+        for position, pair in enumerate(rows, 1):
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                summary.errors.append((position, "not a (line number, record) pair"))
+                if progress:
+                    progress(1)
+                continue
+            number, row = pair
             try:
                 if isinstance(row, TallybookError):
                     raise row
@@ -355,6 +365,8 @@ class BillingService:
 
     def bucket(self, program: str, start: int) -> Iterator[BillingRecord]:
         """Every record filed in the bucket starting at ``start`` (epoch seconds)."""
+        if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= MAX_EPOCH:
+            raise ValidationError(f"start must be epoch seconds from 0 to {MAX_EPOCH}")
         yield from bucket_records(self.store, program, start, page_size=QUERY_PAGE)
 
     def records(
