@@ -432,3 +432,28 @@ def test_an_expiry_given_in_another_zone_is_answered_in_utc(
     )
     assert again.expires_at is not None
     assert again.expires_at.tzinfo is UTC
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        # stored as given: dismissed_by=5, a 1000-character by, dismiss_reason="bogus"
+        ({"by": 5}, "by must be a string of 1 to 128"),
+        ({"by": ""}, "by must be a string of 1 to 128"),
+        ({"by": "x" * 129}, "by must be a string of 1 to 128"),
+        ({"reason": "bogus"}, "reason must be one of superseded, user, rule, topped_up"),
+        ({"reason": 5}, "reason must be one of"),
+        # TypeError: 'int' object is not callable
+        ({"where": 5}, "where must be a function"),
+    ],
+)
+def test_dismiss_type_refuses_a_malformed_by_reason_or_where(
+    ledger: Ledger, alice: str, kwargs: dict[str, Any], message: str
+) -> None:
+    n = ledger.notifications.add("shop", alice, "LowBalance", {"fund": "cash"})
+    with pytest.raises(ValidationError, match=message):
+        ledger.notifications.dismiss_type("shop", alice, "LowBalance", **kwargs)
+    assert [a.id for a in ledger.notifications.list("shop", alice)] == [n.id]
+    done = ledger.notifications.dismiss_type("shop", alice, "LowBalance", by="ops", reason="rule")
+    assert done is not None
+    assert (done.dismissed_by, done.dismiss_reason) == ("ops", "rule")

@@ -60,6 +60,9 @@ from tallybook.store.records.codec import to_us
 if TYPE_CHECKING:
     from tallybook.services.notifications.ingest import EventIngestor
 
+#: who dismissed a notification: "user", a transaction id, an operator name
+MAX_DISMISSED_BY = 128
+
 
 @dataclass(frozen=True, slots=True)
 class NotificationPage:
@@ -174,9 +177,19 @@ class NotificationService:
         reason: str = DismissReason.USER,
         where: Callable[[Notification], bool] | None = None,
     ) -> Notification | None:
-        """Dismiss the active notification of ``type``; ``None`` if there is none."""
+        """Dismiss the active notification of ``type``; ``None`` if there is none.
+
+        ``by`` (1-128 characters) and ``reason`` (a :class:`DismissReason`) are
+        recorded; ``where``, if given, must accept the notification."""
         check_id(account, "account id")
         check_type(type)
+        if not isinstance(by, str) or not 0 < len(by) <= MAX_DISMISSED_BY:
+            raise ValidationError(f"by must be a string of 1 to {MAX_DISMISSED_BY} characters")
+        if reason not in list(DismissReason):
+            reasons = ", ".join(r.value for r in DismissReason)
+            raise ValidationError(f"reason must be one of {reasons} (got {reason!r})")
+        if where is not None and not callable(where):
+            raise ValidationError("where must be a function of the notification, or None")
         self.programs.get(program)
         with retrying(self.retry_policy) as tries:
             for _ in tries:
