@@ -357,3 +357,21 @@ def test_an_overlong_grant_or_held_credit_id_names_the_txn_id(ledger: Ledger) ->
     with pytest.raises(ValidationError, match="a hold id has at most 100"):
         ledger.wallet.authorize(PROGRAM, "alice", 5, hold_id="h" * 101)
     assert ledger.wallet.grant(PROGRAM, "alice", 5, txn_id="g" * 100, expires_in_days=1).funds
+
+
+@pytest.mark.parametrize("flag", ["no", 0, 1, None])
+def test_a_flag_that_is_not_a_bool_is_refused(ledger: Ledger, flag: object) -> None:
+    # "no" read as true: newest_first="no" listed newest first, and
+    # allow_http="no" let a loopback http:// URL through
+    open_accounts(ledger, "alice")
+    calls: list[Callable[[], object]] = [
+        lambda: ledger.accounts.history(PROGRAM, "alice", "cash", newest_first=flag),  # type: ignore[arg-type]
+        lambda: ledger.notifications.history(PROGRAM, "alice", newest_first=flag),  # type: ignore[arg-type]
+        lambda: ledger.wallet.grants(PROGRAM, "alice", include_expired=flag),  # type: ignore[arg-type]
+        lambda: ledger.wallet.holds(PROGRAM, "alice", active_only=flag),  # type: ignore[arg-type]
+        lambda: ledger.webhooks.create(PROGRAM, "http://127.0.0.1:9/h", allow_http=flag),  # type: ignore[arg-type]
+    ]
+    for call in calls:
+        with pytest.raises(ValidationError, match="must be True or False"):
+            call()
+    assert ledger.webhooks.list(PROGRAM) == []

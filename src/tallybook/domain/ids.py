@@ -13,6 +13,13 @@ _UNIT = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,15}")
 SYSTEM_PREFIX = "@"
 
 
+def check_flag(value: object, what: str) -> bool:
+    """``value`` if it is a ``bool``: ``"no"`` or ``0`` would read as true or false."""
+    if not isinstance(value, bool):
+        raise ValidationError(f"{what} must be True or False (got {value!r})")
+    return value
+
+
 def check_id(value: object, what: str = "id") -> str:
     """An id: 1-128 ASCII letters, digits, ``.``, ``_``, ``:`` or ``-``; no slashes."""
     if not isinstance(value, str) or not value:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from tallybook.domain.ids import check_id
+from tallybook.domain.ids import check_flag, check_id
 from tallybook.domain.webhooks import ACTIVE, Subscription, secret_hint
 from tallybook.errors import AlreadyExists, ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
@@ -139,7 +139,7 @@ class SubscriptionStore:
     ) -> Created:
         """A new subscription; an existing ``sub_id`` is :class:`AlreadyExists`."""
         check_id(program, "program id")
-        check_url(url, allow_http=allow_http)
+        check_url(url, allow_http=check_flag(allow_http, "allow_http"))
         wanted = check_types(types)
         if description is not None and not isinstance(description, str):
             raise ValidationError(

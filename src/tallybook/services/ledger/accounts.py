@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tallybook.domain.ids import check_fund, check_id
+from tallybook.domain.ids import check_flag, check_fund, check_id
 from tallybook.domain.model import Account, Balance, Entry, Program
 from tallybook.domain.times import check_optional_time
 from tallybook.errors import ConditionFailed, NotFound, ValidationError
@@ -96,6 +96,7 @@ class AccountService:
         check_id(account_id, "account id")
         check_fund(fund)
         check_limit(limit)
+        check_flag(newest_first, "newest_first")
         since = check_optional_time(since, "since")
         until = check_optional_time(until, "until")
         if program.fund(fund) is None:

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from tallybook.domain.ids import check_id
+from tallybook.domain.ids import check_flag, check_id
 from tallybook.domain.model import Program
 from tallybook.domain.notifications import (
     DismissReason,
@@ -242,6 +242,7 @@ class NotificationService:
         """
         check_id(account, "account id")
         check_limit(limit)
+        check_flag(newest_first, "newest_first")
         since = check_optional_time(since, "since")
         until = check_optional_time(until, "until")
         self.programs.get(program)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import cast
 
-from tallybook.domain.ids import check_client_txn_id, check_fund, check_id
+from tallybook.domain.ids import check_client_txn_id, check_flag, check_fund, check_id
 from tallybook.domain.model import EXTERNAL, ISSUANCE, Leg, TxnType
 from tallybook.domain.money import check_amount
 from tallybook.domain.times import check_optional_time
@@ -108,6 +108,7 @@ class WalletService:
 
     def grants(self, program: str, account: str, *, include_expired: bool = False) -> list[Grant]:
         """Bonus grants, earliest expiry first (unexpired only unless asked)."""
+        check_flag(include_expired, "include_expired")
         self.core.accounts.get(program, account)
         now = None if include_expired else self.clock.now()
         return read_grants(self.store, program, account, now)
@@ -122,6 +123,7 @@ class WalletService:
 
     def holds(self, program: str, account: str, *, active_only: bool = False) -> list[Hold]:
         """An owner's holds and held credits (settled ones stay listed for 90 days)."""
+        check_flag(active_only, "active_only")
         self.core.accounts.get(program, account)
         self._settle_overdue(program, account)
         holds = read_holds(self.store, program, account)
