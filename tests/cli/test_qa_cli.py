@@ -295,7 +295,7 @@ def test_order_ids_take_the_same_option_names_on_post_and_wallet_debit(
         (["wallet", "grant", "alice", "-5", "--expires-days", "3", "--txn", "g1"], "positive"),
         (["loyalty", "earn", "alice", "o-1", "-5"], "amount must be positive"),
         (["loyalty", "redeem", "alice", "-5", "mug", "--txn", "r1"], "points must be positive"),
-        (["program", "threshold", "shop", "cash", "-5"], "non-negative"),
+        (["program", "threshold", "shop", "cash", "-5"], "must be an integer from 0 to"),
     ],
 )
 def test_a_negative_amount_is_refused_as_an_amount_not_an_unknown_option(
