@@ -111,7 +111,7 @@ def _take(
             at = streams[f][heads[f]].created_at
             unsure = {g for g in truncated if g not in parts and beyond(at, g)}
             if not unsure or not unsure & funds_of(txn):
-                candidates.append((streams[f][heads[f]].created_at, len(candidates), parts))
+                candidates.append((at, len(candidates), parts))
         if not candidates:
             break  # inconsistent orders (cannot happen for one account's commits)
         if newest_first:
@@ -161,9 +161,14 @@ def timeline(
         after[fund] = page.cursor
     truncated = {f for f, c in after.items() if c is not None}
 
+    touched: dict[str, set[str]] = {}
+
     def funds_of(txn_id: str) -> set[str]:
-        legs = ledger.transactions.get(program, txn_id).legs
-        return {leg.fund for leg in legs if leg.account == account}
+        """The funds ``txn_id`` touches on this account (its record read once a page)."""
+        if txn_id not in touched:
+            legs = ledger.transactions.get(program, txn_id).legs
+            touched[txn_id] = {leg.fund for leg in legs if leg.account == account}
+        return touched[txn_id]
 
     groups = _take(streams, truncated, limit, newest_first, funds_of)
     shown = dict.fromkeys(streams, 0)

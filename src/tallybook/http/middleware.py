@@ -23,7 +23,6 @@ the query string.
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
 import re
 import secrets
@@ -35,6 +34,7 @@ from typing import Any, cast
 from pythonjsonlogger.json import JsonFormatter as _LibraryJsonFormatter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tallybook.domain.json_text import RepeatedKey, loads_unique
 from tallybook.errors import TallybookError
 from tallybook.http.idempotency import replay_receive
 from tallybook.http.metrics import Metrics
@@ -293,22 +293,6 @@ class RequestMiddleware:
         )
 
 
-class _Repeated(Exception):
-    def __init__(self, key: str) -> None:
-        self.key = key
-
-
-def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _Repeated(key)
-            seen.add(key)
-    return obj
-
-
 def _repeated_key(scope: Scope, body: bytes) -> str | None:
     """A key a JSON object of a ``/v1`` body gives twice (the SNS route answers its
     own envelopes); ``None`` when there is none or the body is not JSON (the
@@ -317,8 +301,8 @@ def _repeated_key(scope: Scope, body: bytes) -> str | None:
     if not body or not path.startswith("/v1/") or path in TEXT_JSON_PATHS:
         return None
     try:
-        json.loads(body, object_pairs_hook=_no_repeats)
-    except _Repeated as exc:
+        loads_unique(body)
+    except RepeatedKey as exc:
         return exc.key
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None

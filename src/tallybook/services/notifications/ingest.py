@@ -19,7 +19,6 @@ counted in :class:`IngestStats`; a batch records it and goes on.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tallybook.domain.ids import check_id
+from tallybook.domain.json_text import RepeatedKey, loads_unique
 from tallybook.domain.notifications import Notification, check_payload, check_type
 from tallybook.errors import IdempotencyConflict, NotFound, TallybookError, ValidationError
 
@@ -136,26 +136,10 @@ class BatchReport:
     rejected: list[tuple[int, str, str]] = field(default_factory=list)
 
 
-class _Repeated(Exception):
-    def __init__(self, key: str) -> None:
-        self.key = key
-
-
-def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _Repeated(key)
-            seen.add(key)
-    return obj
-
-
 def _loads(raw: str | bytes, what: str) -> Any:
     try:
-        return json.loads(raw, object_pairs_hook=_no_repeats)
-    except _Repeated as exc:  # which one counts (a second MessageId?) would be a guess
+        return loads_unique(raw)
+    except RepeatedKey as exc:  # which one counts (a second MessageId?) would be a guess
         raise RejectedMessage(
             "duplicate-key", f"{what} gives {exc.key[:64]!r} more than once"
         ) from None
