@@ -14,8 +14,11 @@ from tallybook.ledger import Ledger
 from tallybook.services.billing.reports import ReportService
 from tallybook.services.billing.sinks import DirectorySink
 from tallybook.services.clock import ManualClock
+from tallybook.store.port import ItemStore
 
-from .helpers import MIN, aligned_start, billing_docs, ingest, snapshot
+from .helpers import MIN, aligned_start, billing_docs, ingest, record, snapshot
+
+SECOND = MIN / 60
 
 pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
 
@@ -86,6 +89,32 @@ def test_invariant_7_across_runs_with_late_records(
         _w(t0, 15, 30),
         _w(t0, 0, 15),
     ]
+
+
+@pytest.mark.parametrize("ingest_many", [False, True], ids=["one", "many"])
+def test_zero_grace_a_record_in_flight_at_the_window_end_is_not_lost(
+    ledger: Ledger, store: ItemStore, clock: ManualClock, tmp_path: Path, ingest_many: bool
+) -> None:
+    """With a grace of 0 a window is reported at its very end. A record of its
+    last bucket whose write started a moment before (or on a host whose clock
+    is a few seconds behind) must still land in exactly one reported window."""
+    out = tmp_path / "out"
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=0, start=t0)
+    behind = ManualClock(t0 + 15 * MIN - 10 * SECOND)  # 10 seconds behind the reporter
+    writer = Ledger(store, clock=behind)
+    ingest(writer, "early", t0 + MIN)
+    clock.set(t0 + 15 * MIN)
+    assert _run(ledger, out) == [_w(t0, 0, 15)]
+    at = t0 + 15 * MIN - 20 * SECOND
+    if ingest_many:
+        summary = writer.billing.ingest_many("shop", [(1, record("edge", at))])
+        assert (summary.created, summary.late, summary.errors) == (1, 1, [])
+    else:
+        assert ingest(writer, "edge", at).late  # refiled: its window was reported
+    clock.set(t0 + 30 * MIN)
+    assert _run(ledger, out) == [_w(t0, 15, 30)]
+    _check_invariant_7(out, {"early", "edge"})
 
 
 def _w(t0: object, a: int, b: int) -> str:

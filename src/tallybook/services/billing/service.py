@@ -13,6 +13,8 @@ with a condition check on the program's billing state row (``closed_billing``
 bucket instead and flagged ``late``. Records of the current bucket skip the
 check (it would make the state row a hot item); they rely on the report's
 grace window being longer than a write takes plus clock skew between hosts.
+Where the grace window is shorter than :data:`FILING_MARGIN`, records whose
+bucket ends within that margin are checked too (see :meth:`_filing_margin`).
 
 Rows, cursors and the state row are stored and read by
 :mod:`tallybook.store.records.billing`; settings change by the rules of
@@ -21,6 +23,7 @@ Rows, cursors and the state row are stored and read by
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -86,6 +89,11 @@ MAX_EPOCH = 253_402_300_799
 QUERY_PAGE = 1000
 #: filing a record: a bucket closed meanwhile moves it to the first open one
 INGEST_RETRY = RetryPolicy(attempts=8)
+#: seconds a record's write may take, clock skew between hosts included: with a
+#: grace window shorter than this, records whose bucket ends this close are checked
+FILING_MARGIN = 60
+#: how long a process trusts the grace window it last read before reading it again
+GRACE_REFRESH_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +124,8 @@ class BillingService:
         self.clock = clock
         self.programs = programs
         self._buckets: dict[str, int] = {}
+        #: program -> (grace seconds, time.monotonic() when read)
+        self._graces: dict[str, tuple[int, float]] = {}
 
     @cached_property
     def reports(self) -> ReportService:
@@ -183,9 +193,24 @@ class BillingService:
 
     def _read_state(self, program: str) -> BillingState | None:
         found = read_state(self.store, program)
-        if found is not None and found.fixed:
-            self._buckets[program] = found.config.bucket_seconds
+        if found is not None:
+            self._graces[program] = (found.config.grace_seconds, time.monotonic())
+            if found.fixed:
+                self._buckets[program] = found.config.bucket_seconds
         return found
+
+    def _filing_margin(self, program: str) -> int:
+        """Seconds before its bucket's end from which a record is filed with the
+        window check: 0 when the grace window covers a write's time and skew,
+        :data:`FILING_MARGIN` when it is shorter (a grace of 0 reports a window
+        at its very end, while a record of its last bucket may still be in
+        flight). The grace read is trusted for :data:`GRACE_REFRESH_SECONDS`."""
+        seen = self._graces.get(program)
+        if seen is None or time.monotonic() - seen[1] > GRACE_REFRESH_SECONDS:
+            self._read_state(program)
+            seen = self._graces.get(program)
+        grace = seen[0] if seen is not None else BillingConfig().grace_seconds
+        return FILING_MARGIN if grace < FILING_MARGIN else 0
 
     def bucket_seconds(self, program: str) -> int:
         """The bucket size: cached for the process's life once fixed (it never changes)."""
@@ -233,9 +258,10 @@ class BillingService:
         self._check_not_future(draft, now)
         target = bucket_start(epoch(draft.time), size)
         late = False
+        margin = self._filing_margin(program)
         with retrying(INGEST_RETRY) as tries:
             for _ in tries:
-                actions, record = record_actions(program, draft, target, late, now, size)
+                actions, record = record_actions(program, draft, target, late, now, size, margin)
                 try:
                     self.store.transact_write(actions)
                 except ConditionFailed as exc:
@@ -304,12 +330,13 @@ class BillingService:
         summary: IngestSummary,
     ) -> None:
         now = self.clock.now()
+        margin = self._filing_margin(program)
         actions: list[Action] = []
         earliest_late: int | None = None
         for _, draft in batch:
             target = bucket_start(epoch(draft.time), size)
             actions.extend(record_actions(program, draft, target, False, now, size)[0][:2])
-            if target + size <= epoch(now):
+            if target + size <= epoch(now) + margin:
                 earliest_late = min(target, earliest_late if earliest_late is not None else target)
         if earliest_late is not None:
             # one check covers every late record of the batch: the earliest bucket is open

@@ -87,9 +87,11 @@ def record_actions(
     late: bool,
     now: datetime,
     size: int,
+    margin: int = 0,
 ) -> tuple[list[Action], BillingRecord]:
     """The idempotency row, the record row in bucket ``target`` and, when that
-    bucket has already ended, the check that its window is still open."""
+    bucket has already ended (or ends within ``margin`` seconds), the check that
+    its window is still open."""
     record = BillingRecord(
         program=program,
         id=draft.id,
@@ -130,7 +132,7 @@ def record_actions(
         "record_sk": at.sk,
     }
     actions: list[Action] = [Put(id_row, ITEM_ABSENT), Put(row, ITEM_ABSENT)]
-    if target + size <= epoch(now):
+    if target + size <= epoch(now) + margin:
         actions.append(open_check(program, target))
     return actions, record
 
