@@ -154,6 +154,7 @@ class Snapshot:
 
 Planner = Callable[[Snapshot], Plan]
 Listener = Callable[["Committed"], None]
+ReplayListener = Callable[["Replayed"], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +165,19 @@ class Committed:
     transaction: Transaction
     before: Mapping[str, Account]
     after: Mapping[str, dict[str, FundState]]
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """Published when a transaction id is replayed (the original was applied, by this
+    request's first attempt or another's): the record, and per account the change
+    number it took (``chg``), so a listener can tell whether the account changed
+    since. What a listener of :class:`Committed` missed (a crash after the commit)
+    is raised again from here, never from a refusal or a conflict."""
+
+    program: Program
+    transaction: Transaction
+    numbers: Mapping[str, int]
 
 
 class PostingEngine:
@@ -179,11 +193,17 @@ class PostingEngine:
         self.clock = clock
         self.retry_policy = retry_policy or RetryPolicy()
         self.listeners: list[Listener] = []
+        self.replay_listeners: list[ReplayListener] = []
         self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self.retries = 0
 
     def subscribe(self, listener: Listener) -> None:
         self.listeners.append(listener)
+
+    def subscribe_replays(self, listener: ReplayListener) -> None:
+        """``listener`` runs after each replay of an applied transaction (not on the
+        fresh path: a fresh commit reads and writes nothing more for it)."""
+        self.replay_listeners.append(listener)
 
     def existing(self, program_id: str, txn_id: str) -> Item | None:
         return records.read_transaction(self.store, program_id, txn_id)
@@ -233,7 +253,7 @@ class PostingEngine:
                     if existing is None and keep_refusal and is_final(exc):
                         existing = self._refuse(program.id, txn_id, fp, exc, snap.now)
                     if existing is not None:
-                        return self._replay(existing, fp)
+                        return self._replayed(program, existing, fp)
                     raise
                 try:
                     self.store.transact_write(actions)
@@ -241,7 +261,7 @@ class PostingEngine:
                     if exc.index == 0:
                         existing = self.existing(program.id, txn_id)
                         if existing is not None:
-                            return self._replay(existing, fp)
+                            return self._replayed(program, existing, fp)
                     continue
                 except TransactionConflict:
                     continue
@@ -264,6 +284,15 @@ class PostingEngine:
         if store_refusal(self.store, key, refusal_item(program_id, txn_id, fp, exc, iso(now))):
             return None
         return self.existing(program_id, txn_id)
+
+    def _replayed(self, program: Program, item: Item, fp: str) -> Transaction:
+        """The replay of ``item``; its replay listeners run (a refusal raises first)."""
+        txn = self._replay(item, fp)
+        if self.replay_listeners:
+            replayed = Replayed(program, txn, records.change_numbers(item))
+            for listener in self.replay_listeners:
+                listener(replayed)
+        return txn
 
     @staticmethod
     def _replay(item: Item, fp: str) -> Transaction:

@@ -8,7 +8,13 @@
   wallet, ``TierChanged`` and ``PointsExpiring`` from loyalty...) becomes a
   notification of its type; its ``source_id`` makes re-raising a no-op.
 
-A failing trigger is logged and never undoes the committed write.
+A failing trigger is logged and never undoes the committed write. What a crash
+between the commit and the trigger lost is raised when the client retries the
+transaction id (:func:`low_balance_replayed`): the replay reads the account's
+head and raises (key ``lb:{txn}:{fund}``, so once) only if the transaction is
+still the account's last numbered change and crossed the threshold, and
+dismisses an active LowBalance about a fund the transaction topped up that is
+at or above its threshold now.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tallybook.domain.ids import MAX_ID_LENGTH
+from tallybook.domain.model import FundState, Program, Transaction
 from tallybook.domain.notifications import (
     LOW_BALANCE,
     DismissReason,
@@ -28,7 +35,7 @@ from tallybook.domain.notifications import (
     threshold_crossing,
 )
 from tallybook.services.events import EventBus, LedgerEvent
-from tallybook.services.ledger.postings import Committed, PostingEngine
+from tallybook.services.ledger.postings import Committed, PostingEngine, Replayed
 
 if TYPE_CHECKING:
     from tallybook.services.notifications.service import NotificationService
@@ -46,10 +53,17 @@ def attach(service: NotificationService, *, engine: PostingEngine, events: Event
         except Exception:
             log.exception("low-balance notification failed for %s", event.transaction.id)
 
+    def on_replayed(event: Replayed) -> None:
+        try:
+            low_balance_replayed(service, event)
+        except Exception:
+            log.exception("low-balance recovery failed for %s", event.transaction.id)
+
     def on_event(event: LedgerEvent) -> None:
         ledger_event(service, event)
 
     engine.subscribe(on_committed)
+    engine.subscribe_replays(on_replayed)
     events.subscribe(on_event)
 
 
@@ -65,24 +79,86 @@ def low_balance(service: NotificationService, event: Committed) -> None:
                 continue
             crossing = threshold_crossing(before.fund(fund).available, state.available, threshold)
             if crossing is True:
-                payload = {
-                    "fund": fund,
-                    "balance": state.balance,
-                    "available": state.available,
-                    "threshold": threshold,
-                    "txn_id": event.transaction.id,
-                }
-                key = f"lb:{event.transaction.id}:{fund}"
-                service.add_to(event.program, account, LOW_BALANCE, payload, key, None)
+                _raise(service, event.program, account, fund, state, threshold, event.transaction)
             elif crossing is False:
-                service.dismiss_type(
-                    event.program.id,
-                    account,
-                    LOW_BALANCE,
-                    by=event.transaction.id,
-                    reason=DismissReason.TOPPED_UP,
-                    where=_about(fund),
-                )
+                _dismiss(service, event.program.id, account, fund, event.transaction.id)
+
+
+def low_balance_replayed(service: NotificationService, event: Replayed) -> None:
+    """Raise or dismiss what the first commit of a replayed transaction should have,
+    if that was lost (a crash after the commit) and is still true now.
+
+    - raised: the transaction lowered the fund's available amount, it is still
+      the account's last numbered change (its ``chg`` number is the head's: no
+      posting, hold or notification of the account since, so the head is the
+      state it left) and it crossed the threshold; the key
+      ``lb:{txn}:{fund}`` makes it once (a raise that was not lost also took a
+      change number, so it is not even tried);
+    - dismissed: the transaction raised the fund's available amount, which is
+      at or above the threshold now, and a LowBalance about the fund is active.
+
+    Nothing is read unless the transaction moved a fund with a threshold."""
+    program, txn = event.program, event.transaction
+    moved: dict[str, dict[str, tuple[int, int]]] = {}
+    for (account, fund), delta in available_deltas(txn).items():
+        spec = program.fund(fund)
+        if delta and spec is not None and spec.low_balance_threshold is not None:
+            moved.setdefault(account, {})[fund] = (delta, spec.low_balance_threshold)
+    for account, deltas in moved.items():
+        head = service.accounts.get(program.id, account)
+        unchanged = event.numbers.get(account) == head.changes
+        for fund, (delta, threshold) in deltas.items():
+            state = head.fund(fund)
+            if delta > 0 and state.available >= threshold:
+                _dismiss(service, program.id, account, fund, txn.id)
+            elif (
+                delta < 0
+                and unchanged
+                and threshold_crossing(state.available - delta, state.available, threshold)
+            ):
+                _raise(service, program, account, fund, state, threshold, txn)
+
+
+def available_deltas(txn: Transaction) -> dict[tuple[str, str], int]:
+    """(account, fund) -> how much a transaction changed the available amount: its
+    customer legs, minus what it held (``details.held`` of ``details.account``:
+    an authorisation holds, a settlement releases)."""
+    out: dict[tuple[str, str], int] = {}
+    for leg in txn.legs:
+        if leg.balance is not None:  # a customer leg (a system leg has no balance)
+            out[(leg.account, leg.fund)] = out.get((leg.account, leg.fund), 0) + leg.amount
+    held = txn.details.get("held")
+    account = txn.details.get("account")
+    if isinstance(held, dict) and isinstance(account, str):
+        for fund, amount in held.items():
+            if isinstance(amount, int):
+                out[(account, fund)] = out.get((account, fund), 0) - amount
+    return out
+
+
+def _raise(
+    service: NotificationService,
+    program: Program,
+    account: str,
+    fund: str,
+    state: FundState,
+    threshold: int,
+    txn: Transaction,
+) -> None:
+    payload = {
+        "fund": fund,
+        "balance": state.balance,
+        "available": state.available,
+        "threshold": threshold,
+        "txn_id": txn.id,
+    }
+    service.add_to(program, account, LOW_BALANCE, payload, f"lb:{txn.id}:{fund}", None)
+
+
+def _dismiss(service: NotificationService, program: str, account: str, fund: str, by: str) -> None:
+    service.dismiss_type(
+        program, account, LOW_BALANCE, by=by, reason=DismissReason.TOPPED_UP, where=_about(fund)
+    )
 
 
 def ledger_event(service: NotificationService, event: LedgerEvent) -> None:

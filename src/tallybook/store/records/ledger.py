@@ -171,6 +171,18 @@ def fingerprint_of(item: Item) -> Value:
     return item.get("fingerprint")
 
 
+def change_numbers(item: Item) -> dict[str, int]:
+    """Per account, the change number a transaction record took (its ``chg``)."""
+    found = item.get("chg")
+    if not isinstance(found, dict):
+        return {}
+    out: dict[str, int] = {}
+    for account, value in found.items():
+        if isinstance(value, list) and value and isinstance(value[0], int):
+            out[account] = value[0]
+    return out
+
+
 def transaction_put(
     record: Transaction,
     *,
