@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -190,3 +191,150 @@ def test_a_fresh_posting_reads_and_writes_no_more(wal: Ledger) -> None:
     finally:
         wal.engine.replay_listeners[:] = listeners
     assert with_recovery == without == 2  # the head, the transaction
+
+
+# -- TierChanged: the retry of an earn or a redeem, a re-run of the jobs -----------
+
+TIERS = [
+    {"name": "base", "threshold": 0},
+    {"name": "silver", "threshold": 100},
+    {"name": "gold", "threshold": 500},
+]
+
+
+@pytest.fixture
+def shop(ledger: Ledger) -> Ledger:
+    ledger.loyalty.configure(
+        "shop",
+        {
+            "tiers": TIERS,
+            "qualification": {"basis": "balance"},
+            "downgrade": {"rule": "immediate"},
+            "expiry": {"days": 10, "warn_days": 3},
+        },
+    )
+    ledger.accounts.open("shop", "alice")
+    return ledger
+
+
+def _tiers(ledger: Ledger) -> list[tuple[object, object, str]]:
+    """alice's TierChanged notifications, oldest first: (previous, tier, status)."""
+    return [
+        (n.payload["previous"], n.payload["tier"], n.status)
+        for n in ledger.notifications.history("shop", "alice", newest_first=False).notifications
+        if n.type == "TierChanged"
+    ]
+
+
+def _crash_after_write(ledger: Ledger, clock: ManualClock, run: Flow, n: int = 1) -> None:
+    faulty = FaultyStore(ledger.store)
+    faulty.crash_at(n, "after")
+    with pytest.raises(Crash):
+        run(Ledger(faulty, clock=clock))
+
+
+def test_the_retry_of_an_earn_raises_its_lost_tier_change_once(
+    shop: Ledger, clock: ManualClock
+) -> None:
+    earn = lambda led: led.loyalty.earn("shop", "alice", "o1", 20_000)  # noqa: E731
+    _crash_after_write(shop, clock, earn)
+    assert shop.loyalty.status("shop", "alice").tier == "silver"
+    assert _tiers(shop) == []
+    for _ in range(2):
+        assert earn(shop).replay
+    assert _tiers(shop) == [(None, "silver", "active")]
+
+
+def test_the_retry_of_an_older_earn_does_not_supersede_a_newer_tier_change(
+    shop: Ledger, clock: ManualClock
+) -> None:
+    earn = lambda led: led.loyalty.earn("shop", "alice", "o1", 20_000)  # noqa: E731
+    _crash_after_write(shop, clock, earn)
+    shop.loyalty.earn("shop", "alice", "o2", 40_000)  # 600 points: gold
+    assert _tiers(shop) == [("silver", "gold", "active")]
+    assert earn(shop).replay
+    assert _tiers(shop) == [("silver", "gold", "active")]
+
+
+def test_the_retry_of_a_redeem_raises_its_lost_tier_change(
+    shop: Ledger, clock: ManualClock
+) -> None:
+    shop.loyalty.earn("shop", "alice", "o1", 60_000)  # gold
+    redeem = lambda led: led.loyalty.redeem("shop", "alice", 450, "tv", txn_id="r1")  # noqa: E731
+    _crash_after_write(shop, clock, redeem)
+    assert redeem(shop).replay
+    assert _tiers(shop)[-1] == ("gold", "silver", "active")
+    assert len(_tiers(shop)) == 2
+
+
+def test_a_re_run_of_the_expiry_job_raises_the_tier_change_its_crash_lost(
+    shop: Ledger, clock: ManualClock
+) -> None:
+    shop.loyalty.earn("shop", "alice", "o1", 20_000)  # 200 points: silver
+    clock.advance(timedelta(days=11))  # the lot expired: back to base
+    _crash_after_write(shop, clock, lambda led: led.loyalty.expire("shop"))
+    assert shop.loyalty.status("shop", "alice").tier == "base"
+    assert _tiers(shop) == [(None, "silver", "active")]
+    for _ in range(2):
+        shop.loyalty.expire("shop")
+    assert _tiers(shop) == [(None, "silver", "superseded"), ("silver", "base", "active")]
+
+
+def test_a_re_run_of_the_review_raises_the_tier_change_its_crash_lost(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    ledger.loyalty.configure(
+        "shop",
+        {
+            "tiers": TIERS,
+            "qualification": {"basis": "balance"},
+            "downgrade": {"rule": "after_hold", "hold_months": 3},
+        },
+    )
+    ledger.notifications.set_rules("shop", {"retention_days": 365})
+    ledger.accounts.open("shop", "alice")
+    ledger.loyalty.earn("shop", "alice", "o1", 60_000)  # 600 points: gold
+    ledger.loyalty.redeem("shop", "alice", 400, "tv", txn_id="r1")  # 200: gold, held
+    clock.advance(timedelta(days=200))
+    _crash_after_write(ledger, clock, lambda led: led.loyalty.review_tiers("shop"))
+    assert ledger.loyalty.status("shop", "alice").tier == "silver"
+    for _ in range(2):
+        assert ledger.loyalty.review_tiers("shop").downgraded == 0
+    assert _tiers(ledger)[-1] == ("gold", "silver", "active")
+    assert len(_tiers(ledger)) == 2
+
+
+def test_a_re_run_of_the_expiry_job_warns_once(shop: Ledger, clock: ManualClock) -> None:
+    """PointsExpiring is raised on every run while the points are ahead (its key
+    names the points), so a run that died before it is made up by the next."""
+    shop.loyalty.earn("shop", "alice", "o1", 5_000)  # 50 points, base
+    clock.advance(timedelta(days=8))
+    faulty = FaultyStore(shop.store)
+    faulty.crash_at(1, "before")  # dies at its first storage call
+    with pytest.raises(Crash):
+        Ledger(faulty, clock=clock).loyalty.expire("shop")
+    for _ in range(2):
+        shop.loyalty.expire("shop")
+    warned = [
+        n
+        for n in shop.notifications.history("shop", "alice").notifications
+        if n.type == "PointsExpiring"
+    ]
+    assert [(n.payload["points"], n.status) for n in warned] == [(50, "active")]
+
+
+def test_a_replay_past_the_history_retention_raises_nothing_again(
+    shop: Ledger, clock: ManualClock
+) -> None:
+    """The key that makes a replayed TierChanged once lives as long as the history
+    (90 days here): a replay after that, the change still the member's latest,
+    must not raise a second one. (The store's TTL runs on real time: the earn is
+    made 100 days in the past.)"""
+    now = clock.now()
+    clock.set(now - timedelta(days=100))
+    earn = lambda led: led.loyalty.earn("shop", "alice", "o1", 20_000)  # noqa: E731
+    earn(shop)
+    (raised,) = shop.notifications.list("shop", "alice")
+    clock.set(now)
+    assert earn(shop).replay
+    assert [n.id for n in shop.notifications.list("shop", "alice")] == [raised.id]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 log = logging.getLogger("tallybook.events")
@@ -25,6 +26,10 @@ class LedgerEvent:
     payload: dict[str, Any] = field(default_factory=dict)
     #: stable id of the cause (transaction id, hold id...) so re-raising is idempotent
     source_id: str | None = None
+    #: when the cause happened, if it may be long ago (an event raised again by a
+    #: replay): past the notification history's retention it raises nothing, as
+    #: the key that makes it once is forgotten by then
+    occurred_at: datetime | None = None
 
 
 Subscriber = Callable[[LedgerEvent], None]

@@ -32,7 +32,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tallybook.domain.event_types import event_accounts, event_id, transaction_event_types
+from tallybook.domain.event_types import (
+    EVENT_TYPES,
+    event_accounts,
+    event_id,
+    transaction_event_types,
+)
 from tallybook.domain.ids import check_id, is_system_account
 from tallybook.domain.model import (
     EXPIRY,
@@ -284,6 +289,26 @@ class PostingEngine:
         if store_refusal(self.store, key, refusal_item(program_id, txn_id, fp, exc, iso(now))):
             return None
         return self.existing(program_id, txn_id)
+
+    def recover(self, program_id: str, txn_id: str) -> Transaction | None:
+        """The applied transaction ``txn_id`` as a replay, its replay listeners run
+        (a job re-run after a crash raises what the first run's commit did not);
+        ``None`` if it was never applied (no record, or a refusal)."""
+        item = self.existing(program_id, txn_id)
+        if item is None or is_refusal(item):
+            return None
+        fp = records.fingerprint_of(item)
+        return self._replayed(self.programs.get(program_id), item, str(fp))
+
+    @staticmethod
+    def last_change_was(account: Account, txn_id: str) -> bool:
+        """Whether ``txn_id`` took ``account``'s last change number: nothing numbered
+        (a posting, a hold, a notification of the account) happened since. From the
+        head alone: no read."""
+        if account.last_change is None:
+            return False
+        key = records.transaction_key(account.program, txn_id)
+        return any(account.last_change == event_id(key.pk, key.sk, t) for t in EVENT_TYPES)
 
     def _replayed(self, program: Program, item: Item, fp: str) -> Transaction:
         """The replay of ``item``; its replay listeners run (a refusal raises first)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import cast
 
-from tallybook.domain.model import EXPIRY, Leg, TxnType
+from tallybook.domain.model import EXPIRY, Account, Leg, TxnType
 from tallybook.domain.tiers import MemberState, decide_tier, last_qualified, qualifying_points
 from tallybook.errors import NotFound
 from tallybook.services.events import LedgerEvent
@@ -111,7 +111,7 @@ class ExpiryJob:
         self, program: str, account: str, now: datetime, report: ExpiryReport
     ) -> None:
         cfg = config_of(self.core.programs.get(program))
-        for _ in range(1000):
+        for attempt in range(1000):
             try:
                 head = self.core.accounts.get(program, account)
             except NotFound:
@@ -121,6 +121,8 @@ class ExpiryJob:
                 self.store, program, cfg.fund, account, state, now, limit=LOTS_PER_TXN
             )
             if not expired:
+                if not attempt:
+                    self._recover(program, account, head, state)
                 return
             last = expired[-1]
             txn_id = _expire_txn(account, last.cum_end)
@@ -137,6 +139,17 @@ class ExpiryJob:
             announce(self.core, txn, account)
             if len(expired) < LOTS_PER_TXN:
                 return
+
+    def _recover(self, program: str, account: str, head: Account, state: MemberState) -> None:
+        """A run that died after its last expiry of this member committed left what
+        that expiry raises (TierChanged, LowBalance) unraised: when that expiry is
+        still the member's last change (the head says so: no read otherwise), its
+        record is replayed, which raises it (once: the keys are the transaction's)."""
+        txn_id = _expire_txn(account, state.lots_used)
+        if state.lots_used and self.core.engine.last_change_was(head, txn_id):
+            txn = self.core.engine.recover(program, txn_id)
+            if txn is not None:
+                announce(self.core, txn, account)
 
     def _planner(
         self, program: str, account: str, last: int, last_us: int, lots: int, txn_id: str
@@ -257,6 +270,13 @@ def _review(core: LedgerCore, program: str, account: str) -> bool:
     qualifying = qualifying_points(cfg, state, now, balance)
     held = last_qualified(cfg, state, balance, now)
     if not decide_tier(cfg, state, qualifying, now, held).changed:
+        # a run that died after this member's review committed: the review is
+        # still the head's last write and change, so replay it (raises TierChanged)
+        last = scoped_txn_id("tier", account, str(head.version - 1))
+        if core.engine.last_change_was(head, last):
+            txn = core.engine.recover(program, last)
+            if txn is not None:
+                announce(core, txn, account)
         return False
     txn_id = scoped_txn_id("tier", account, str(head.version))
 

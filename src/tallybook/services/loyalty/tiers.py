@@ -78,14 +78,22 @@ def apply_tier(
 
 
 def announce(core: LedgerCore, txn: Transaction, account: str) -> None:
-    """Raise TierChanged for a fresh (not replayed) change, except first enrolment
-    into the base tier."""
+    """Raise TierChanged for a change, except first enrolment into the base tier.
+
+    A replay raises it again only while its change is the member's latest (one
+    read of the tier history): what a crash after the first commit lost comes
+    back with the retry, once (the event's key is the transaction id), and an
+    older change never supersedes a newer one."""
     d = txn.details
-    if txn.replay or not d.get("tier_changed"):
+    if not d.get("tier_changed"):
         return
     base = config_of(core.programs.get(txn.program)).base_tier.name
     if d.get("previous_tier") is None and d["tier"] == base:
         return
+    if txn.replay:
+        latest, _ = tier_changes_page(core.store, txn.program, account, limit=1, cursor=None)
+        if not latest or latest[0].txn_id != txn.id:
+            return
     core.events.publish(
         LedgerEvent(
             txn.program,
@@ -93,6 +101,7 @@ def announce(core: LedgerCore, txn: Transaction, account: str) -> None:
             "TierChanged",
             {"previous": d.get("previous_tier"), "tier": d["tier"], "txn_id": txn.id},
             source_id=txn.id,
+            occurred_at=txn.created_at,
         )
     )
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from tallybook.domain.ids import MAX_ID_LENGTH
@@ -32,6 +33,7 @@ from tallybook.domain.notifications import (
     Notification,
     check_payload,
     check_type,
+    parse_rules,
     threshold_crossing,
 )
 from tallybook.services.events import EventBus, LedgerEvent
@@ -163,6 +165,10 @@ def _dismiss(service: NotificationService, program: str, account: str, fund: str
 
 def ledger_event(service: NotificationService, event: LedgerEvent) -> None:
     program = service.programs.get(event.program)
+    if event.occurred_at is not None:
+        retention = parse_rules(program.settings.get("notifications")).retention_days
+        if event.occurred_at + timedelta(days=retention) <= service.clock.now():
+            return  # its key (and any notification it raised) is past retention
     key = event_key(event.type, event.source_id) if event.source_id else None
     payload = check_payload(dict(event.payload))
     service.add_to(program, event.account, check_type(event.type), payload, key, None)
