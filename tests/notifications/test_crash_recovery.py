@@ -338,3 +338,73 @@ def test_a_replay_past_the_history_retention_raises_nothing_again(
     clock.set(now)
     assert earn(shop).replay
     assert [n.id for n in shop.notifications.list("shop", "alice")] == [raised.id]
+
+
+LOYALTY_FLOWS: dict[str, tuple[Callable[[Ledger, str], None], Flow]] = {
+    "earn": (lambda led, p: None, lambda led, p: led.loyalty.earn(p, "alice", "o2", 20_000)),
+    "redeem": (
+        lambda led, p: led.loyalty.earn(p, "alice", "o1", 60_000),  # gold
+        lambda led, p: led.loyalty.redeem(p, "alice", 450, "tv", txn_id="r1"),  # silver
+    ),
+    "expire": (
+        lambda led, p: led.loyalty.earn(p, "alice", "o1", 20_000),  # silver
+        lambda led, p: led.loyalty.expire(p),  # 2 days on: the lot expired, base
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", ["before", "after"])
+@pytest.mark.parametrize("flow", sorted(LOYALTY_FLOWS))
+def test_a_crash_at_every_step_of_a_loyalty_flow_then_the_retry(
+    ledger: Ledger, clock: ManualClock, flow: str, mode: CrashMode
+) -> None:
+    """Each case in a program of its own (the expiry job runs program-wide); the
+    retry is the same call again (an earn, a redeem, or the job's re-run)."""
+    setup, run = LOYALTY_FLOWS[flow]
+    start = clock.now()
+
+    def program() -> str:
+        p = f"lp{next(_ids)}"
+        clock.set(start)
+        ledger.programs.create(p)
+        ledger.loyalty.configure(
+            p,
+            {
+                "tiers": TIERS,
+                "qualification": {"basis": "balance"},
+                "downgrade": {"rule": "immediate"},
+                # a short expiry: the job reads 4 index shards per day since the start
+                "expiry": {"days": 1, "warn_days": 0},
+            },
+        )
+        ledger.accounts.open(p, "alice")
+        setup(ledger, p)
+        if flow == "expire":
+            clock.advance(timedelta(days=2))
+        return p
+
+    def seen(p: str) -> list[tuple[object, ...]]:
+        history = ledger.notifications.history(p, "alice", newest_first=False).notifications
+        return [(n.type, n.status, sorted(n.payload.items())) for n in history]
+
+    clean = program()
+    run(ledger, clean)
+    expected = seen(clean)
+    assert sum(t == "TierChanged" for t, _, _ in expected) == (1 if flow == "earn" else 2)
+    crashes = 0
+    for n in range(1, 200):
+        p = program()
+        faulty = FaultyStore(ledger.store)
+        faulty.crash_at(n, mode)
+        try:
+            run(Ledger(faulty, clock=clock), p)
+        except Crash:
+            crashes += 1
+        else:
+            break
+        for _ in range(2):
+            run(ledger, p)
+            assert seen(p) == expected, f"crash {mode} storage call {n}"
+    else:  # pragma: no cover
+        pytest.fail("the flow never completed")
+    assert crashes >= 2
