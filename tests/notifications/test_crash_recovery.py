@@ -22,6 +22,7 @@ from tallybook.domain.model import default_funds
 from tallybook.ledger import Ledger
 from tallybook.reliability.faults import Crash, CrashMode, FaultyStore
 from tallybook.services.clock import ManualClock
+from tallybook.services.notifications.delivery import RecordingDelivery
 
 P = "wal"
 _ids = itertools.count()
@@ -160,6 +161,8 @@ def test_a_lost_dismissal_is_made_by_the_retry(wal: Ledger, clock: ManualClock) 
 
 
 def test_a_lost_low_balance_is_raised_once_by_the_retry(wal: Ledger, clock: ManualClock) -> None:
+    delivered = RecordingDelivery()
+    wal.notifications.delivery = delivered
     _funded(wal, "bob")
     debit = lambda led: led.transactions.debit(P, "bob", "cash", 600, txn_id="d1")  # noqa: E731
     _crash_after_commit(wal, clock, debit)
@@ -170,6 +173,7 @@ def test_a_lost_low_balance_is_raised_once_by_the_retry(wal: Ledger, clock: Manu
         {"fund": "cash", "balance": 400, "available": 400, "threshold": 500, "txn_id": "d1"}
     ]
     assert len(wal.notifications.history(P, "bob").notifications) == 1
+    assert [n.type for n in delivered.delivered] == ["LowBalance"]  # delivered once
 
 
 def test_a_fresh_posting_reads_and_writes_no_more(wal: Ledger) -> None:
