@@ -412,3 +412,20 @@ def test_a_crash_at_every_step_of_a_loyalty_flow_then_the_retry(
     else:  # pragma: no cover
         pytest.fail("the flow never completed")
     assert crashes >= 2
+
+
+def test_a_re_run_of_the_expiry_job_raises_the_low_balance_its_crash_lost(
+    shop: Ledger, clock: ManualClock
+) -> None:
+    shop.programs.set_low_balance_threshold("shop", "points", 100)
+    shop.loyalty.earn("shop", "alice", "o1", 20_000)  # 200 points: silver
+    clock.advance(timedelta(days=11))  # the lot expired: 0 points, base
+    _crash_after_write(shop, clock, lambda led: led.loyalty.expire("shop"))
+    assert "LowBalance" not in {n.type for n in shop.notifications.list("shop", "alice")}
+    for _ in range(2):
+        shop.loyalty.expire("shop")
+    active = {n.type: n.payload for n in shop.notifications.list("shop", "alice")}
+    assert active["LowBalance"]["available"] == 0
+    assert active["TierChanged"]["tier"] == "base"
+    history = shop.notifications.history("shop", "alice").notifications
+    assert sorted(n.type for n in history) == ["LowBalance", "TierChanged", "TierChanged"]
