@@ -96,6 +96,9 @@ def test_traceparent_is_honoured(app_client, read_headers, caplog) -> None:
     ]
     assert access[-1]["trace_id"] == TRACE_ID
     assert access[-1]["request_id"] == TRACE_ID
+    # docs/http.md: the parent span and this request's span are on every line too
+    assert access[-1]["parent_span_id"] == "00f067aa0ba902b7"
+    assert access[-1]["span_id"] == span_id
 
 
 @sqlite_only

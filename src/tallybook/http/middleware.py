@@ -54,6 +54,8 @@ request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 trace_var: contextvars.ContextVar[tuple[str, str, str] | None] = contextvars.ContextVar(
     "tallybook_trace", default=None
 )
+#: the log fields of :data:`trace_var`'s three ids, on every line of a traced request
+_TRACE_FIELDS = ("trace_id", "parent_span_id", "span_id")
 access_log = logging.getLogger("tallybook.http.access")
 error_log = logging.getLogger("tallybook.http")
 
@@ -82,7 +84,7 @@ class JsonFormatter(_LibraryJsonFormatter):
             log_data["request_id"] = request_id
         trace = trace_var.get()
         if trace is not None and "trace_id" not in log_data:
-            log_data["trace_id"], log_data["parent_span_id"], log_data["span_id"] = trace
+            log_data.update(zip(_TRACE_FIELDS, trace, strict=True))
 
 
 _RESERVED = tuple(vars(logging.LogRecord("", 0, "", 0, "", (), None)))
@@ -281,7 +283,7 @@ class RequestMiddleware:
             "request",
             extra={
                 "request_id": state.get("request_id"),
-                "trace_id": trace[0] if trace else None,
+                **({} if trace is None else dict(zip(_TRACE_FIELDS, trace, strict=True))),
                 "method": scope["method"],
                 "path": scope["path"],
                 "route": template,
