@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,3 +84,63 @@ def test_docs_and_redoc_load_their_assets_from_the_app(app_client) -> None:
             assert asset.status_code == 200, source
             assert len(asset.content) > 1000, source
     assert "https://" not in app_client.get("/docs").text
+
+
+HTTP_MD = (Path(__file__).resolve().parents[2] / "docs" / "http.md").read_text()
+#: the scope docs/http.md gives a method before naming the routes that differ
+_SCOPE_OF_METHOD = {"get": "read", "post": "write", "delete": "write", "put": "admin"}
+
+
+def _scope(op: dict[str, Any]) -> str | None:
+    needs = r"Needs an API key with the `(read|write|admin)` scope"
+    found = re.search(needs, op.get("description", ""))
+    return None if found is None else found.group(1)
+
+
+@sqlite_only
+def test_http_md_names_every_route_whose_scope_is_not_its_methods(app_client) -> None:
+    """docs/http.md's "Auth" rule (read for GET, write for POST, ...) and the routes
+    it names as exceptions, and its table of ledger endpoints, are the scopes the
+    OpenAPI document states (and the server requires)."""
+    spec = app_client.get("/openapi.json").json()
+    auth = HTTP_MD[HTTP_MD.index("- **Auth.**") : HTTP_MD.index("- **Revocation")]
+    auth = " ".join(auth.split())
+    assert "`DELETE` of a notification" in auth
+    for path, method, op in _operations(spec):
+        scope = _scope(op)
+        if scope is None or scope == _SCOPE_OF_METHOD[method]:
+            continue
+        named = path.removesuffix("/{sub_id}").split("/{sub_id}/")[0].split("/{account}")[0]
+        if method == "delete":
+            assert ("notification" in path and scope == "write") or named in auth, (method, path)
+        else:
+            assert named in auth, (method, path, scope)
+    ledger = HTTP_MD[HTTP_MD.index("## Ledger endpoints") : HTTP_MD.index("## Generated clients")]
+    rows = [line.replace("\\|", "").split(" | ") for line in ledger.splitlines()]
+    table = [(r[0].strip("| `"), r[1]) for r in rows if r[0].startswith("| `")]
+    assert len(table) == 13
+    for cell, scopes in table:
+        verbs, path = cell.replace("`", "").rsplit(" ", 1)
+        for verb, scope in zip(verbs.split(" / "), scopes.split(" / "), strict=True):
+            assert _scope(spec["paths"][path.split("?")[0]][verb.lower()]) == scope, cell
+
+
+@sqlite_only
+def test_problem_bodies_have_the_fields_http_md_lists(app_client, write_headers) -> None:
+    r = app_client.post(
+        "/v1/transactions",
+        json={"type": "credit", "account": "alice", "fund": "points", "amount": 1.5},
+        headers={**write_headers, "Idempotency-Key": "t-1"},
+    )
+    assert r.status_code == 422
+    listed = '{"type": "https://tallybook.dev/problems/<code>", "title", "status", "detail", '
+    assert f'{listed}"instance", "request_id"}}' in HTTP_MD
+    fields = {"type", "title", "status", "detail", "instance", "request_id", "errors"}
+    assert set(r.json()) == fields
+    assert r.json()["instance"] == "/v1/transactions"
+    assert 'one `{"loc", "msg", "type"}` per field' in " ".join(HTTP_MD.split())
+    assert all(set(e) == {"loc", "msg", "type"} for e in r.json()["errors"])
+    headers = {**write_headers, "Idempotency-Key": "-x"}
+    r = app_client.post("/v1/accounts", json={"account": "alice"}, headers=headers)
+    assert r.status_code == 422  # the pattern's first character
+    assert "starting with a letter or digit" in HTTP_MD
