@@ -198,8 +198,9 @@ def wallet_due(p: str, kind: str, shard: int) -> str:
 
 # --- loyalty (capability C) --------------------------------------------------
 # Lots sort by their cumulative end (earning order, which is also expiry order);
-# tier history rows by time; the tier index and the lot-expiry index sit on gsi1
-# (account heads) and gsi2 (lots). See services/loyalty/service.py.
+# tier history rows by time. Layout 2 keeps a lot on its earn's entry (the
+# lot-expiry index on gsi2) and tier members in TIER#{p}#{tier}#{shard} rows
+# (store/records/loyalty.py); the L# lot items are layout 1's.
 
 LOT_PREFIX = "L#"
 TIER_LOG_PREFIX = "TL#"
