@@ -3,14 +3,22 @@ event types and retry schedule are the code's."""
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from tallybook.ledger import Ledger
+from tallybook.services.billing.sinks import DirectorySink
+from tallybook.services.clock import ManualClock
+from tallybook.store.sqlite import SqliteStore
 from tallybook.webhooks import sign
 from tallybook.webhooks.delivery import RetryPolicy
 from tallybook.webhooks.events import EVENT_TYPES
 from tallybook.webhooks.fanout import MAX_SUBSCRIPTIONS
+from tallybook.webhooks.sender import Response
 from tallybook.webhooks.signing import new_secret
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "webhooks.md").read_text()
@@ -46,3 +54,76 @@ def test_the_retry_schedule_is_the_policys() -> None:
     assert f"at most {MAX_SUBSCRIPTIONS}" in DOC
     first_after = [5 * (2**n - 1) for n in (1, 2, 3, 5, 7, 9, 11, 13)]
     assert first_after == [5, 15, 35, 155, 635, 2555, 10235, 40955]
+
+
+class _Receiver:
+    """Accepts every delivery and keeps its body (no network)."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+
+    def post(self, url: str, headers: Mapping[str, str], body: bytes, timeout: float) -> Response:
+        self.bodies.append(body)
+        return Response(204, 1)
+
+
+def _documented_fields() -> dict[str, set[str]]:
+    """Each event type's `data` fields as the table lists them ("as above": the row
+    before's, and ``account_seq``/``account_previous``, which every account event has)."""
+    fields: dict[str, set[str]] = {}
+    previous: set[str] = set()
+    for type_, cell in re.findall(r"^\| `([a-z]+\.[a-z]+)` \| .* \| (.*) \|$", DOC, flags=re.M):
+        names = set(re.findall(r"`([a-z0-9_]+)`", re.sub(r"\([^)]*\)", "", cell)))
+        if cell.startswith("as above"):
+            names |= previous
+        fields[type_] = names | {"account_seq", "account_previous"}
+        previous = names
+    return fields
+
+
+def test_every_event_carries_the_data_fields_documented(tmp_path: Path) -> None:
+    """Every event type's `data` has the fields the table lists, and no other."""
+    # the SQLite engine hides items past their TTL by the real time: start at it
+    clock = ManualClock(datetime.now(UTC).replace(minute=0, second=0, microsecond=0))
+    ledger = Ledger(SqliteStore(tmp_path / "t.db"), clock=clock)
+    ledger.programs.create("shop")
+    ledger.loyalty.configure(
+        "shop",
+        {
+            "expiry": {"days": 1},
+            "tiers": [{"name": "base", "threshold": 0}, {"name": "gold", "threshold": 50}],
+        },
+    )
+    ledger.billing.configure("shop", start=clock.now())
+    ledger.webhooks.create("shop", "https://example.com/hooks")
+    for account in ("a", "b"):
+        ledger.accounts.open("shop", account)
+    ledger.wallet.credit("shop", "a", "cash", 1000, txn_id="c1")
+    ledger.wallet.grant("shop", "a", 300, expires_in_days=1, txn_id="g1")
+    ledger.wallet.credit_held("shop", "a", "store_credit", 400, release_in_days=1, txn_id="hc1")
+    ledger.wallet.authorize("shop", "a", 100, hold_id="h1")
+    ledger.wallet.capture("shop", "h1", 60)
+    ledger.wallet.authorize("shop", "a", 100, hold_id="h2")
+    ledger.wallet.void("shop", "h2")
+    ledger.wallet.authorize("shop", "a", 100, hold_id="h3", expires_in=60)
+    ledger.transactions.transfer("shop", "a", "b", "cash", 50, txn_id="t1")
+    ledger.loyalty.earn("shop", "b", "o1", 10_000)
+    note = ledger.notifications.add("shop", "b", "Promo", {"n": 1})
+    ledger.notifications.dismiss("shop", "b", note.id)
+    clock.advance(timedelta(days=2))
+    ledger.wallet.reconcile("shop")
+    ledger.wallet.expire_grants("shop")
+    ledger.loyalty.expire("shop")
+    ledger.billing.reports.run("shop", sink=DirectorySink(tmp_path), max_windows=1)
+    receiver = _Receiver()
+    ledger.webhooks.worker(sender=receiver, now=lambda: clock.now().timestamp()).run_once()
+    documented = _documented_fields()
+    seen: dict[str, set[str]] = {}
+    for body in receiver.bodies:
+        event = json.loads(body)
+        seen.setdefault(event["type"], set()).update(event["data"])
+    assert set(seen) == set(EVENT_TYPES)
+    optional = {"order_id", "description", "metadata", "account_previous"}
+    for type_, names in seen.items():
+        assert names <= documented[type_], (type_, names - documented[type_])
+        assert documented[type_] - names <= optional | {"account_seq"}, type_
