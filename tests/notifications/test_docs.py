@@ -1,0 +1,72 @@
+"""docs/notifications.md: its Python examples run as written, its rules sample is
+the defaults (plus its `Promo`), and its storage table is the keys the store uses."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+from tallybook.store import keys
+from tallybook.store.port import ItemStore
+
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "notifications.md").read_text()
+
+
+def _blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", DOC, flags=re.S)
+
+
+def test_the_python_examples_run(store: ItemStore, clock: ManualClock) -> None:
+    ledger = Ledger(store, clock=clock)
+    ledger.programs.create("shop")
+    ledger.accounts.open("shop", "alice")
+    scope: dict[str, Any] = {
+        "ledger": ledger,
+        "t0": clock.now() - timedelta(days=1),
+        "t1": clock.now() + timedelta(days=1),
+    }
+    for code in _blocks("python"):
+        exec(code, scope)
+    note = scope["n"]
+    assert ledger.notifications.get("shop", "alice", note.id).status.value == "dismissed"
+    assert ledger.notifications.rules("shop").retention_days == 30
+    assert ledger.notifications.rules("shop").rule("TopUp").dismisses == ("LowBalance",)
+
+
+def test_the_rules_sample_is_the_defaults_and_a_program_type(
+    store: ItemStore, clock: ManualClock
+) -> None:
+    ledger = Ledger(store, clock=clock)
+    ledger.programs.create("shop")
+    assert "The defaults, with a `Promo` type added" in DOC
+    (sample,) = _blocks("json")[:1]
+    given = json.loads(sample)
+    defaults = ledger.notifications.rules("shop")
+    assert given["retention_days"] == defaults.retention_days
+    promo = given["types"].pop("Promo")
+    assert set(given["types"]) == set(defaults.types)
+    for name, fields in [*given["types"].items(), ("default", given["default"])]:
+        rule = defaults.default if name == "default" else defaults.rule(name)
+        for field, value in fields.items():
+            expected = tuple(value) if isinstance(value, list) else value
+            assert getattr(rule, field) == expected, (name, field)
+    ledger.notifications.set_rules("shop", {"types": {"Promo": promo}})
+    assert ledger.notifications.rules("shop").rule("Promo").expires_after_days == 7
+
+
+def test_the_storage_table_is_the_stores_keys() -> None:
+    rows = dict(re.findall(r"^\| `(N#[A-Z]#[^`]*)` \| (.*) \|$", DOC, flags=re.M))
+    assert set(rows) == {"N#A#{type}", "N#H#{created_us:016d}#{id}", "N#K#{key}"}
+    assert "ACCT#{program}#{account}" in DOC
+    assert keys.notification_active("shop", "alice", "Promo") == keys.Key(
+        "ACCT#shop#alice", "N#A#Promo"
+    )
+    assert keys.notification_history("shop", "alice", 12, "n-12-ab").sk == (
+        f"N#H#{12:016d}#n-12-ab"
+    )
+    assert keys.notification_idempotency("shop", "alice", "k1").sk == "N#K#k1"
