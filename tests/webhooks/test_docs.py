@@ -96,7 +96,7 @@ def test_every_event_carries_the_data_fields_documented(tmp_path: Path) -> None:
     )
     ledger.billing.configure("shop", start=clock.now())
     ledger.webhooks.create("shop", "https://example.com/hooks")
-    for account in ("a", "b"):
+    for account in ("a", "b", "c"):
         ledger.accounts.open("shop", account)
     ledger.wallet.credit("shop", "a", "cash", 1000, txn_id="c1")
     ledger.wallet.grant("shop", "a", 300, expires_in_days=1, txn_id="g1")
@@ -108,6 +108,7 @@ def test_every_event_carries_the_data_fields_documented(tmp_path: Path) -> None:
     ledger.wallet.authorize("shop", "a", 100, hold_id="h3", expires_in=60)
     ledger.transactions.transfer("shop", "a", "b", "cash", 50, txn_id="t1")
     ledger.loyalty.earn("shop", "b", "o1", 10_000)
+    ledger.loyalty.earn("shop", "c", "o2", 100)  # enrols c in the base tier
     note = ledger.notifications.add("shop", "b", "Promo", {"n": 1})
     ledger.notifications.dismiss("shop", "b", note.id)
     clock.advance(timedelta(days=2))
@@ -123,6 +124,13 @@ def test_every_event_carries_the_data_fields_documented(tmp_path: Path) -> None:
         event = json.loads(body)
         seen.setdefault(event["type"], set()).update(event["data"])
     assert set(seen) == set(EVENT_TYPES)
+    tiers = {
+        e["data"]["txn_id"]: e["data"]
+        for e in map(json.loads, receiver.bodies)
+        if e["type"] == "tier.changed"
+    }
+    assert (tiers["order:o2"]["tier"], tiers["order:o2"]["previous_tier"]) == ("base", None)
+    assert "a first earn enrolled them (`previous_tier` `null`; also into the base tier" in DOC
     optional = {"order_id", "description", "metadata", "account_previous"}
     for type_, names in seen.items():
         assert names <= documented[type_], (type_, names - documented[type_])
