@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from tallybook.errors import ValidationError
 from tallybook.http.app import create_app
 from tallybook.http.middleware import JsonFormatter
 from tallybook.ledger import Ledger
@@ -42,7 +43,7 @@ def test_metrics_open_or_off_as_configured(ledger) -> None:
         r = client.get("/metrics")
         assert r.status_code == 404
         assert r.headers["content-type"].startswith("application/problem+json")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValidationError, match="key, open or off"):
         create_app(ledger, metrics_access="public")
 
 

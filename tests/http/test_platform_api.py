@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 import tallybook
 from tallybook.errors import StoreUnavailable, Throttled, ValidationError
+from tallybook.http import app as app_module
 from tallybook.http.app import create_app
 from tallybook.http.keycache import key_cache_seconds_from_env
+from tallybook.http.metrics import MetricsAccess, metrics_access_from_env
 from tallybook.http.middleware import JsonFormatter
+from tallybook.ledger import Ledger
 
 sqlite_only = pytest.mark.parametrize("engine", ["sqlite"])
 
@@ -290,3 +294,31 @@ def test_a_bad_key_cache_variable_is_a_clear_error(
     monkeypatch.setenv("TALLYBOOK_KEY_CACHE_SECONDS", value)
     with pytest.raises(ValidationError, match="TALLYBOOK_KEY_CACHE_SECONDS must be"):
         key_cache_seconds_from_env()
+
+
+@pytest.mark.parametrize(
+    ("value", "access"),
+    [(None, MetricsAccess.KEY), ("", MetricsAccess.KEY), (" open ", MetricsAccess.OPEN)],
+)
+def test_metrics_access_from_env(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, access: MetricsAccess
+) -> None:
+    if value is None:
+        monkeypatch.delenv("TALLYBOOK_METRICS", raising=False)
+    else:
+        monkeypatch.setenv("TALLYBOOK_METRICS", value)
+    assert metrics_access_from_env() is access
+
+
+@pytest.mark.parametrize("value", ["bogus", "OPEN", "keys"])
+def test_a_bad_metrics_variable_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str
+) -> None:
+    # was: MetricsAccess(value) in get_app, a ValueError when uvicorn or Lambda built the app
+    monkeypatch.setenv("TALLYBOOK_METRICS", value)
+    monkeypatch.setenv("TALLYBOOK_STORE", f"sqlite:///{tmp_path / 'm.db'}")
+    monkeypatch.setattr(app_module, "_app", None)
+    with pytest.raises(ValidationError, match="TALLYBOOK_METRICS must be key, open or off"):
+        app_module.get_app()
+    with pytest.raises(ValidationError, match="metrics access must be key, open or off"):
+        create_app(Ledger.open(f"sqlite:///{tmp_path / 'n.db'}"), metrics_access=value)

@@ -24,7 +24,12 @@ from tallybook import __version__, admin
 from tallybook.http import problems
 from tallybook.http.idempotency import IdempotencyMiddleware
 from tallybook.http.keycache import DEFAULT_KEY_CACHE_SECONDS, KeyCache, key_cache_seconds_from_env
-from tallybook.http.metrics import Metrics, MetricsAccess
+from tallybook.http.metrics import (
+    Metrics,
+    MetricsAccess,
+    metrics_access_from_env,
+    parse_metrics_access,
+)
 from tallybook.http.middleware import DEFAULT_MAX_BODY, RequestMiddleware
 from tallybook.http.openapi import install_docs, install_openapi, operation_id
 from tallybook.http.problems import STANDARD_PROBLEMS
@@ -92,7 +97,7 @@ def create_app(
     metrics = Metrics(ledger, emf=_emf(ledger) if emf else None)
     app.state.ledger = ledger
     app.state.metrics = metrics
-    app.state.metrics_access = MetricsAccess(metrics_access)
+    app.state.metrics_access = parse_metrics_access(metrics_access)
     app.state.keys = KeyCache(ledger, key_cache_seconds)
     problems.install(app)
 
@@ -137,7 +142,7 @@ def get_app() -> FastAPI:
     if _app is None:
         _app = create_app(
             Ledger.open(),
-            metrics_access=os.environ.get("TALLYBOOK_METRICS", MetricsAccess.KEY),
+            metrics_access=metrics_access_from_env(),
             key_cache_seconds=key_cache_seconds_from_env(),
             emf=bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")),
         )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from tallybook.errors import ValidationError
 from tallybook.ledger import Ledger
 from tallybook.store.port import OperationStats
 from tallybook.webhooks.metrics import WebhookCollector
@@ -88,6 +90,26 @@ class MetricsAccess(enum.StrEnum):
     OPEN = "open"
     #: not served by the API (``tallybook serve --metrics-bind`` serves it elsewhere)
     OFF = "off"
+
+
+def parse_metrics_access(value: MetricsAccess | str) -> MetricsAccess:
+    """``value`` as a :class:`MetricsAccess`; anything else is a ``ValidationError``."""
+    try:
+        return MetricsAccess(value)
+    except ValueError:
+        raise ValidationError(f"metrics access must be key, open or off; got {value!r}") from None
+
+
+def metrics_access_from_env() -> MetricsAccess:
+    """``$TALLYBOOK_METRICS`` (``key``, ``open`` or ``off``; unset or empty: ``key``), for
+    the app uvicorn and Lambda start (``tallybook serve`` takes ``--metrics``)."""
+    raw = os.environ.get("TALLYBOOK_METRICS", "").strip()
+    if not raw:
+        return MetricsAccess.KEY
+    try:
+        return MetricsAccess(raw)
+    except ValueError:
+        raise ValidationError(f"TALLYBOOK_METRICS must be key, open or off; got {raw!r}") from None
 
 
 def store_fields() -> list[str]:
