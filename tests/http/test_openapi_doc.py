@@ -144,3 +144,39 @@ def test_problem_bodies_have_the_fields_http_md_lists(app_client, write_headers)
     r = app_client.post("/v1/accounts", json={"account": "alice"}, headers=headers)
     assert r.status_code == 422  # the pattern's first character
     assert "starting with a letter or digit" in HTTP_MD
+
+
+#: the fields that hold a list endpoint's items (a resource's own lists, such as a
+#: program's funds or a transaction's legs, are not pages)
+LISTS = {
+    "entries", "transactions", "changes", "lots", "members", "notifications",
+    "records", "reports", "subscriptions", "deliveries",
+}  # fmt: skip
+
+
+@sqlite_only
+def test_http_md_says_which_lists_are_paged_and_their_default_limit(app_client) -> None:
+    spec = app_client.get("/openapi.json").json()
+    pages = HTTP_MD[HTTP_MD.index("- **Pages.**") : HTTP_MD.index("## Ledger endpoints")]
+    pages = " ".join(pages.split())
+    hundred = pages[pages.index("100 for") : pages.index(") and return")]
+    listed = 0
+    for path, method, op in _operations(spec):
+        params = {p["name"]: p.get("schema", {}) for p in op.get("parameters", [])}
+        schema = op["responses"].get("200", {}).get("content", {}).get("application/json", {})
+        ref = schema.get("schema", {}).get("$ref", "")
+        fields = spec["components"]["schemas"].get(ref.rsplit("/", 1)[-1], {}).get("properties", {})
+        is_list = schema.get("schema", {}).get("type") == "array" or bool(LISTS & set(fields))
+        if method != "get" or not (is_list or "limit" in params):
+            continue
+        listed += 1
+        short = path.removeprefix("/v1/accounts/{account}")
+        if "cursor" in params:
+            default = params["limit"]["default"]
+            assert (default == 100) == (short in hundred), (path, default)
+            assert default in (50, 100), path
+        elif "limit" in params:
+            assert f"`GET {path}` takes `limit` (default {params['limit']['default']})" in pages
+        else:
+            assert f"`{short}`" in pages or f"`{path}`" in pages, path
+    assert listed == 15
