@@ -257,3 +257,16 @@ def test_lifetime_and_balance_bases() -> None:
 )
 def test_add_months(start: datetime, months: int, expected: datetime) -> None:
     assert add_months(start, months) == expected
+
+
+def test_multipliers_keep_their_decimal_text_as_docs_loyalty_md_says(tmp_path: Path) -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "loyalty.md").read_text()
+    assert "keeps 15 significant digits: give\na longer one as a string" in doc
+    rules = tmp_path / "rules.toml"
+    rules.write_text(
+        '[[tiers]]\nname = "base"\nthreshold = 0\nmultiplier = 1.5\n'
+        '[[tiers]]\nname = "gold"\nthreshold = 10\nmultiplier = "1.2345678901234567891"\n'
+        '[[tiers]]\nname = "top"\nthreshold = 20\nmultiplier = 1.234567890123456\n'
+    )
+    tiers = load_toml(rules).to_settings()["tiers"]
+    assert [t["multiplier"] for t in tiers] == ["1.5", "1.2345678901234567891", "1.234567890123456"]
