@@ -173,6 +173,9 @@ def test_http_md_says_which_lists_are_paged_and_their_default_limit(app_client) 
         short = path.removeprefix("/v1/accounts/{account}")
         if "cursor" in params:
             default = params["limit"]["default"]
+            maximum = params["limit"]["maximum"]
+            at_most = f"at most {maximum} for `{path.replace('{sub_id}', '{id}')}`"
+            assert maximum == 1000 or at_most in pages, (path, maximum)
             assert (default == 100) == (short in hundred), (path, default)
             assert default in (50, 100), path
         elif "limit" in params:

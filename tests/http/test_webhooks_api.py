@@ -194,3 +194,22 @@ def test_resend_takes_every_position_form(
     )
     assert r.status_code == status, r.text
     assert r.headers["content-type"].startswith("application/problem+json")
+
+
+def test_the_deliveries_page_size_is_what_the_openapi_document_says(
+    app_client: TestClient, admin_headers: Headers, idem: Callable[..., Headers]
+) -> None:
+    # the document said 1-1000 while the service refused more than 200 (a 422 of its own)
+    r = app_client.post(
+        "/v1/webhooks", json={"url": "https://example.com/h"}, headers=idem(admin_headers)
+    )
+    path = f"/v1/webhooks/{r.json()['id']}/deliveries"
+    spec = app_client.get("/openapi.json").json()
+    params = spec["paths"]["/v1/webhooks/{sub_id}/deliveries"]["get"]["parameters"]
+    limit = next(p for p in params if p["name"] == "limit")["schema"]
+    assert (limit["minimum"], limit["maximum"]) == (1, 200)
+    ok = app_client.get(path, params={"limit": limit["maximum"]}, headers=admin_headers)
+    assert ok.status_code == 200, ok.text
+    over = app_client.get(path, params={"limit": limit["maximum"] + 1}, headers=admin_headers)
+    assert over.status_code == 422
+    assert over.json()["errors"][0]["loc"] == ["query", "limit"]

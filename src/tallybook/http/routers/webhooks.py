@@ -17,12 +17,12 @@ from __future__ import annotations
 import os
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Path, Query, Response, status
 
 from tallybook.domain.webhooks import POSITION_PATTERN
 from tallybook.errors import ValidationError
 from tallybook.http.deps import AdminPrincipal, LedgerDep
-from tallybook.http.routers.ledger import Cursor, Limit
+from tallybook.http.routers.ledger import Cursor
 from tallybook.http.schemas.common import ID_PATTERN
 from tallybook.http.schemas.webhooks import (
     ALLOW_HTTP_ENV,
@@ -33,6 +33,7 @@ from tallybook.http.schemas.webhooks import (
     SubscriptionListOut,
     SubscriptionOut,
 )
+from tallybook.webhooks.service import MAX_PAGE
 
 router = APIRouter(prefix="/v1", tags=["webhooks"])
 
@@ -40,6 +41,8 @@ SubId = Annotated[
     str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="subscription id")
 ]
 Position = Annotated[str, Path(pattern=POSITION_PATTERN, description="delivery position")]
+#: a page of delivery records (each keeps its last attempts) is at most MAX_PAGE
+DeliveryLimit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"page size, 1-{MAX_PAGE}")]
 
 
 @router.post(
@@ -106,7 +109,7 @@ def list_deliveries(
     sub_id: SubId,
     principal: AdminPrincipal,
     ledger: LedgerDep,
-    limit: Limit = 50,
+    limit: DeliveryLimit = 50,
     cursor: Cursor = None,
 ) -> DeliveryPageOut:
     found, next_cursor = ledger.webhooks.deliveries(
