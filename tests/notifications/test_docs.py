@@ -70,3 +70,20 @@ def test_the_storage_table_is_the_stores_keys() -> None:
         f"N#H#{12:016d}#n-12-ab"
     )
     assert keys.notification_idempotency("shop", "alice", "k1").sk == "N#K#k1"
+
+
+def test_a_payload_is_the_same_object_in_any_key_order(
+    store: ItemStore, clock: ManualClock
+) -> None:
+    """What the page says of payload key order: equal as objects on every engine, and
+    the same payload in another key order is a replay, not a conflict."""
+    assert "keys may come back in another order than sent" in " ".join(DOC.split())
+    ledger = Ledger(store, clock=clock)
+    ledger.programs.create("shop")
+    ledger.accounts.open("shop", "alice")
+    sent = {"title": "x", "body": "y", "cta": "z", "zeta": {"b": 1, "a": 2}}
+    added = ledger.notifications.add("shop", "alice", "Promo", sent, idempotency_key="k")
+    assert ledger.notifications.get("shop", "alice", added.id).payload == sent
+    again = dict(reversed(list(sent.items())))
+    replay = ledger.notifications.add("shop", "alice", "Promo", again, idempotency_key="k")
+    assert (replay.replay, replay.id) == (True, added.id)
