@@ -13,6 +13,11 @@ place that has it: the event itself (a rule's constant input
 function's environment (``TALLYBOOK_JOB``, ``TALLYBOOK_PROGRAM``; no program
 means every program). The store connection is opened on the first invocation
 and reused by the warm container.
+
+An event ``handler`` cannot read as an HTTP request (neither an API Gateway,
+ALB nor scheduled event, a field of the wrong shape, a body marked
+``isBase64Encoded`` that is not base64) is answered with a 400 ``bad-request``
+problem+json in the shape of the event, and nothing runs.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from tallybook.errors import TallybookError
@@ -113,7 +119,58 @@ def scheduled(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Serve one API Gateway or ALB event, or run a scheduled one."""
-    if is_scheduled(event):
+    if isinstance(event, dict) and is_scheduled(event):
         return scheduled(event, context)
-    response: dict[str, Any] = _get_adapter()(event, context)
+    adapter = _get_adapter()
+    unreadable = _unreadable(adapter, event, context)
+    if unreadable is not None:
+        return _bad_event(event, unreadable)
+    response: dict[str, Any] = adapter(event, context)
+    return response
+
+
+def _unreadable(adapter: Mangum, event: Any, context: Any) -> str | None:
+    """Why ``event`` is not an HTTP request Mangum can serve, or ``None``.
+
+    Reads what Mangum reads before the app runs (the request and its body), so
+    a malformed event is refused before anything is written."""
+    if not isinstance(event, dict):
+        return "the event is not a JSON object"
+    try:
+        request = adapter.infer(event, context)
+    except (RuntimeError, LookupError, TypeError):
+        return "the event is not an API Gateway (REST or HTTP API), ALB or scheduled event"
+    try:
+        scope = request.scope
+    except (LookupError, TypeError, AttributeError, ValueError):
+        scope = None
+    if scope is None or not isinstance(scope["method"], str) or not scope["method"]:
+        return "the event's request is malformed (a field is missing or of the wrong type)"
+    try:
+        request.body  # noqa: B018
+    except ValueError:  # binascii.Error included
+        return "the event's body is marked isBase64Encoded but is not valid base64"
+    except (TypeError, AttributeError):
+        return "the event's body is not a string"
+    return None
+
+
+def _bad_event(event: Any, detail: str) -> dict[str, Any]:
+    """A 400 ``bad-request`` problem answered without the app, in the event's shape."""
+    from tallybook.http.problems import PROBLEM_MEDIA_TYPE, problem_body
+
+    request_id = uuid.uuid4().hex
+    logging.getLogger("tallybook.http").warning("unreadable Lambda event: %s", detail)
+    body = problem_body(400, "bad-request", detail, request_id=request_id)
+    headers = {"content-type": PROBLEM_MEDIA_TYPE, "x-request-id": request_id}
+    response: dict[str, Any] = {
+        "statusCode": 400,
+        "body": json.dumps(body, separators=(",", ":")),
+        "isBase64Encoded": False,
+    }
+    if isinstance(event, dict) and "multiValueHeaders" in event:
+        # an ALB with multi-value headers on takes only these
+        response["multiValueHeaders"] = {k: [v] for k, v in headers.items()}
+    else:
+        response["headers"] = headers
     return response

@@ -224,3 +224,75 @@ def test_a_body_giving_a_key_twice_is_a_422_and_nothing_is_posted(api: str, kind
     assert json.loads(posted["body"])["errors"][0]["loc"] == ["body", "amount"]
     read = lambda_handler.handler(event("GET", "/v1/transactions/c-1", auth), None)
     assert read["statusCode"] == 404, read
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+@pytest.mark.parametrize("kind", EVENTS)
+def test_a_body_marked_base64_that_is_not_is_a_400_and_nothing_runs(api: str, kind: str) -> None:
+    event = EVENTS[kind]
+    auth = {"Authorization": f"Bearer {api}", "Content-Type": "application/json"}
+    for body in ("!!!not base64***", base64.b64encode(b'{"account": "ann"}').decode() + "x"):
+        request = event("POST", "/v1/accounts", {**auth, "Idempotency-Key": "o-1"}, body)
+        request["isBase64Encoded"] = True
+        response = lambda_handler.handler(request, None)
+        assert response["statusCode"] == 400, response
+        assert header(response, "content-type") == "application/problem+json"
+        assert not response.get("isBase64Encoded")
+        problem = json.loads(response["body"])
+        assert problem["type"].endswith("/bad-request")
+        assert "base64" in problem["detail"]
+        assert problem["request_id"] == header(response, "x-request-id")
+    read = lambda_handler.handler(event("GET", "/v1/accounts/ann", auth), None)
+    assert read["statusCode"] == 404, read
+
+
+def _without_request_context(kind: str) -> dict[str, Any]:
+    request = EVENTS[kind]("GET", "/v1/program", {})
+    del request["requestContext"]
+    return request
+
+
+def _http_api_without_method() -> dict[str, Any]:
+    request = http_api_event("GET", "/v1/program", {})
+    del request["requestContext"]["http"]
+    return request
+
+
+def _with(kind: str, **fields: Any) -> dict[str, Any]:
+    return {**EVENTS[kind]("GET", "/v1/program", {}), **fields}
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+@pytest.mark.parametrize(
+    "request_event",
+    [
+        pytest.param({}, id="empty"),
+        pytest.param({"hello": "world"}, id="not-http"),
+        pytest.param(["GET", "/v1/program"], id="a-list"),
+        pytest.param(_without_request_context("rest"), id="rest-no-context"),
+        pytest.param(_without_request_context("http-api"), id="http-api-no-context"),
+        pytest.param(_http_api_without_method(), id="http-api-no-method"),
+        pytest.param(_with("http-api", headers=None), id="http-api-headers-null"),
+        pytest.param(_with("rest", body=5), id="rest-body-a-number"),
+        pytest.param(_with("alb", httpMethod=None), id="alb-no-method"),
+    ],
+)
+def test_an_event_that_is_not_a_readable_request_is_a_400(
+    api: str, request_event: dict[str, Any]
+) -> None:
+    response = lambda_handler.handler(request_event, None)
+    assert response["statusCode"] == 400, response
+    assert header(response, "content-type") == "application/problem+json"
+    problem = json.loads(response["body"])
+    assert problem["status"] == 400
+    assert problem["type"].endswith("/bad-request")
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_an_alb_refusal_keeps_to_multi_value_headers(api: str) -> None:
+    request = alb_event("POST", "/v1/accounts", {"Content-Type": "application/json"}, "abcde")
+    request["isBase64Encoded"] = True
+    response = lambda_handler.handler(request, None)
+    assert response["statusCode"] == 400
+    assert "headers" not in response
+    assert response["multiValueHeaders"]["content-type"] == ["application/problem+json"]
