@@ -9,12 +9,13 @@ from a CDN. See docs/admin.md.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
 from tallybook.admin import actions, auth, overview, views, webhooks
 from tallybook.admin.session import SessionSigner
-from tallybook.admin.web import HERE
+from tallybook.admin.web import HERE, redirect
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
 router.include_router(auth.router)
@@ -22,6 +23,12 @@ router.include_router(views.router)
 router.include_router(actions.router)
 router.include_router(overview.router)
 router.include_router(webhooks.router)
+
+
+@router.get("")
+def home_without_slash(request: Request) -> Response:
+    """``/admin`` leads to the home page ``/admin/`` (the app redirects no other path)."""
+    return redirect(request, "/")
 
 
 def install(app: FastAPI, *, secret: bytes | str | None = None) -> None:

@@ -93,6 +93,10 @@ def create_app(
         docs_url=None,  # served by install_docs, with local assets
         redoc_url=None,
         generate_unique_id_function=operation_id,
+        # /v1/accounts/ is an unknown path (404), not a 307 to /v1/accounts: a
+        # redirected POST is surprising, and behind API Gateway the redirect
+        # names the function's host, not the API's
+        redirect_slashes=False,
     )
     metrics = Metrics(ledger, emf=_emf(ledger) if emf else None)
     app.state.ledger = ledger

@@ -206,6 +206,9 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code, title = _HTTP_CODES.get(exc.status_code, ("http-error", "HTTP error"))
     detail = exc.detail if isinstance(exc.detail, str) else title
+    path = request.url.path
+    if exc.status_code == 404 and path.endswith("/") and path != "/":
+        detail = "Not Found (API paths do not end with '/')"
     return problem_response(
         exc.status_code,
         code,
