@@ -57,10 +57,11 @@ def test_deeply_nested_json_is_a_400_problem(
 def test_deeply_nested_json_to_void_is_no_500(
     app_client: TestClient, idem: Callable[..., Headers]
 ) -> None:
-    """Void takes no body: it answers for the hold (404 here), never a 500."""
+    """Void takes no body: one too deep to parse is a 400, as on any route, never a 500."""
     headers = {**idem(), "Content-Type": "application/json"}
     r = app_client.post("/v1/holds/h-1/void", content=DEEP, headers=headers)
-    assert r.status_code == 404, r.text
+    assert r.status_code == 400, r.text
+    assert r.json()["type"].endswith("/bad-request")
     assert r.headers["content-type"].startswith("application/problem+json")
 
 

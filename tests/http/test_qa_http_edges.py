@@ -45,3 +45,68 @@ def test_a_path_with_a_trailing_slash_is_a_404_problem_not_a_redirect(
     home = app_client.get("/admin", follow_redirects=False)
     assert home.status_code == 303
     assert home.headers["location"] == "/admin/"
+
+
+def _bodiless_writes(client: TestClient) -> list[tuple[str, str]]:
+    """(method, path with every parameter filled in) of each POST or DELETE
+    the OpenAPI document lists without a request body."""
+    out = []
+    for path, operations in client.get("/openapi.json").json()["paths"].items():
+        for method, operation in operations.items():
+            if method in ("post", "delete") and "requestBody" not in operation:
+                filled = path.replace("{position}", "1")
+                for name in ("account", "hold_id", "sub_id", "notification_id"):
+                    filled = filled.replace("{" + name + "}", "x1")
+                out.append((method.upper(), filled + ("?type=Promo" if method == "delete" else "")))
+    return out
+
+
+@sqlite_only
+def test_a_route_that_takes_no_body_refuses_one_instead_of_ignoring_it(
+    app_client: TestClient, admin_headers: Headers, idem: Callable[..., Headers]
+) -> None:
+    routes = _bodiless_writes(app_client)
+    assert ("POST", "/v1/holds/x1/void") in routes
+    assert ("DELETE", "/v1/webhooks/x1?type=Promo") in routes
+    headers = {**idem(admin_headers), "Content-Type": "application/json"}
+    for method, path in routes:
+        malformed = app_client.request(method, path, headers=headers, content=b'{"reason')
+        assert malformed.status_code == 400, (method, path, malformed.text)
+        assert malformed.json()["type"].endswith("/malformed-json")
+        for body in (b'{"reason": "gone"}', b"[]", b"5"):
+            given = app_client.request(method, path, headers=headers, content=body)
+            assert given.status_code == 422, (method, path, body, given.text)
+            assert given.headers["content-type"] == "application/problem+json"
+            assert given.json()["errors"][0]["loc"] == ["body"]
+        # a missing key is still the first thing said
+        anonymous = app_client.request(
+            method, path, headers={"Content-Type": "application/json"}, content=b"{"
+        )
+        assert anonymous.status_code == 401, (method, path)
+
+
+@sqlite_only
+def test_a_void_with_a_body_voids_nothing_and_one_without_or_empty_voids(
+    app_client: TestClient,
+    ledger: Ledger,
+    write_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    open_account("ann")
+    credit = {"amount": 1_000, "fund": "cash"}
+    r = app_client.post("/v1/accounts/ann/wallet/credits", json=credit, headers=idem(write_headers))
+    assert r.status_code == 201, r.text
+    for hold in ("h-1", "h-2", "h-3"):
+        r = app_client.post(
+            "/v1/accounts/ann/wallet/holds", json={"amount": 100}, headers=idem(write_headers, hold)
+        )
+        assert r.status_code == 201, r.text
+    refused = app_client.post("/v1/holds/h-1/void", json={"amount": 50}, headers=write_headers)
+    assert refused.status_code == 422, refused.text
+    assert ledger.wallet.hold("shop", "h-1").status == "active"
+    assert app_client.post("/v1/holds/h-1/void", headers=write_headers).status_code == 200
+    assert app_client.post("/v1/holds/h-2/void", json={}, headers=write_headers).status_code == 200
+    null = {**write_headers, "Content-Type": "application/json"}
+    assert app_client.post("/v1/holds/h-3/void", content=b"null", headers=null).status_code == 200
+    assert {ledger.wallet.hold("shop", h).status for h in ("h-1", "h-2", "h-3")} == {"voided"}

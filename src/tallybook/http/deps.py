@@ -6,6 +6,8 @@ Conventions every router follows:
   path (``/v1/accounts/{account}/...``), so a key only ever sees its own program;
 - ``Depends(require("read"|"write"|"admin"))`` gives the :class:`Principal`;
 - a POST that writes takes the ``Idempotency-Key`` header (:data:`IdempotencyKey`);
+- a POST or DELETE that takes no body says so with a :data:`NoBody` parameter
+  (after the principal, so that a missing key is still a 401 first);
 - errors are raised as :mod:`tallybook.errors` classes and rendered as RFC 9457
   problem+json by the app; never build error responses by hand.
 
@@ -16,11 +18,13 @@ solves nested ``Depends`` one by one, which together cost more than a posting.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 
 from tallybook.domain.ids import MAX_ID_LENGTH
 from tallybook.errors import Forbidden, Unauthorized
@@ -34,6 +38,7 @@ __all__ = [
     "AdminPrincipal",
     "IdempotencyKey",
     "LedgerDep",
+    "NoBody",
     "Principal",
     "ReadPrincipal",
     "WritePrincipal",
@@ -115,3 +120,26 @@ IdempotencyKey = Annotated[
 ReadPrincipal = Annotated[Principal, require("read")]
 WritePrincipal = Annotated[Principal, require("write")]
 AdminPrincipal = Annotated[Principal, require("admin")]
+
+
+async def no_body(request: Request) -> None:
+    """A route that takes no body refuses one, as a route that takes a body
+    refuses a field it does not know: none, ``{}`` or ``null`` is fine,
+    malformed JSON a 400 ``malformed-json``, anything else a 422."""
+    body = await request.body()
+    if not body:
+        return
+    try:
+        value = json.loads(body)
+    except RecursionError:  # as FastAPI answers a body route's
+        raise HTTPException(400, "There was an error parsing the body") from None
+    except ValueError:
+        error = {"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error"}
+        raise RequestValidationError([error]) from None
+    if value is not None and value != {}:
+        error = {"type": "no_body", "loc": ("body",), "msg": "this route takes no request body"}
+        raise RequestValidationError([error])
+
+
+#: a parameter of a POST or DELETE route that takes no body (see :func:`no_body`)
+NoBody = Annotated[None, Depends(no_body)]

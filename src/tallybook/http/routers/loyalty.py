@@ -17,6 +17,7 @@ from tallybook.http.deps import (
     AdminPrincipal,
     IdempotencyKey,
     LedgerDep,
+    NoBody,
     ReadPrincipal,
     WritePrincipal,
 )
@@ -235,7 +236,7 @@ def get_order(
 
 
 @router.post("/loyalty/expire", summary="Run the expiry job (admin)")
-def run_expire(principal: AdminPrincipal, ledger: LedgerDep) -> ExpiryReportOut:
+def run_expire(principal: AdminPrincipal, _: NoBody, ledger: LedgerDep) -> ExpiryReportOut:
     r = ledger.loyalty.expire(principal.program)
     return ExpiryReportOut(
         days=r.days,
@@ -248,6 +249,6 @@ def run_expire(principal: AdminPrincipal, ledger: LedgerDep) -> ExpiryReportOut:
 
 
 @router.post("/loyalty/downgrade", summary="Run the downgrade job (admin)")
-def run_downgrade(principal: AdminPrincipal, ledger: LedgerDep) -> ReviewReportOut:
+def run_downgrade(principal: AdminPrincipal, _: NoBody, ledger: LedgerDep) -> ReviewReportOut:
     r = ledger.loyalty.review_tiers(principal.program)
     return ReviewReportOut(members=r.members, downgraded=r.downgraded)

@@ -35,6 +35,7 @@ from tallybook.errors import Forbidden, Unauthorized
 from tallybook.http.deps import (
     AdminPrincipal,
     LedgerDep,
+    NoBody,
     Principal,
     ReadPrincipal,
     WritePrincipal,
@@ -137,6 +138,7 @@ def add_notification(
 def dismiss_type(
     account: AccountId,
     principal: WritePrincipal,
+    _: NoBody,
     ledger: LedgerDep,
     type: Annotated[str, Query(pattern=TYPE_PATTERN, description="notification type")],
 ) -> DismissedOut:
@@ -192,6 +194,7 @@ def dismiss_notification(
     account: AccountId,
     notification_id: NotificationId,
     principal: WritePrincipal,
+    _: NoBody,
     ledger: LedgerDep,
 ) -> NotificationOut:
     n = ledger.notifications.dismiss(principal.program, account, notification_id)

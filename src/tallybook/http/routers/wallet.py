@@ -18,6 +18,7 @@ from tallybook.http.deps import (
     AdminPrincipal,
     IdempotencyKey,
     LedgerDep,
+    NoBody,
     ReadPrincipal,
     WritePrincipal,
 )
@@ -297,7 +298,7 @@ def capture_hold(
 
 @router.post("/holds/{hold_id}/void", summary="Release a hold (idempotent)")
 def void_hold(
-    hold_id: HoldId, principal: WritePrincipal, ledger: LedgerDep, response: Response
+    hold_id: HoldId, principal: WritePrincipal, _: NoBody, ledger: LedgerDep, response: Response
 ) -> HoldResultOut:
     r = ledger.wallet.void(principal.program, hold_id)
     _mark(response, bool(r.transaction and r.transaction.replay), f"/v1/holds/{hold_id}")
@@ -305,5 +306,5 @@ def void_hold(
 
 
 @router.post("/wallet/reconcile", summary="Run the wallet reconcile job (admin)")
-def post_reconcile(principal: AdminPrincipal, ledger: LedgerDep) -> ReconcileOut:
+def post_reconcile(principal: AdminPrincipal, _: NoBody, ledger: LedgerDep) -> ReconcileOut:
     return ReconcileOut(actions=ledger.wallet.reconcile(principal.program).lines())

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Path, Query, Response, status
 
 from tallybook.domain.webhooks import POSITION_PATTERN
 from tallybook.errors import ValidationError
-from tallybook.http.deps import AdminPrincipal, LedgerDep
+from tallybook.http.deps import AdminPrincipal, LedgerDep, NoBody
 from tallybook.http.routers.ledger import Cursor
 from tallybook.http.schemas.common import ID_PATTERN
 from tallybook.http.schemas.webhooks import (
@@ -80,7 +80,7 @@ def get_subscription(
 
 @router.post("/webhooks/{sub_id}/disable", summary="Stop delivering (the queue waits)")
 def disable_subscription(
-    sub_id: SubId, principal: AdminPrincipal, ledger: LedgerDep
+    sub_id: SubId, principal: AdminPrincipal, _: NoBody, ledger: LedgerDep
 ) -> SubscriptionOut:
     ledger.webhooks.disable(principal.program, sub_id)
     return SubscriptionOut(**ledger.webhooks.get(principal.program, sub_id).public())
@@ -88,7 +88,7 @@ def disable_subscription(
 
 @router.post("/webhooks/{sub_id}/enable", summary="Deliver again")
 def enable_subscription(
-    sub_id: SubId, principal: AdminPrincipal, ledger: LedgerDep
+    sub_id: SubId, principal: AdminPrincipal, _: NoBody, ledger: LedgerDep
 ) -> SubscriptionOut:
     ledger.webhooks.enable(principal.program, sub_id)
     return SubscriptionOut(**ledger.webhooks.get(principal.program, sub_id).public())
@@ -100,7 +100,9 @@ def enable_subscription(
     response_class=Response,  # no content, so no Content-Type either
     summary="Delete it",
 )
-def delete_subscription(sub_id: SubId, principal: AdminPrincipal, ledger: LedgerDep) -> None:
+def delete_subscription(
+    sub_id: SubId, principal: AdminPrincipal, _: NoBody, ledger: LedgerDep
+) -> None:
     ledger.webhooks.delete(principal.program, sub_id)
 
 
@@ -125,6 +127,6 @@ def list_deliveries(
     summary="Queue a delivery again (the next worker pass sends it)",
 )
 def resend_delivery(
-    sub_id: SubId, position: Position, principal: AdminPrincipal, ledger: LedgerDep
+    sub_id: SubId, position: Position, principal: AdminPrincipal, _: NoBody, ledger: LedgerDep
 ) -> DeliveryOut:
     return DeliveryOut(**ledger.webhooks.resend(principal.program, sub_id, position).public())
