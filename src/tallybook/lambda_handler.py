@@ -126,6 +126,16 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if unreadable is not None:
         return _bad_event(event, unreadable)
     response: dict[str, Any] = adapter(event, context)
+    headers = response.get("headers")
+    # Mangum gives an HTTP API answer without a body (a 204, a redirect)
+    # "content-type: application/json"; the app sent none
+    if (
+        event.get("version") == "2.0"
+        and not response.get("body")
+        and isinstance(headers, dict)
+        and headers.get("content-type") == "application/json"
+    ):
+        del headers["content-type"]
     return response
 
 

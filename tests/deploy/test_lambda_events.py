@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tallybook import lambda_handler
+from tallybook.ledger import Ledger
 
 HOST = "abc123.execute-api.eu-west-1.amazonaws.com"
 Event = Callable[..., dict[str, Any]]
@@ -296,3 +297,24 @@ def test_an_alb_refusal_keeps_to_multi_value_headers(api: str) -> None:
     assert response["statusCode"] == 400
     assert "headers" not in response
     assert response["multiValueHeaders"]["content-type"] == ["application/problem+json"]
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+@pytest.mark.parametrize("kind", EVENTS)
+def test_an_answer_without_a_body_has_no_content_type(ledger: Ledger, api: str, kind: str) -> None:
+    event = EVENTS[kind]
+    _, admin = ledger.keys.create("shop", "admin", None)
+    auth = {"Authorization": f"Bearer {admin}", "Content-Type": "application/json"}
+    hook = json.dumps({"url": "https://example.com/hooks"})
+    created = lambda_handler.handler(
+        event("POST", "/v1/webhooks", {**auth, "Idempotency-Key": "w-1"}, hook), None
+    )
+    assert created["statusCode"] == 201, created
+    sub_id = json.loads(created["body"])["id"]
+    deleted = lambda_handler.handler(event("DELETE", f"/v1/webhooks/{sub_id}", auth), None)
+    assert deleted["statusCode"] == 204, deleted
+    assert deleted["body"] == ""
+    assert header(deleted, "content-type") == ""
+    home = lambda_handler.handler(event("GET", "/admin", {}), None)
+    assert home["statusCode"] == 303, home
+    assert header(home, "content-type") == ""
