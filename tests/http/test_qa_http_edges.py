@@ -110,3 +110,24 @@ def test_a_void_with_a_body_voids_nothing_and_one_without_or_empty_voids(
     null = {**write_headers, "Content-Type": "application/json"}
     assert app_client.post("/v1/holds/h-3/void", content=b"null", headers=null).status_code == 200
     assert {ledger.wallet.hold("shop", h).status for h in ("h-1", "h-2", "h-3")} == {"voided"}
+
+
+@sqlite_only
+def test_two_idempotency_keys_are_refused_not_run_under_the_first(
+    app_client: TestClient,
+    ledger: Ledger,
+    write_headers: Headers,
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    open_account("ann")
+    headers = [*write_headers.items(), ("Idempotency-Key", "first"), ("Idempotency-Key", "second")]
+    credit = {"type": "credit", "account": "ann", "fund": "cash", "amount": 500}
+    r = app_client.post("/v1/transactions", json=credit, headers=headers)
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    assert r.json()["errors"][0]["loc"] == ["header", "Idempotency-Key"]
+    for txn in ("first", "second"):
+        assert app_client.get(f"/v1/transactions/{txn}", headers=write_headers).status_code == 404
+    opened = app_client.post("/v1/accounts", json={"account": "bob"}, headers=headers)
+    assert opened.status_code == 422, opened.text
+    assert app_client.get("/v1/accounts/bob", headers=write_headers).status_code == 404

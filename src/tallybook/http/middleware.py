@@ -46,6 +46,7 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _BODY_METHODS = frozenset(("POST", "PUT", "PATCH", "DELETE"))
 _REQUEST_ID_KEY = REQUEST_ID_HEADER.lower().encode()
+_IDEMPOTENCY_KEY = b"idempotency-key"
 
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "tallybook_request_id", default=None
@@ -183,6 +184,9 @@ class RequestMiddleware:
 
         try:
             if scope["method"] in _BODY_METHODS:
+                if _given_twice(scope, _IDEMPOTENCY_KEY):
+                    await _refuse_repeated_key_header(scope, wrapped)
+                    return
                 body = await self._read_body(scope, receive, wrapped)
                 if body is None:
                     return
@@ -293,6 +297,29 @@ class RequestMiddleware:
                 "key_id": getattr(principal, "key_id", None),
             },
         )
+
+
+def _given_twice(scope: Scope, name: bytes) -> bool:
+    """Whether the request carries header ``name`` more than once."""
+    count = 0
+    for k, _ in scope.get("headers", ()):
+        if k.lower() == name:
+            count += 1
+    return count > 1
+
+
+async def _refuse_repeated_key_header(scope: Scope, send: Send) -> None:
+    """Two ``Idempotency-Key`` headers: which one is the request's (its transaction
+    id) would be a guess, so it is refused, never run under the first. (Behind
+    API Gateway the two arrive joined by a comma, which the key's pattern refuses.)"""
+    await send_problem(
+        scope,
+        send,
+        422,
+        "validation",
+        "invalid request: the Idempotency-Key header is given more than once",
+        errors=[{"loc": ["header", "Idempotency-Key"], "msg": "given twice", "type": "duplicate"}],
+    )
 
 
 def _repeated_key(scope: Scope, body: bytes) -> str | None:
