@@ -4,6 +4,7 @@ acceptance."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -131,3 +132,25 @@ def test_two_idempotency_keys_are_refused_not_run_under_the_first(
     opened = app_client.post("/v1/accounts", json={"account": "bob"}, headers=headers)
     assert opened.status_code == 422, opened.text
     assert app_client.get("/v1/accounts/bob", headers=write_headers).status_code == 404
+
+
+@sqlite_only
+def test_a_405_allows_every_method_the_path_serves(
+    app_client: TestClient, write_headers: Headers
+) -> None:
+    """RFC 9110: ``Allow`` lists the methods the resource supports; a path served by
+    a route per method (GET and POST ``/v1/webhooks``) named only the first."""
+    paths = app_client.get("/openapi.json").json()["paths"]
+    for path in paths:
+        filled = re.sub(r"\{[a-z_]+\}", "x1", path)
+        # every template the path matches (a DELETE of notification "history" is served)
+        expected = {
+            method.upper()
+            for template, operations in paths.items()
+            if re.fullmatch(re.sub(r"\{[a-z_]+\}", "[^/]+", template), filled)
+            for method in operations
+        }
+        r = app_client.patch(filled, headers=write_headers)
+        assert r.status_code == 405, (filled, r.status_code)
+        assert r.headers["content-type"] == "application/problem+json"
+        assert {m.strip() for m in r.headers["allow"].split(",")} == expected, filled

@@ -10,7 +10,7 @@ request id.
 from __future__ import annotations
 
 import logging
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from tallybook.errors import TallybookError
 
@@ -209,14 +210,32 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     path = request.url.path
     if exc.status_code == 404 and path.endswith("/") and path != "/":
         detail = "Not Found (API paths do not end with '/')"
+    headers = dict(exc.headers) if exc.headers else None
+    if exc.status_code == 405:
+        headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
     return problem_response(
-        exc.status_code,
-        code,
-        detail,
-        request=request,
-        title=title,
-        headers=dict(exc.headers) if exc.headers else None,
+        exc.status_code, code, detail, request=request, title=title, headers=headers
     )
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the app serves at the request's path: a path such as
+    ``/v1/webhooks`` is served by one route per method, and Starlette's 405
+    names only the first route's (``Allow: GET`` where POST works too)."""
+    return sorted(_methods_at(request.app.router.routes, request.scope))
+
+
+def _methods_at(routes: Iterable[Any], scope: MutableMapping[str, Any]) -> set[str]:
+    methods: set[str] = set()
+    for route in routes:
+        inner = getattr(route, "original_router", None)  # FastAPI's included routers
+        if inner is not None:
+            methods |= _methods_at(inner.routes, scope)
+            continue
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return methods
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
