@@ -154,3 +154,44 @@ def test_a_405_allows_every_method_the_path_serves(
         assert r.status_code == 405, (filled, r.status_code)
         assert r.headers["content-type"] == "application/problem+json"
         assert {m.strip() for m in r.headers["allow"].split(",")} == expected, filled
+
+
+@sqlite_only
+def test_a_number_given_as_a_time_is_refused_not_read_as_unix_time(
+    app_client: TestClient,
+    ledger: Ledger,
+    write_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    """Times are ISO 8601: pydantic read 1900000000 and 1900000000000 both as a
+    2030 date (seconds or milliseconds, guessed by size)."""
+    open_account("ann")
+    writes = [
+        ("/v1/accounts/ann/wallet/grants", {"amount": 10}, "expires_at"),
+        ("/v1/accounts/ann/wallet/held-credits", {"amount": 10, "fund": "cash"}, "release_at"),
+        ("/v1/accounts/ann/notifications", {"type": "Promo"}, "expires_at"),
+    ]
+    for url, body, field in writes:
+        for number in (1_900_000_000, 1_900_000_000_000, 1.9e9, "1900000000"):
+            r = app_client.post(url, json={**body, field: number}, headers=idem(write_headers))
+            assert r.status_code == 422, (url, number, r.text)
+            assert r.json()["errors"][0]["loc"] == ["body", field]
+        fine = app_client.post(
+            url, json={**body, field: "2030-03-17T17:46:40Z"}, headers=idem(write_headers)
+        )
+        assert fine.status_code == 201, (url, fine.text)
+    assert len(ledger.wallet.grants("shop", "ann")) == 1
+    reads = [
+        ("/v1/accounts/ann/entries", {"fund": "cash"}),
+        ("/v1/accounts/ann/notifications/history", {}),
+    ]
+    for url, params in reads:
+        for name in ("since", "until"):
+            for number in ("1700000000", "0.5"):
+                r = app_client.get(url, params={**params, name: number}, headers=write_headers)
+                assert r.status_code == 422, (url, name, number, r.text)
+            r = app_client.get(
+                url, params={**params, name: "2026-01-01T00:00:00Z"}, headers=write_headers
+            )
+            assert r.status_code == 200, r.text

@@ -28,7 +28,7 @@ from tallybook.http.deps import (
     run_blocking,
 )
 from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
-from tallybook.http.schemas.common import FUND_PATTERN, ID_PATTERN
+from tallybook.http.schemas.common import FUND_PATTERN, ID_PATTERN, Time
 from tallybook.http.schemas.ledger import (
     AccountOut,
     AdjustIn,
@@ -173,8 +173,8 @@ def get_entries(
     ledger: LedgerDep,
     fund: Annotated[str, Query(pattern=r"^[a-z][a-z0-9_]{0,31}$", description="fund name")],
     order: Annotated[Literal["newest", "oldest"], Query()] = "newest",
-    since: Annotated[datetime | None, Query(description="inclusive (ISO 8601)")] = None,
-    until: Annotated[datetime | None, Query(description="exclusive (ISO 8601)")] = None,
+    since: Annotated[Time | None, Query(description="inclusive (ISO 8601)")] = None,
+    until: Annotated[Time | None, Query(description="exclusive (ISO 8601)")] = None,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> EntryPageOut:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request, Response, status
@@ -43,7 +42,7 @@ from tallybook.http.deps import (
 from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
 from tallybook.http.problems import problem_response
 from tallybook.http.routers.ledger import Cursor, Limit, _utc
-from tallybook.http.schemas.common import ID_PATTERN
+from tallybook.http.schemas.common import ID_PATTERN, Time
 from tallybook.http.schemas.notifications import (
     TYPE_PATTERN,
     DismissedOut,
@@ -157,8 +156,8 @@ def notification_history(
     principal: ReadPrincipal,
     ledger: LedgerDep,
     order: Annotated[Literal["newest", "oldest"], Query()] = "newest",
-    since: Annotated[datetime | None, Query(description="inclusive (ISO 8601)")] = None,
-    until: Annotated[datetime | None, Query(description="exclusive (ISO 8601)")] = None,
+    since: Annotated[Time | None, Query(description="inclusive (ISO 8601)")] = None,
+    until: Annotated[Time | None, Query(description="exclusive (ISO 8601)")] = None,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> NotificationPageOut:

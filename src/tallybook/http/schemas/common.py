@@ -10,9 +10,10 @@ refused before it reaches a service; the services check again.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from tallybook.domain.ids import MAX_ID_LENGTH
 
@@ -21,3 +22,22 @@ FUND_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
 LEG_ACCOUNT_PATTERN = r"^@?[A-Za-z0-9][A-Za-z0-9._:\-]*$"
 
 Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
+
+
+def _not_a_number(value: object) -> object:
+    """Refuse a number as a time: pydantic reads one (or a string of digits) as
+    Unix time, in seconds or milliseconds by its size, which the API never says."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return value
+    elif not isinstance(value, int | float):
+        return value
+    raise ValueError("must be an ISO 8601 date-time (2026-01-31T12:00:00Z), not a number")
+
+
+#: a time given in a request: ISO 8601 text, never a number
+Time = Annotated[datetime, BeforeValidator(_not_a_number)]

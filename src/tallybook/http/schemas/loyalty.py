@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from tallybook.domain.money import MAX_AMOUNT
-from tallybook.http.schemas.common import ID_PATTERN
+from tallybook.http.schemas.common import ID_PATTERN, Time
 from tallybook.http.schemas.ledger import Metadata, TransactionOut
 from tallybook.services.loyalty.service import MAX_ORDER_ID, EarnResult, RedeemResult
 
@@ -26,7 +26,7 @@ class EarnIn(BaseModel):
     order_id: OrderId
     amount: int = Field(strict=True, ge=1, le=MAX_AMOUNT, description="order amount in minor units")
     currency: str | None = Field(None, description="default: the program's currency")
-    at: datetime | None = Field(None, description="when the order was placed; default now")
+    at: Time | None = Field(None, description="when the order was placed; default now")
     description: str | None = Field(None, max_length=500)
     metadata: Metadata | None = None
 

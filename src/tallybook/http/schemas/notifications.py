@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tallybook.domain.notifications import Notification
+from tallybook.http.schemas.common import Time
 from tallybook.services.notifications.ingest import IngestResult
 
 TYPE_PATTERN = r"^[A-Za-z][A-Za-z0-9_.:\-]{0,63}$"
@@ -22,7 +23,7 @@ class NotificationIn(BaseModel):
         description="JSON object of at most 16 KB nesting at most 16 levels; "
         "numbers must be integers",
     )
-    expires_at: datetime | None = Field(
+    expires_at: Time | None = Field(
         default=None, description="when the active notification disappears by itself"
     )
 

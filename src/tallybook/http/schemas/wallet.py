@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tallybook.domain.money import MAX_AMOUNT
 from tallybook.domain.wallet import MAX_HOLD_SECONDS, Grant, Hold, WalletBalance
-from tallybook.http.schemas.common import ID_PATTERN
+from tallybook.http.schemas.common import ID_PATTERN, Time
 from tallybook.services.wallet.holds import HoldResult
 from tallybook.services.wallet.records import WalletTransaction
 from tallybook.services.wallet.service import MAX_GRANT_DAYS
@@ -149,7 +149,7 @@ class _In(BaseModel):
 
 class GrantIn(_In):
     amount: Amount
-    expires_at: datetime | None = Field(
+    expires_at: Time | None = Field(
         default=None, description="when the grant expires (with a time zone)"
     )
     expires_in_days: Annotated[int | None, Field(strict=True, ge=1, le=MAX_GRANT_DAYS)] = Field(
@@ -171,7 +171,7 @@ class CreditIn(_In):
 
 
 class HeldCreditIn(CreditIn):
-    release_at: datetime = Field(description="when the credit becomes available")
+    release_at: Time = Field(description="when the credit becomes available")
 
 
 class DebitIn(_In):
