@@ -141,19 +141,14 @@ def test_a_405_allows_every_method_the_path_serves(
     """RFC 9110: ``Allow`` lists the methods the resource supports; a path served by
     a route per method (GET and POST ``/v1/webhooks``) named only the first."""
     paths = app_client.get("/openapi.json").json()["paths"]
-    for path in paths:
+    for path, operations in paths.items():
         filled = re.sub(r"\{[a-z_]+\}", "x1", path)
-        # every template the path matches (a DELETE of notification "history" is served)
-        expected = {
-            method.upper()
-            for template, operations in paths.items()
-            if re.fullmatch(re.sub(r"\{[a-z_]+\}", "[^/]+", template), filled)
-            for method in operations
-        }
         r = app_client.patch(filled, headers=write_headers)
         assert r.status_code == 405, (filled, r.status_code)
         assert r.headers["content-type"] == "application/problem+json"
-        assert {m.strip() for m in r.headers["allow"].split(",")} == expected, filled
+        allowed = {m.strip() for m in r.headers["allow"].split(",")}
+        # .../notifications/history is never a notification id: no DELETE
+        assert allowed == {m.upper() for m in operations}, filled
 
 
 @sqlite_only

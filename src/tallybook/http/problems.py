@@ -221,21 +221,37 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
 def allowed_methods(request: Request) -> list[str]:
     """Every method the app serves at the request's path: a path such as
     ``/v1/webhooks`` is served by one route per method, and Starlette's 405
-    names only the first route's (``Allow: GET`` where POST works too)."""
-    return sorted(_methods_at(request.app.router.routes, request.scope))
+    names only the first route's (``Allow: GET`` where POST works too).
+
+    Of the routes whose template matches, those naming the most segments
+    literally count (``.../notifications/history`` is not a notification id,
+    although ``.../notifications/{notification_id}`` matches it)."""
+    found: dict[str, set[str]] = {}
+    _routes_at(request.app.router.routes, request.scope, found)
+    if not found:
+        return []
+    literal = max(_literal_segments(template) for template in found)
+    methods = set().union(*(m for t, m in found.items() if _literal_segments(t) == literal))
+    return sorted(methods)
 
 
-def _methods_at(routes: Iterable[Any], scope: MutableMapping[str, Any]) -> set[str]:
-    methods: set[str] = set()
+def _routes_at(
+    routes: Iterable[Any], scope: MutableMapping[str, Any], found: dict[str, set[str]]
+) -> None:
+    """Fill ``found`` with the path template and methods of each route matching ``scope``."""
     for route in routes:
         inner = getattr(route, "original_router", None)  # FastAPI's included routers
         if inner is not None:
-            methods |= _methods_at(inner.routes, scope)
+            _routes_at(inner.routes, scope, found)
             continue
         match, _ = route.matches(scope)
-        if match is not Match.NONE:
-            methods |= getattr(route, "methods", None) or set()
-    return methods
+        methods = getattr(route, "methods", None)
+        if match is not Match.NONE and methods:
+            found.setdefault(str(route.path), set()).update(methods)
+
+
+def _literal_segments(template: str) -> int:
+    return sum(1 for part in template.split("/") if part and not part.startswith("{"))
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
