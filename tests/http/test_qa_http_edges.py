@@ -148,7 +148,8 @@ def test_a_405_allows_every_method_the_path_serves(
         assert r.headers["content-type"] == "application/problem+json"
         allowed = {m.strip() for m in r.headers["allow"].split(",")}
         # .../notifications/history is never a notification id: no DELETE
-        assert allowed == {m.upper() for m in operations}, filled
+        expected = {m.upper() for m in operations}
+        assert allowed == expected | ({"HEAD"} if "GET" in expected else set()), filled
 
 
 @sqlite_only
@@ -190,3 +191,21 @@ def test_a_number_given_as_a_time_is_refused_not_read_as_unix_time(
                 url, params={**params, name: "2026-01-01T00:00:00Z"}, headers=write_headers
             )
             assert r.status_code == 200, r.text
+
+
+@sqlite_only
+def test_head_is_answered_as_get_without_the_body(
+    app_client: TestClient, read_headers: Headers
+) -> None:
+    """RFC 9110: a server supports HEAD wherever it supports GET (it was a 405)."""
+    for path, headers in (("/healthz", {}), ("/v1/program", read_headers), ("/openapi.json", {})):
+        got = app_client.get(path, headers=headers)
+        head = app_client.head(path, headers=headers)
+        assert head.status_code == got.status_code == 200, path
+        assert head.content == b""
+        assert head.headers["content-type"] == got.headers["content-type"]
+        assert head.headers["content-length"] == got.headers["content-length"]
+    refused = app_client.head("/v1/program")
+    assert refused.status_code == 401
+    assert refused.content == b""
+    assert app_client.head("/v1/accounts", headers=read_headers).status_code == 405

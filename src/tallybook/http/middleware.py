@@ -148,7 +148,8 @@ def _trace(scope: Scope) -> tuple[str, str, str] | None:
 
 
 class RequestMiddleware:
-    """Request id, trace, body limit and content type, metrics, access log, last-resort 500."""
+    """Request id, trace, body limit and content type, HEAD as GET, metrics, access log,
+    last-resort 500."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics, max_body: int = DEFAULT_MAX_BODY) -> None:
         self.app = app
@@ -174,12 +175,18 @@ class RequestMiddleware:
         token = request_id_var.set(request_id)
         trace_token = trace_var.set(trace)
         status = 0
+        # HEAD is answered as GET without the body (RFC 9110: a server supports
+        # both); the routes declare GET only
+        head = scope["method"] == "HEAD"
+        app_scope = {**scope, "method": "GET"} if head else scope
 
         async def wrapped(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message["headers"] = [*message.get("headers", ()), *extra]
+            elif head and message["type"] == "http.response.body":
+                message = {**message, "body": b""}
             await send(message)
 
         try:
@@ -191,7 +198,7 @@ class RequestMiddleware:
                 if body is None:
                     return
                 receive = replay_receive(body, receive)
-            await self.app(scope, receive, wrapped)
+            await self.app(app_scope, receive, wrapped)
         except TallybookError as exc:
             # raised outside the routes (the idempotency middleware's own store
             # reads and writes): the same problem a route would have answered
@@ -212,6 +219,8 @@ class RequestMiddleware:
                     "Internal error",
                 )
         finally:
+            if head and "route" in app_scope:
+                scope["route"] = app_scope["route"]
             self._record(scope, status or 500, time.perf_counter() - started)
             request_id_var.reset(token)
             trace_var.reset(trace_token)

@@ -232,6 +232,8 @@ def allowed_methods(request: Request) -> list[str]:
         return []
     literal = max(_literal_segments(template) for template in found)
     methods = set().union(*(m for t, m in found.items() if _literal_segments(t) == literal))
+    if "GET" in methods:  # answered as GET without the body (the request middleware)
+        methods.add("HEAD")
     return sorted(methods)
 
 
