@@ -128,10 +128,13 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     response: dict[str, Any] = adapter(event, context)
     headers = response.get("headers")
     # Mangum gives an HTTP API answer without a body (a 204, a redirect)
-    # "content-type: application/json"; the app sent none
+    # "content-type: application/json"; the app sent none (a HEAD's empty
+    # answer keeps the GET's type)
+    status = response.get("statusCode")
     if (
         event.get("version") == "2.0"
-        and not response.get("body")
+        and isinstance(status, int)
+        and (status == 204 or 300 <= status < 400)
         and isinstance(headers, dict)
         and headers.get("content-type") == "application/json"
     ):

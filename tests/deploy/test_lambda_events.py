@@ -318,3 +318,8 @@ def test_an_answer_without_a_body_has_no_content_type(ledger: Ledger, api: str, 
     home = lambda_handler.handler(event("GET", "/admin", {}), None)
     assert home["statusCode"] == 303, home
     assert header(home, "content-type") == ""
+    # a HEAD answers without a body, with the GET's type
+    head = lambda_handler.handler(event("HEAD", "/healthz", {}), None)
+    assert head["statusCode"] == 200, head
+    assert not head["body"]
+    assert header(head, "content-type") == "application/json"
