@@ -94,8 +94,8 @@ def create_app(
         redoc_url=None,
         generate_unique_id_function=operation_id,
         # /v1/accounts/ is an unknown path (404), not a 307 to /v1/accounts: a
-        # redirected POST is surprising, and behind API Gateway the redirect
-        # names the function's host, not the API's
+        # redirected POST is surprising, and behind an API Gateway REST API the
+        # redirect dropped the stage (/prod) from the path
         redirect_slashes=False,
     )
     metrics = Metrics(ledger, emf=_emf(ledger) if emf else None)
