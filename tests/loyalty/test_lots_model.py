@@ -1,8 +1,10 @@
 """Lots against a reference model: random earn / redeem / time / expire sequences.
 
 The model keeps a plain list of lots ``[remaining, expires]``; redemption takes
-from the oldest, expiry removes lots past their date. The ledger (SQLite, for
-speed) must agree on the balance, every live lot and the points expired.
+from the oldest, expiry removes lots past their date, and no earn, redeem or
+read counts a lot past its date, whether the expiry job ran or not. The ledger
+(SQLite, for speed) must agree on the balance, every live lot and the points
+expired.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ def test_lots_follow_the_reference_model(steps: list[tuple[str, int]]) -> None:
         model = Model()
         for i, (op, n) in enumerate(steps):
             now = clock.now()
+            model.expire(now)  # past their date: gone for the earn or redeem too
             if op == "earn":
                 assert ledger.loyalty.earn("shop", "a", f"o{i}", n).points == n
                 model.earn(n, now)
@@ -96,6 +99,7 @@ def test_lots_follow_the_reference_model(steps: list[tuple[str, int]]) -> None:
                 ledger.loyalty.expire("shop")
                 model.expire(now)
             live = ledger.loyalty.expiring("shop", "a", days=3650, limit=1000)
+            model.expire(clock.now())
             assert [(lot.points, lot.expires) for lot in live] == [tuple(x) for x in model.lots]
             assert ledger.accounts.balances("shop", "a")[0].balance == model.balance
             assert ledger.transactions.system_balance("shop", "@expiry").get("points", 0) == (

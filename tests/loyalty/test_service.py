@@ -213,6 +213,33 @@ def test_redeem_consumes_oldest_lots_and_expiry_is_idempotent(
     assert loyal.check.program("shop").ok
 
 
+def test_points_past_their_date_are_not_spent_before_the_expiry_job_runs(
+    loyal: Ledger, clock: ManualClock
+) -> None:
+    """A redeem (or a status or expiring read) after a lot's date expires it first, as
+    the job would: the points past their date are not spent, and the job later
+    expires nothing twice."""
+    loyal.loyalty.earn("shop", "alice", "o1", 3000)  # 30, expires day 10
+    clock.advance(timedelta(days=4))
+    loyal.loyalty.earn("shop", "alice", "o2", 4000)  # 40, expires day 14
+    clock.advance(timedelta(days=7))  # day 11: o1's lot past its date, no job run
+    with pytest.raises(InsufficientFunds, match="alice has 40 available, reward mug needs 50"):
+        loyal.loyalty.redeem("shop", "alice", 50, "mug", txn_id="r1")
+    r = loyal.loyalty.redeem("shop", "alice", 25, "mug", txn_id="r2")
+    assert (r.points, r.balance) == (25, 15)
+    assert loyal.transactions.system_balance("shop", "@expiry") == {"points": 30}
+    assert [lot.points for lot in loyal.loyalty.expiring("shop", "alice", days=30)] == [15]
+    assert loyal.loyalty.expire("shop").points == 0  # o1's lot is not expired twice
+
+    clock.advance(timedelta(days=4))  # day 15: o2's lot past its date
+    assert loyal.loyalty.status("shop", "alice").balance == 0
+    assert loyal.loyalty.expiring("shop", "alice", days=30) == []
+    assert loyal.loyalty.expire("shop").points == 0
+    assert loyal.transactions.system_balance("shop", "@expiry") == {"points": 45}
+    assert loyal.transactions.system_balance("shop", "@redemption") == {"points": 25}
+    assert loyal.check.program("shop").ok
+
+
 def test_expiry_job_warns_about_points_due_later_today(
     loyal: Ledger, clock: ManualClock, events: list[LedgerEvent]
 ) -> None:

@@ -6,7 +6,9 @@ redeem and expiry reads and writes it with the head, in O(1) requests:
 - ``months``: points earned per calendar month, only the months a rolling
   window can still count (at most ``months + 1`` of them);
 - ``lifetime``: points earned for ever;
-- ``lots_earned`` / ``lots_used``: cumulative counters over the account's lots.
+- ``lots_earned`` / ``lots_used``: cumulative counters over the account's lots;
+- ``next_expiry``: no lot with points left expires before it, so an earn or
+  redeem can tell from the head alone that no lot is past its date.
 
 Lots are consumed oldest first, so what has been consumed is always a prefix
 of the lots in earning order: lot *i* covers the cumulative range
@@ -41,6 +43,9 @@ class MemberState:
     #: microseconds at or before the history entry of the oldest lot with points
     #: left: lots are read from there on (a lower bound; older lots are used up)
     live_from: int = 0
+    #: no lot with points left expires before this (``"never"``: none expires); a
+    #: lower bound, None when not known (then a lot may be past its date)
+    next_expiry: str | None = None
 
     def to_value(self) -> dict[str, Any]:
         return {
@@ -52,6 +57,7 @@ class MemberState:
             "lots_used": self.lots_used,
             "last_expiry": self.last_expiry,
             "live_from": self.live_from,
+            "next_expiry": self.next_expiry,
         }
 
     @staticmethod
@@ -69,6 +75,7 @@ class MemberState:
             lots_used=int(value.get("lots_used") or 0),
             last_expiry=value.get("last_expiry"),
             live_from=int(value.get("live_from") or 0),
+            next_expiry=value.get("next_expiry"),
         )
 
 
@@ -220,6 +227,39 @@ def lot_expiry(config: LoyaltyConfig, state: MemberState, earned_at: datetime) -
     if last == NEVER:
         return NEVER
     return max(last, expires)
+
+
+def expiry_text(expires: datetime | None) -> str:
+    """A lot's expiry as stored (``None``: never)."""
+    return NEVER if expires is None else _iso(expires)
+
+
+def lots_may_be_due(state: MemberState, now: datetime) -> bool:
+    """False when the state proves that no lot with points left is past its date."""
+    if state.lots_used >= state.lots_earned:
+        return False
+    if state.next_expiry is None:
+        return True
+    return state.next_expiry != NEVER and datetime.fromisoformat(state.next_expiry) <= now
+
+
+def with_next_expiry(state: MemberState, found: str | None) -> MemberState:
+    """``state`` knowing that no lot left expires before ``found`` (None: nothing learnt).
+
+    ``found`` was read with fewer or as many lots used: lots are used oldest
+    first, so it stays a lower bound."""
+    if found is None or state.lots_used >= state.lots_earned:
+        return state
+    if state.next_expiry is not None and not _before(state.next_expiry, found):
+        return state
+    return replace(state, next_expiry=found)
+
+
+def _before(a: str, b: str) -> bool:
+    """Whether expiry ``a`` comes before expiry ``b`` (``"never"`` comes last)."""
+    if a == NEVER:
+        return False
+    return b == NEVER or a < b
 
 
 def lot_remaining(amount: int, cum_end: int, used: int) -> int:

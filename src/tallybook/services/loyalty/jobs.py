@@ -17,12 +17,19 @@ from datetime import date, datetime, timedelta
 from typing import cast
 
 from tallybook.domain.model import EXPIRY, Account, Leg, TxnType
-from tallybook.domain.tiers import MemberState, decide_tier, last_qualified, qualifying_points
+from tallybook.domain.tiers import (
+    MemberState,
+    decide_tier,
+    expiry_text,
+    last_qualified,
+    qualifying_points,
+    with_next_expiry,
+)
 from tallybook.errors import NotFound
 from tallybook.services.events import LedgerEvent
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
-from tallybook.services.loyalty.lots import lots_until
+from tallybook.services.loyalty.lots import due_lots, lots_until
 from tallybook.services.loyalty.tiers import announce, apply_tier, tier_members
 from tallybook.services.loyalty.values import config_of, scoped_txn_id
 from tallybook.store.port import Value
@@ -104,41 +111,52 @@ class ExpiryJob:
                 progress(done, total)
         return report
 
+    def settle(self, program: str, account: str) -> str | None:
+        """Expire one member's lots past their date now, as the job would (an earn,
+        redeem or read met them first); the expiry of the oldest lot left."""
+        return self._expire_account(program, account, self.core.clock.now(), ExpiryReport())
+
     def _accounts_due(self, program: str, day: date) -> list[str]:
         return accounts_due(self.store, program, day.isoformat())
 
     def _expire_account(
         self, program: str, account: str, now: datetime, report: ExpiryReport
-    ) -> None:
+    ) -> str | None:
+        """Expire the member's lots due by ``now``; the expiry of the oldest lot left
+        (None: no lot left, or not known)."""
         cfg = config_of(self.core.programs.get(program))
         for attempt in range(1000):
             try:
                 head = self.core.accounts.get(program, account)
             except NotFound:
-                return
+                return None
             state = MemberState.from_value(head.attributes.get("loyalty"))
-            expired = lots_until(
+            expired, after = due_lots(
                 self.store, program, cfg.fund, account, state, now, limit=LOTS_PER_TXN
             )
+            following = None if after is None else expiry_text(after.expires)
             if not expired:
                 if not attempt:
                     self._recover(program, account, head, state)
-                return
+                return following
             last = expired[-1]
             txn_id = _expire_txn(account, last.cum_end)
-            plan = self._planner(program, account, last.cum_end, last.at_us, len(expired), txn_id)
+            plan = self._planner(
+                program, account, last.cum_end, last.at_us, len(expired), txn_id, following
+            )
             body = {"op": "expire", "account": account, "through": last.cum_end}
             try:
                 txn = self.core.engine.commit(program, txn_id, body, plan, lock=[account])
             except (NotFound, _NothingExpires):
-                return
+                return None
             if not txn.replay:
                 report.transactions += 1
                 report.lots += len(expired)
                 report.points += cast(int, txn.details["points"])
             announce(self.core, txn, account)
             if len(expired) < LOTS_PER_TXN:
-                return
+                return following
+        return None
 
     def _recover(self, program: str, account: str, head: Account, state: MemberState) -> None:
         """A run that died after its last expiry of this member committed left what
@@ -152,9 +170,17 @@ class ExpiryJob:
                 announce(self.core, txn, account)
 
     def _planner(
-        self, program: str, account: str, last: int, last_us: int, lots: int, txn_id: str
+        self,
+        program: str,
+        account: str,
+        last: int,
+        last_us: int,
+        lots: int,
+        txn_id: str,
+        following: str | None,
     ) -> Callable[[Snapshot], Plan]:
-        """Expire what is left of the lots up to cumulative ``last``."""
+        """Expire what is left of the lots up to cumulative ``last``; the next lot
+        left expires at ``following``."""
 
         def plan(snap: Snapshot) -> Plan:
             cfg = config_of(self.core.programs.get(program))
@@ -172,7 +198,10 @@ class ExpiryJob:
                 state,
                 lots_used=max(state.lots_used, last),
                 live_from=max(state.live_from, last_us + 1),
+                # an earn meanwhile may have started the lots after these: not known
+                next_expiry=None,
             )
+            new_state = with_next_expiry(new_state, following)
             p = Plan(type=TxnType.EXPIRE, owner=account)
             p.legs = [Leg(account, cfg.fund, -points), Leg(EXPIRY, cfg.fund, points)]
             balance = fund.balance - points

@@ -20,7 +20,7 @@ replays the first result, and looking an order up is a single get.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,6 +33,7 @@ from tallybook.domain.postings import check_metadata
 from tallybook.domain.tiers import (
     MemberState,
     lot_expiry,
+    lots_may_be_due,
     record_earn,
 )
 from tallybook.domain.times import check_optional_time
@@ -55,6 +56,7 @@ from tallybook.services.loyalty.jobs import (
     ReviewReport,
     review_tiers,
 )
+from tallybook.services.loyalty.lots import LotsDue, Settled
 from tallybook.services.loyalty.pages import ExpiringPage, expiring_page
 from tallybook.services.loyalty.tiers import (
     announce,
@@ -183,7 +185,7 @@ class LoyaltyService:
             if currency is not None and currency != expected:
                 raise ValidationError(f"orders earn points in {expected}, not {currency}")
             acct = snap.account(account)
-            state = MemberState.from_value(acct.attributes.get("loyalty"))
+            state = settled.state(MemberState.from_value(acct.attributes.get("loyalty")), snap.now)
             q = quote(cfg, amount, tier=state.tier, at=at or snap.now)
             if q.points > MAX_AMOUNT:  # the leg's own check would blame the order's amount
                 raise ValidationError(
@@ -208,11 +210,16 @@ class LoyaltyService:
                 p.entry_fields[(account, cfg.fund)] = lot_records.lot_fields(
                     snap.program.id, account, cum, q.points, expires
                 )
-                live_from = new_state.live_from
+                live_from, next_expiry = new_state.live_from, new_state.next_expiry
                 if state.lots_used >= state.lots_earned:  # no live lot before this one
                     live_from = acct.fund(cfg.fund).last_us + 1
+                    next_expiry = expires
                 new_state = replace(
-                    new_state, lots_earned=cum, last_expiry=expires, live_from=live_from
+                    new_state,
+                    lots_earned=cum,
+                    last_expiry=expires,
+                    live_from=live_from,
+                    next_expiry=next_expiry,
                 )
             balance = acct.fund(cfg.fund).balance + q.points
             decision = apply_tier(p, snap, cfg, account, state, new_state, balance, txn_id, "earn")
@@ -232,28 +239,32 @@ class LoyaltyService:
             )
             return p
 
-        try:
-            txn = self.core.engine.commit(
-                program, txn_id, body_with(currency), plan, lock=[account]
-            )
-        except IdempotencyConflict:
+        def write() -> Transaction:
+            try:
+                return self.core.engine.commit(
+                    program, txn_id, body_with(currency), plan, lock=[account]
+                )
+            except IdempotencyConflict:
+                return other_currency()
+
+        def other_currency() -> Transaction:
             # the program's currency named or left out is the same request: the
             # order may have been earned the other way
             prog = self.core.programs.get(program)
             expected = config_of(prog).earn.currency or prog.currency
-            found: Transaction | None = None
             if currency in (None, expected):
                 other = expected if currency is None else None
                 with contextlib.suppress(IdempotencyConflict):
-                    found = self.core.engine.commit(
+                    return self.core.engine.commit(
                         program, txn_id, body_with(other), plan, lock=[account]
                     )
-            if found is None:
-                raise IdempotencyConflict(
-                    f"order {order_id} already earned points with a different request "
-                    "(account, amount, currency or time); an order earns once"
-                ) from None
-            txn = found
+            raise IdempotencyConflict(
+                f"order {order_id} already earned points with a different request "
+                "(account, amount, currency or time); an order earns once"
+            ) from None
+
+        settled = Settled()
+        txn = self._settling(program, account, settled, write)
         result = EarnResult.of(txn)
         announce(self.core, txn, account)
         return result
@@ -286,13 +297,14 @@ class LoyaltyService:
         def plan(snap: Snapshot) -> Plan:
             cfg = config_of(snap.program)
             acct = snap.account(account)
+            # points past their date are not spent: they expire first (LotsDue)
+            state = settled.state(MemberState.from_value(acct.attributes.get("loyalty")), snap.now)
             fund = acct.fund(cfg.fund)
             if fund.available < points:
                 raise InsufficientFunds(
                     f"insufficient points: {account} has {fund.available} available, "
                     f"reward {reward_id} needs {points}"
                 )
-            state = MemberState.from_value(acct.attributes.get("loyalty"))
             used = min(state.lots_used + points, state.lots_earned)
             new_state = replace(state, lots_used=max(used, state.lots_used))
             meta = {"reward_id": reward_id, **dict(metadata or {})}
@@ -319,15 +331,37 @@ class LoyaltyService:
             )
             return p
 
-        txn = self.core.engine.commit(program, txn_id, body, plan, lock=[account])
+        settled = Settled()
+        txn = self._settling(
+            program,
+            account,
+            settled,
+            lambda: self.core.engine.commit(program, txn_id, body, plan, lock=[account]),
+        )
         announce(self.core, txn, account)
         return RedeemResult.of(txn)
+
+    def _settle_due(self, program: str, account: str) -> str | None:
+        return ExpiryJob(self.core).settle(program, account)
+
+    def _settling(
+        self, program: str, account: str, settled: Settled, write: Callable[[], Transaction]
+    ) -> Transaction:
+        """``write``, again once the member's lots past their date are expired if its
+        plan met one (:class:`LotsDue`): no earn or redeem counts expired points."""
+        try:
+            return write()
+        except LotsDue:
+            settled.next_expiry = self._settle_due(program, account)
+            settled.done = True
+        return write()
 
     # -- tiers --------------------------------------------------------------
 
     def status(self, program: str, account: str) -> MemberStatus:
-        """A member's tier, qualifying points and balance: one read of the account head."""
-        return member_status(self.core, program, account)
+        """A member's tier, qualifying points and balance: one read of the account head
+        (lots past their date, which the expiry job has not reached yet, expire first)."""
+        return member_status(self.core, program, account, settle=self._settle_due)
 
     def tier_history(
         self, program: str, account: str, *, limit: int = 50, cursor: str | None = None
@@ -359,8 +393,8 @@ class LoyaltyService:
         cursor: str | None = None,
     ) -> ExpiringPage:
         """Lots with points left that expire within ``days`` (default: the warning horizon),
-        oldest first, a page at a time; lots already past their date but not yet expired
-        by the job included. ``points`` is the total over every such lot."""
+        oldest first, a page at a time (lots already past their date expire first, as the
+        job would). ``points`` is the total over every such lot."""
         cfg = self.config(program)
         horizon_days = cfg.expiry.warn_days if days is None else days
         if (
@@ -372,6 +406,10 @@ class LoyaltyService:
         check_limit(limit)
         acct = self.core.accounts.get(program, account)
         state = MemberState.from_value(acct.attributes.get("loyalty"))
+        if lots_may_be_due(state, self.core.clock.now()):
+            self._settle_due(program, account)
+            acct = self.core.accounts.get(program, account)
+            state = MemberState.from_value(acct.attributes.get("loyalty"))
         horizon = self.core.clock.now() + timedelta(days=horizon_days)
         return expiring_page(
             self.store, program, cfg.fund, account, state, horizon, limit=limit, cursor=cursor

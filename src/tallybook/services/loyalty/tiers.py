@@ -9,6 +9,7 @@ history row ``TL#...``. A posting that changes no tier writes no membership.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import cast
 
@@ -20,6 +21,7 @@ from tallybook.domain.tiers import (
     TierDecision,
     decide_tier,
     last_qualified,
+    lots_may_be_due,
     qualifying_points,
 )
 from tallybook.errors import NotFound
@@ -106,11 +108,24 @@ def announce(core: LedgerCore, txn: Transaction, account: str) -> None:
     )
 
 
-def member_status(core: LedgerCore, program: str, account: str) -> MemberStatus:
-    """A member's tier, qualifying points and balance: one read of the account head."""
+def member_status(
+    core: LedgerCore,
+    program: str,
+    account: str,
+    *,
+    settle: Callable[[str, str], object] | None = None,
+) -> MemberStatus:
+    """A member's tier, qualifying points and balance: one read of the account head.
+
+    ``settle(program, account)`` expires the member's lots past their date, when the
+    head shows one may be (then the head is read again)."""
     cfg = config_of(core.programs.get(program))
     acct = core.accounts.get(program, account)
     state = MemberState.from_value(acct.attributes.get("loyalty"))
+    if settle is not None and lots_may_be_due(state, core.clock.now()):
+        settle(program, account)
+        acct = core.accounts.get(program, account)
+        state = MemberState.from_value(acct.attributes.get("loyalty"))
     fund = acct.fund(cfg.fund)
     now = core.clock.now()
     qualifying = qualifying_points(cfg, state, now, fund.balance)
