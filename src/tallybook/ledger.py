@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from tallybook.services.clock import Clock
 from tallybook.services.ledger.core import LedgerCore
+from tallybook.services.loyalty import tiers as loyalty_tiers
 from tallybook.services.notifications import triggers
 from tallybook.services.responses import StoredResponses
 from tallybook.store.port import ItemStore
@@ -70,6 +71,7 @@ class Ledger:
     def _attach_subscribers(self) -> None:
         """Capabilities that react to ledger events subscribe when the ledger opens."""
         triggers.attach(self.notifications, engine=self.engine, events=self.events)
+        loyalty_tiers.attach(self.engine, self.events)
 
     @classmethod
     def open(cls, url: str | None = None, *, clock: Clock | None = None) -> Ledger:

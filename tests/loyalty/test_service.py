@@ -240,6 +240,45 @@ def test_points_past_their_date_are_not_spent_before_the_expiry_job_runs(
     assert loyal.check.program("shop").ok
 
 
+def test_plain_postings_move_a_balance_based_tier(
+    loyal: Ledger, clock: ManualClock, events: list[LedgerEvent]
+) -> None:
+    """Tiers on the balance: a plain credit upgrades at once (index, history, event)
+    and a debit that takes the member below starts the after_hold from then."""
+    loyal.loyalty.configure("shop", {**RULES, "expiry": {"warn_days": 3}})  # lots never expire
+    loyal.accounts.open("shop", "bob")
+    loyal.loyalty.earn("shop", "alice", "o1", 5000)  # 50 points: base
+    loyal.loyalty.earn("shop", "bob", "o2", 1000)  # 10 points: base
+    clock.advance(timedelta(minutes=1))
+    credit = loyal.transactions.credit("shop", "alice", "points", 60, txn_id="c1")  # 110
+    assert credit.details["tier_changes"] == {"alice": {"previous": "base", "tier": "silver"}}
+    assert loyal.loyalty.status("shop", "alice").tier == "silver"
+    assert loyal.loyalty.members("shop", "silver").accounts == ["alice"]
+    assert loyal.loyalty.members("shop", "base").accounts == ["bob"]
+    change = loyal.loyalty.tier_history("shop", "alice").changes[0]
+    assert (change.previous, change.tier, change.reason, change.txn_id) == (
+        "base",
+        "silver",
+        "credit",
+        "c1",
+    )
+    assert [(e.account, e.payload["tier"]) for e in events if e.type == "TierChanged"] == [
+        ("alice", "silver")
+    ]
+    assert loyal.transactions.credit("shop", "alice", "points", 60, txn_id="c1").replay
+    assert len([e for e in events if e.type == "TierChanged"]) == 1
+
+    clock.advance(timedelta(days=20))
+    loyal.transactions.transfer("shop", "alice", "bob", "points", 30, txn_id="t1")  # 80 / 40
+    assert loyal.loyalty.status("shop", "alice").tier == "silver"  # held for a month
+    clock.advance(timedelta(days=20))  # 40 days after the upgrade, 20 after the transfer
+    assert loyal.loyalty.review_tiers("shop").downgraded == 0
+    clock.advance(timedelta(days=15))
+    assert loyal.loyalty.review_tiers("shop").downgraded == 1
+    assert loyal.loyalty.status("shop", "alice").tier == "base"
+    assert loyal.check.program("shop").ok
+
+
 def test_expiry_job_warns_about_points_due_later_today(
     loyal: Ledger, clock: ManualClock, events: list[LedgerEvent]
 ) -> None:

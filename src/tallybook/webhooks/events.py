@@ -98,6 +98,8 @@ def _from_transaction(pk: str, sk: str, image: Item) -> list[Event]:
             out.append(event(type_, posted))
         elif type_ == TIER_CHANGED:
             tier = {"tier": details.get("tier"), "previous_tier": details.get("previous_tier")}
+            if isinstance(details.get("tier_changes"), dict):  # a posting's, per account
+                tier["changes"] = details["tier_changes"]
             out.append(event(type_, cast(dict[str, Value], tier)))
         else:
             out.append(event(type_, _specific_data(details, legs)))

@@ -160,6 +160,9 @@ class Snapshot:
 Planner = Callable[[Snapshot], Plan]
 Listener = Callable[["Committed"], None]
 ReplayListener = Callable[["Replayed"], None]
+#: adds a capability's own writes to another's plan, in the same transaction
+#: (loyalty keeps a member's tier when a plain credit moves their points)
+Amender = Callable[[Snapshot, Plan, str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +202,7 @@ class PostingEngine:
         self.retry_policy = retry_policy or RetryPolicy()
         self.listeners: list[Listener] = []
         self.replay_listeners: list[ReplayListener] = []
+        self.amenders: list[Amender] = []
         self._stripes = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self.retries = 0
 
@@ -209,6 +213,9 @@ class PostingEngine:
         """``listener`` runs after each replay of an applied transaction (not on the
         fresh path: a fresh commit reads and writes nothing more for it)."""
         self.replay_listeners.append(listener)
+    def amend(self, amender: Amender) -> None:
+        """Run ``amender`` on every plan before it is written (same transaction)."""
+        self.amenders.append(amender)
 
     def existing(self, program_id: str, txn_id: str) -> Item | None:
         return records.read_transaction(self.store, program_id, txn_id)
@@ -252,6 +259,8 @@ class PostingEngine:
                 snap = Snapshot(self.store, program, self.clock.now())
                 try:
                     plan = planner(snap)
+                    for amender in self.amenders:
+                        amender(snap, plan, txn_id)
                     actions, record, after = self._build(program, txn_id, fp, plan, snap)
                 except LedgerError as exc:
                     existing = self.existing(program.id, txn_id)

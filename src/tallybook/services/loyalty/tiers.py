@@ -5,15 +5,18 @@ A tier change is written in the same transaction as the earn, redeem, expiry or
 review that causes it: the member state in the head, the membership row of the
 new tier (and the removal of the old one, store/records/loyalty.py) and a
 history row ``TL#...``. A posting that changes no tier writes no membership.
+When tiers count the balance, a plain credit, debit, adjustment or transfer of
+a member's points changes their tier the same way (:func:`posting_tiers`,
+which the composition root hands the posting engine with :func:`attach`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import cast
 
-from tallybook.domain.ids import check_id
+from tallybook.domain.ids import check_id, is_system_account
 from tallybook.domain.loyalty import LoyaltyConfig
 from tallybook.domain.model import Transaction
 from tallybook.domain.tiers import (
@@ -25,10 +28,10 @@ from tallybook.domain.tiers import (
     qualifying_points,
 )
 from tallybook.errors import NotFound
-from tallybook.services.events import LedgerEvent
+from tallybook.services.events import EventBus, LedgerEvent
 from tallybook.services.ledger.accounts import check_limit
 from tallybook.services.ledger.core import LedgerCore
-from tallybook.services.ledger.postings import Plan, Snapshot
+from tallybook.services.ledger.postings import Committed, Plan, PostingEngine, Snapshot
 from tallybook.services.loyalty.pages import standings
 from tallybook.services.loyalty.values import (
     MemberPage,
@@ -38,7 +41,7 @@ from tallybook.services.loyalty.values import (
     config_of,
 )
 from tallybook.store.port import Value
-from tallybook.store.records.codec import iso
+from tallybook.store.records.codec import LAYOUT, iso
 from tallybook.store.records.loyalty import (
     members_page,
     membership_moves,
@@ -77,6 +80,86 @@ def apply_tier(
         plan.actions.append(tier_change_put(snap.program.id, account, change))
     plan.details["tier_changed"] = decision.changed
     return decision
+
+
+def posting_tiers(snap: Snapshot, plan: Plan, txn_id: str) -> None:
+    """When tiers count the balance, keep them right as a posting that is not
+    loyalty's own (a credit, debit, adjustment, transfer, raw posting) moves a
+    member's points: an upgrade at once, a downgrade by the rule, and the moment
+    the member stops meeting their tier's threshold (an ``after_hold`` runs from
+    there). Written in the posting's transaction; nothing when no tier moves."""
+    raw = snap.program.settings.get("loyalty")
+    if not isinstance(raw, Mapping) or snap.program.layout < LAYOUT:
+        return
+    qualification = raw.get("qualification")
+    if not isinstance(qualification, Mapping) or qualification.get("basis") != "balance":
+        return  # earned points count: only earns (and rolling months) move them
+    fund = raw.get("fund", "points")
+    moved: dict[str, int] = {}
+    for leg in plan.legs:
+        if leg.fund != fund or is_system_account(leg.account):
+            continue
+        if "loyalty" in plan.attrs.get(leg.account, {}):
+            continue  # an earn, redeem, expiry or review: decides the tier itself
+        moved[leg.account] = moved.get(leg.account, 0) + leg.amount
+    moved = {account: delta for account, delta in moved.items() if delta}
+    if not moved:
+        return
+    cfg = config_of(snap.program)
+    snap.preload(list(moved))
+    changes: dict[str, Value] = {}
+    for account, delta in moved.items():
+        acct = snap.account(account)
+        state = MemberState.from_value(acct.attributes.get("loyalty"))
+        if state.tier is None:
+            continue  # not a member: enrols with their first earn
+        before = acct.fund(cfg.fund).balance
+        qualifying = qualifying_points(cfg, state, snap.now, before + delta)
+        held = last_qualified(cfg, state, before, snap.now)
+        decision = decide_tier(cfg, state, qualifying, snap.now, held)
+        threshold = cfg.tier(state.tier).threshold
+        stops_meeting = qualifying < threshold <= max(before, 0)
+        if not decision.changed and not stops_meeting:
+            continue
+        new_state = replace(state, tier=decision.tier, qualified_at=decision.qualified_at)
+        plan.attrs[account] = {
+            **plan.attrs.get(account, {}),
+            "loyalty": cast(Value, new_state.to_value()),
+        }
+        if decision.changed:
+            plan.actions += membership_moves(
+                snap.program.id, account, decision.previous, decision.tier, iso(snap.now)
+            )
+            change = TierChange(snap.now, decision.previous, decision.tier, str(plan.type), txn_id)
+            plan.actions.append(tier_change_put(snap.program.id, account, change))
+            changes[account] = {"previous": decision.previous, "tier": decision.tier}
+    if not changes:
+        return
+    plan.details["tier_changed"] = True
+    plan.details["tier_changes"] = changes
+    if len(changes) == 1:
+        [only] = changes.values()
+        only = cast(dict[str, Value], only)
+        plan.details.update({"tier": only["tier"], "previous_tier": only["previous"]})
+
+
+def attach(engine: PostingEngine, events: EventBus) -> None:
+    """Hand :func:`posting_tiers` to the engine and raise TierChanged for the tier
+    changes it writes (the composition root, ``tallybook.Ledger``, does this once)."""
+
+    def on_committed(event: Committed) -> None:
+        txn = event.transaction
+        changes = txn.details.get("tier_changes")
+        if not isinstance(changes, dict):
+            return
+        for account, change in changes.items():
+            payload = {"previous": change["previous"], "tier": change["tier"], "txn_id": txn.id}
+            events.publish(
+                LedgerEvent(txn.program, account, "TierChanged", payload, source_id=txn.id)
+            )
+
+    engine.amend(posting_tiers)
+    engine.subscribe(on_committed)
 
 
 def announce(core: LedgerCore, txn: Transaction, account: str) -> None:
