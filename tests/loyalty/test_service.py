@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -238,6 +239,31 @@ def test_points_past_their_date_are_not_spent_before_the_expiry_job_runs(
     assert loyal.transactions.system_balance("shop", "@expiry") == {"points": 45}
     assert loyal.transactions.system_balance("shop", "@redemption") == {"points": 25}
     assert loyal.check.program("shop").ok
+
+
+def test_earn_and_redeem_read_no_lot_unless_one_may_be_due(
+    loyal: Ledger, clock: ManualClock
+) -> None:
+    """The head tells whether a lot may be past its date: only then do an earn or
+    redeem read the member's lots (and expire them) before planning."""
+
+    def requests(action: Callable[[], object]) -> dict[str, int]:
+        loyal.programs.get("shop", fresh=True)  # the program is cached, as in a warm process
+        loyal.store.metrics.reset()
+        action()
+        return {op: s.requests for op, s in loyal.store.metrics.snapshot().items()}
+
+    loyal.loyalty.earn("shop", "alice", "o1", 3000)  # 30, expires day 10
+    clock.advance(timedelta(days=4))
+    loyal.loyalty.earn("shop", "alice", "o2", 4000)  # 40, expires day 14
+    one = {"get": 1, "transact_write": 1}
+    assert requests(lambda: loyal.loyalty.redeem("shop", "alice", 5, "mug", txn_id="r1")) == one
+    assert requests(lambda: loyal.loyalty.earn("shop", "alice", "o3", 1000)) == one
+    clock.advance(timedelta(days=7))  # day 11: o1's lot is past its date
+    settled = requests(lambda: loyal.loyalty.redeem("shop", "alice", 5, "mug", txn_id="r2"))
+    assert settled["transact_write"] == 2  # the lot's expiry, then the redeem
+    assert loyal.transactions.system_balance("shop", "@expiry") == {"points": 25}
+    assert requests(lambda: loyal.loyalty.redeem("shop", "alice", 5, "mug", txn_id="r3")) == one
 
 
 def test_plain_postings_move_a_balance_based_tier(
