@@ -305,6 +305,27 @@ def test_plain_postings_move_a_balance_based_tier(
     assert loyal.check.program("shop").ok
 
 
+def test_an_order_placed_after_a_due_downgrade_earns_at_the_lower_tier(
+    loyal: Ledger, clock: ManualClock
+) -> None:
+    """A member whose hold ran out is in the lower tier by the rule, whether the
+    downgrade job ran or not: their next order earns at that tier's multiplier."""
+    loyal.loyalty.configure(
+        "shop",
+        {
+            **RULES,
+            "qualification": {"window": "rolling", "months": 1},
+            "expiry": {"warn_days": 3},
+        },
+    )
+    loyal.loyalty.earn("shop", "alice", "o1", 10000)  # 100 points: silver
+    assert loyal.loyalty.status("shop", "alice").tier == "silver"
+    clock.advance(timedelta(days=70))  # out of the window, and the month's hold is over
+    r = loyal.loyalty.earn("shop", "alice", "o2", 1000)
+    assert (r.points, r.tier, r.previous_tier) == (10, "base", "silver")
+    assert r.transaction.details["multiplier"] == "1"
+
+
 def test_expiry_job_warns_about_points_due_later_today(
     loyal: Ledger, clock: ManualClock, events: list[LedgerEvent]
 ) -> None:

@@ -64,6 +64,7 @@ from tallybook.services.loyalty.tiers import (
     member_status,
     tier_history,
     tier_members,
+    tier_now,
 )
 from tallybook.services.loyalty.values import (
     MAX_ORDER_ID,
@@ -186,7 +187,7 @@ class LoyaltyService:
                 raise ValidationError(f"orders earn points in {expected}, not {currency}")
             acct = snap.account(account)
             state = settled.state(MemberState.from_value(acct.attributes.get("loyalty")), snap.now)
-            q = quote(cfg, amount, tier=state.tier, at=at or snap.now)
+            q = quote(cfg, amount, tier=tier_now(cfg, state, acct, snap.now), at=at or snap.now)
             if q.points > MAX_AMOUNT:  # the leg's own check would blame the order's amount
                 raise ValidationError(
                     f"order {order_id} would earn {q.points} points, more than the maximum "

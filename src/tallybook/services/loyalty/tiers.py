@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import datetime
 from typing import cast
 
 from tallybook.domain.ids import check_id, is_system_account
 from tallybook.domain.loyalty import LoyaltyConfig
-from tallybook.domain.model import Transaction
+from tallybook.domain.model import Account, Transaction
 from tallybook.domain.tiers import (
     MemberState,
     TierDecision,
@@ -80,6 +81,16 @@ def apply_tier(
         plan.actions.append(tier_change_put(snap.program.id, account, change))
     plan.details["tier_changed"] = decision.changed
     return decision
+
+
+def tier_now(cfg: LoyaltyConfig, state: MemberState, acct: Account, now: datetime) -> str:
+    """The tier the rules give the member at ``now``, before the posting at hand: the
+    stored one, or a lower one once a downgrade is due that no job has applied yet
+    (an order is rewarded at the tier the member holds when it is placed)."""
+    balance = acct.fund(cfg.fund).balance
+    qualifying = qualifying_points(cfg, state, now, balance)
+    held = last_qualified(cfg, state, balance, now)
+    return decide_tier(cfg, state, qualifying, now, held).tier
 
 
 def posting_tiers(snap: Snapshot, plan: Plan, txn_id: str) -> None:
