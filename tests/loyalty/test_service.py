@@ -78,6 +78,9 @@ def test_earn_is_idempotent_per_order(loyal: Ledger) -> None:
     assert loyal.accounts.balances("shop", "alice")[0].balance == 50
     with pytest.raises(IdempotencyConflict):
         loyal.loyalty.earn("shop", "alice", "o1", 9999)
+    # a retry that drops the partner is another request, and the error says what may differ
+    with pytest.raises(IdempotencyConflict, match="description or metadata"):
+        loyal.loyalty.earn("shop", "alice", "o1", 5000, metadata={"partner": "acme"})
     with pytest.raises(ValidationError, match="not EUR"):
         loyal.loyalty.earn("shop", "alice", "o2", 100, currency="EUR")
     with pytest.raises(ValidationError):

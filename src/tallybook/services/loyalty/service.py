@@ -261,7 +261,7 @@ class LoyaltyService:
                     )
             raise IdempotencyConflict(
                 f"order {order_id} already earned points with a different request "
-                "(account, amount, currency or time); an order earns once"
+                "(account, amount, currency, time, description or metadata); an order earns once"
             ) from None
 
         settled = Settled()
