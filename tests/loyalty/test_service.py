@@ -89,6 +89,19 @@ def test_earn_is_idempotent_per_order(loyal: Ledger) -> None:
         loyal.loyalty.earn("shop", "nobody", "o3", 100)
 
 
+@pytest.mark.parametrize(
+    ("order_id", "message"),
+    [("", r"order id is required \(1-122 characters\)"), ("o" * 130, "longer than 122")],
+)
+def test_order_ids_are_refused_naming_their_limit(
+    loyal: Ledger, order_id: str, message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        loyal.loyalty.earn("shop", "alice", order_id, 100)
+    with pytest.raises(ValidationError, match=message):
+        loyal.loyalty.order("shop", order_id)
+
+
 def test_order_lookup(loyal: Ledger) -> None:
     loyal.loyalty.earn("shop", "alice", "o-7", 2000)
     found = loyal.loyalty.order("shop", "o-7")

@@ -26,10 +26,11 @@ MAX_ORDER_ID = 128 - len(ORDER_PREFIX)
 
 def order_txn_id(order_id: str) -> str:
     """The transaction id of an order's earn (the idempotency key)."""
-    check_id(order_id, "order id")
+    if not isinstance(order_id, str) or not order_id:  # check_id would say 128
+        raise ValidationError(f"order id is required (1-{MAX_ORDER_ID} characters)")
     if len(order_id) > MAX_ORDER_ID:
         raise ValidationError(f"order id is longer than {MAX_ORDER_ID} characters")
-    return ORDER_PREFIX + order_id
+    return ORDER_PREFIX + check_id(order_id, "order id")
 
 
 def scoped_txn_id(prefix: str, account: str, suffix: str) -> str:
