@@ -337,6 +337,8 @@ def test_an_order_placed_after_a_due_downgrade_earns_at_the_lower_tier(
     loyal.loyalty.earn("shop", "alice", "o1", 10000)  # 100 points: silver
     assert loyal.loyalty.status("shop", "alice").tier == "silver"
     clock.advance(timedelta(days=70))  # out of the window, and the month's hold is over
+    status = loyal.loyalty.status("shop", "alice")
+    assert (status.tier, status.next_tier, status.points_to_next_tier) == ("base", "silver", 100)
     r = loyal.loyalty.earn("shop", "alice", "o2", 1000)
     assert (r.points, r.tier, r.previous_tier) == (10, "base", "silver")
     assert r.transaction.details["multiplier"] == "1"

@@ -223,7 +223,7 @@ def member_status(
     fund = acct.fund(cfg.fund)
     now = core.clock.now()
     qualifying = qualifying_points(cfg, state, now, fund.balance)
-    tier = cfg.tier(state.tier)
+    tier = cfg.tier(tier_now(cfg, state, acct, now))  # a due downgrade counts already
     rank = cfg.rank(tier.name)
     nxt = cfg.tiers[rank + 1] if rank + 1 < len(cfg.tiers) else None
     return MemberStatus(
