@@ -19,6 +19,8 @@ from tallybook.errors import (
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.services.events import LedgerEvent
+from tallybook.store import keys
+from tallybook.webhooks.events import derive
 
 pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
 
@@ -307,6 +309,11 @@ def test_plain_postings_move_a_balance_based_tier(
     assert [(e.account, e.payload["tier"]) for e in events if e.type == "TierChanged"] == [
         ("alice", "silver")
     ]
+    image = loyal.store.get(keys.transaction("shop", "c1"))
+    assert image is not None
+    [tier_event] = [e for e in derive(image) if e.type == "tier.changed"]  # the webhook event
+    assert (tier_event.data["tier"], tier_event.data["previous_tier"]) == ("silver", "base")
+    assert tier_event.data["changes"] == {"alice": {"previous": "base", "tier": "silver"}}
     assert loyal.transactions.credit("shop", "alice", "points", 60, txn_id="c1").replay
     assert len([e for e in events if e.type == "TierChanged"]) == 1
 
