@@ -351,6 +351,16 @@ def test_an_order_placed_after_a_due_downgrade_earns_at_the_lower_tier(
     assert r.transaction.details["multiplier"] == "1"
 
 
+def test_a_first_earn_is_at_the_base_tier_whatever_the_balance_before(loyal: Ledger) -> None:
+    """Points credited before the first earn enrol no one: the first order earns at
+    the base tier's multiplier, and that earn puts the member in their tier."""
+    loyal.transactions.credit("shop", "alice", "points", 200, txn_id="c1")
+    assert loyal.loyalty.status("shop", "alice").tier == "base"
+    assert loyal.loyalty.members("shop", "silver").accounts == []
+    r = loyal.loyalty.earn("shop", "alice", "o1", 1000)
+    assert (r.points, r.tier, r.previous_tier) == (10, "silver", None)
+
+
 def test_expiry_job_warns_about_points_due_later_today(
     loyal: Ledger, clock: ManualClock, events: list[LedgerEvent]
 ) -> None:

@@ -86,7 +86,10 @@ def apply_tier(
 def tier_now(cfg: LoyaltyConfig, state: MemberState, acct: Account, now: datetime) -> str:
     """The tier the rules give the member at ``now``, before the posting at hand: the
     stored one, or a lower one once a downgrade is due that no job has applied yet
-    (an order is rewarded at the tier the member holds when it is placed)."""
+    (an order is rewarded at the tier the member holds when it is placed). Before
+    their first earn, the base tier (the first earn enrols them)."""
+    if state.tier is None:
+        return cfg.base_tier.name
     balance = acct.fund(cfg.fund).balance
     qualifying = qualifying_points(cfg, state, now, balance)
     held = last_qualified(cfg, state, balance, now)
