@@ -361,6 +361,28 @@ def test_a_first_earn_is_at_the_base_tier_whatever_the_balance_before(loyal: Led
     assert (r.points, r.tier, r.previous_tier) == (10, "silver", None)
 
 
+def test_a_used_up_lot_does_not_hold_back_the_expiry_of_later_ones(
+    loyal: Ledger, clock: ManualClock
+) -> None:
+    """Lots keep earning order as expiry order only while an earlier lot has points
+    left: once it is used up, a rules change applies to the next lot in full."""
+    loyal.loyalty.configure("shop", {**RULES, "expiry": {"warn_days": 3}})  # no expiry
+    assert loyal.loyalty.earn("shop", "alice", "o1", 1000).lot_expires == "never"
+    loyal.loyalty.earn("shop", "alice", "o2", 1000)  # 10 + 10 points, never expiring
+    loyal.loyalty.configure("shop", {**RULES, "expiry": {"days": 10, "warn_days": 3}})
+    # a lot with points left still holds the order: the next one never expires either
+    assert loyal.loyalty.earn("shop", "alice", "o3", 1000).lot_expires == "never"
+    loyal.loyalty.redeem("shop", "alice", 30, "mug", txn_id="r1")  # every lot used up
+    r = loyal.loyalty.earn("shop", "alice", "o4", 1000)
+    assert r.lot_expires == (clock.now() + timedelta(days=10)).strftime(
+        "%Y-%m-%dT%H:%M:%S.%f+00:00"
+    )
+    clock.advance(timedelta(days=11))
+    assert loyal.loyalty.expire("shop").points == 10
+    assert loyal.loyalty.status("shop", "alice").balance == 0
+    assert loyal.check.program("shop").ok
+
+
 def test_expiry_job_warns_about_points_due_later_today(
     loyal: Ledger, clock: ManualClock, events: list[LedgerEvent]
 ) -> None:

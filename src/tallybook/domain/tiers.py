@@ -213,7 +213,8 @@ NEVER = "never"
 
 
 def lot_expiry(config: LoyaltyConfig, state: MemberState, earned_at: datetime) -> str:
-    """A new lot's expiry as an ISO time (or ``"never"``), never before the previous lot's."""
+    """A new lot's expiry as an ISO time (or ``"never"``), never before the previous
+    lot's while that one has points left (used up, it no longer holds the order)."""
     x = config.expiry
     if x.days is not None:
         expires = _iso(earned_at + timedelta(days=x.days))
@@ -222,7 +223,7 @@ def lot_expiry(config: LoyaltyConfig, state: MemberState, earned_at: datetime) -
     else:
         expires = NEVER
     last = state.last_expiry
-    if last is None or expires == NEVER:
+    if last is None or expires == NEVER or state.lots_used >= state.lots_earned:
         return expires
     if last == NEVER:
         return NEVER
