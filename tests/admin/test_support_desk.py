@@ -321,3 +321,19 @@ def test_a_tampered_timeline_cursor_is_a_clear_error(admin: AdminClient, seeded:
         r = admin.client.get("/admin/accounts/alice", params={"cursor": cursor})
         assert "the timeline cursor is not valid" in r.text  # said in the history section
         assert 'id="holds"' in r.text  # the rest of the page still shows
+
+
+def test_the_account_page_shows_no_points_past_their_date(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    """The page reads the loyalty status (which expires points past their date)
+    before the balances, so both show what the member can spend."""
+    from tallybook.admin.account_view import HistoryFilter, build
+
+    ledger.programs.create("club")
+    ledger.loyalty.configure("club", {"expiry": {"days": 5}})
+    ledger.accounts.open("club", "ann")
+    ledger.loyalty.earn("club", "ann", "o1", 3000)  # 30 points, expire in 5 days
+    clock.advance(timedelta(days=6))
+    page = build(ledger, "club", "ann", HistoryFilter(fund="points"), None)
+    assert [b.total for b in page.balances if b.fund == "points"] == [0]

@@ -186,9 +186,11 @@ def build(
     ledger: Ledger, program_id: str, account_id: str, flt: HistoryFilter, ncursor: str | None
 ) -> AccountPage:
     """Every section of the account page; raises if the account does not exist."""
+    # the loyalty status first: it expires points past their date, which the
+    # balances read next must not show
+    tier, tier_note = tier_of(ledger, program_id, account_id)
     account = ledger.accounts.get(program_id, account_id)
     program = ledger.programs.get(program_id)
-    tier, tier_note = tier_of(ledger, program_id, account_id)
 
     def history() -> Section:
         since, until = flt.bounds()
