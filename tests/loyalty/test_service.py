@@ -164,6 +164,8 @@ def test_tiers_upgrade_at_once_with_history_index_and_event(
 def test_downgrade_waits_for_the_hold_then_the_job_applies_it(
     loyal: Ledger, clock: ManualClock, events: list[LedgerEvent]
 ) -> None:
+    # points that never expire: the job, not an expiry, applies the downgrade
+    loyal.loyalty.configure("shop", {**RULES, "expiry": {"warn_days": 3}})
     loyal.loyalty.earn("shop", "alice", "o1", 12000)  # 120 points: silver
     loyal.loyalty.redeem("shop", "alice", 100, "tv", txn_id="r1")  # balance 20
     assert loyal.loyalty.status("shop", "alice").tier == "silver"  # held for a month
@@ -381,6 +383,21 @@ def test_a_used_up_lot_does_not_hold_back_the_expiry_of_later_ones(
     assert loyal.loyalty.expire("shop").points == 10
     assert loyal.loyalty.status("shop", "alice").balance == 0
     assert loyal.check.program("shop").ok
+
+
+def test_the_downgrade_job_counts_no_points_past_their_date(
+    loyal: Ledger, clock: ManualClock
+) -> None:
+    """Tiers on the balance: the downgrade job, run before the expiry job, expires a
+    member's points past their date instead of keeping them in a tier on them."""
+    loyal.loyalty.configure("shop", {**RULES, "downgrade": {"rule": "immediate"}})
+    loyal.loyalty.earn("shop", "alice", "o1", 10000)  # 100 points: silver, expire day 10
+    clock.advance(timedelta(days=11))
+    assert loyal.loyalty.review_tiers("shop").downgraded == 1
+    assert loyal.loyalty.members("shop", "silver").accounts == []
+    assert loyal.loyalty.members("shop", "base").accounts == ["alice"]
+    assert loyal.transactions.system_balance("shop", "@expiry") == {"points": 100}
+    assert loyal.loyalty.expire("shop").points == 0
 
 
 def test_expiry_job_warns_about_points_due_later_today(

@@ -22,6 +22,7 @@ from tallybook.domain.tiers import (
     decide_tier,
     expiry_text,
     last_qualified,
+    lots_may_be_due,
     qualifying_points,
     with_next_expiry,
 )
@@ -294,6 +295,18 @@ def _review(core: LedgerCore, program: str, account: str) -> bool:
         return False
     cfg = config_of(core.programs.get(program))
     state = MemberState.from_value(head.attributes.get("loyalty"))
+    expired_moved = False
+    if lots_may_be_due(state, core.clock.now()):
+        # points past their date count for nothing: expire them first (the expiry
+        # decides the tier too, and may be what moves it)
+        ExpiryJob(core).settle(program, account)
+        try:
+            head = core.accounts.get(program, account)
+        except NotFound:
+            return False
+        tier = state.tier
+        state = MemberState.from_value(head.attributes.get("loyalty"))
+        expired_moved = state.tier != tier
     now = core.clock.now()
     balance = head.fund(cfg.fund).balance
     qualifying = qualifying_points(cfg, state, now, balance)
@@ -306,7 +319,7 @@ def _review(core: LedgerCore, program: str, account: str) -> bool:
             txn = core.engine.recover(program, last)
             if txn is not None:
                 announce(core, txn, account)
-        return False
+        return expired_moved
     txn_id = scoped_txn_id("tier", account, str(head.version))
 
     def plan(snap: Snapshot) -> Plan:
