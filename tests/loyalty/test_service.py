@@ -131,6 +131,15 @@ def test_redeem_and_insufficient_points(loyal: Ledger) -> None:
     assert loyal.check.program("shop").ok
 
 
+def test_a_redeem_records_the_reward_it_redeemed(loyal: Ledger) -> None:
+    loyal.loyalty.earn("shop", "alice", "o1", 5000)
+    with pytest.raises(ValidationError, match="metadata reward_id 'tv' is not the reward"):
+        loyal.loyalty.redeem("shop", "alice", 10, "mug", txn_id="r1", metadata={"reward_id": "tv"})
+    assert loyal.accounts.balances("shop", "alice")[0].balance == 50
+    r = loyal.loyalty.redeem("shop", "alice", 10, "mug", txn_id="r1", metadata={"reward_id": "mug"})
+    assert r.transaction.metadata == {"reward_id": "mug"}
+
+
 def test_tiers_upgrade_at_once_with_history_index_and_event(
     loyal: Ledger, events: list[LedgerEvent]
 ) -> None:

@@ -286,13 +286,19 @@ class LoyaltyService:
         check_id(reward_id, "reward id")
         check_client_txn_id(txn_id)
         check_amount(points, "points")
+        meta_in = check_metadata(metadata)
+        if meta_in.get("reward_id", reward_id) != reward_id:  # the record names the reward
+            raise ValidationError(
+                f"metadata reward_id {meta_in['reward_id'][:40]!r} is not the reward "
+                f"redeemed, {reward_id}"
+            )
         body = body_of(
             op="redeem",
             account=account,
             points=points,
             reward_id=reward_id,
             description=description,
-            metadata=check_metadata(metadata) or None,
+            metadata=meta_in or None,
         )
 
         def plan(snap: Snapshot) -> Plan:
