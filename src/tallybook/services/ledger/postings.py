@@ -213,6 +213,7 @@ class PostingEngine:
         """``listener`` runs after each replay of an applied transaction (not on the
         fresh path: a fresh commit reads and writes nothing more for it)."""
         self.replay_listeners.append(listener)
+
     def amend(self, amender: Amender) -> None:
         """Run ``amender`` on every plan before it is written (same transaction)."""
         self.amenders.append(amender)
