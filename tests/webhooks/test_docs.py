@@ -131,7 +131,8 @@ def test_every_event_carries_the_data_fields_documented(tmp_path: Path) -> None:
     }
     assert (tiers["order:o2"]["tier"], tiers["order:o2"]["previous_tier"]) == ("base", None)
     assert "a first earn enrolled them (`previous_tier` `null`; also into the base tier" in DOC
-    optional = {"order_id", "description", "metadata", "account_previous"}
+    # changes: only on a plain posting that moved a balance-based tier
+    optional = {"order_id", "description", "metadata", "account_previous", "changes"}
     for type_, names in seen.items():
         assert names <= documented[type_], (type_, names - documented[type_])
         assert documented[type_] - names <= optional | {"account_seq"}, type_
