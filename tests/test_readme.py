@@ -57,3 +57,34 @@ def test_every_endpoint_the_docs_name_is_in_the_openapi_document(tmp_path: Path)
         if not any(rx.match(path) and method.lower() in ops for rx, ops in routes)
     ]
     assert missing == []
+
+
+def _error_classes() -> list[type[Exception]]:
+    import inspect
+
+    from tallybook import errors
+
+    return [
+        cls
+        for _, cls in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(cls, errors.TallybookError) and cls.__module__ == errors.__name__
+    ]
+
+
+def test_every_cli_exit_code_is_explained() -> None:
+    """README's CLI section names every exit code an error maps to (HTTP-only errors
+    aside), so a script can tell, e.g., `TooManyRetries` (6) from a store failure (1)."""
+    from tallybook.errors import Forbidden, Unauthorized
+
+    paragraphs = [" ".join(p.split()) for p in README.read_text().split("\n\n")]
+    [paragraph] = [p for p in paragraphs if "exit non-zero: " in p]
+    codes = paragraph.split("exit non-zero: ", 1)[1]
+    documented = {int(n) for n in re.findall(r"(?:^|, )(\d+) ", codes)}
+    raised = {cls.exit_code for cls in _error_classes() if cls not in (Unauthorized, Forbidden)}
+    assert documented == raised
+
+
+def test_the_errors_table_names_every_error_class() -> None:
+    text = README.read_text()
+    missing = [cls.__name__ for cls in _error_classes() if f"`{cls.__name__}`" not in text]
+    assert missing == []
