@@ -85,3 +85,15 @@ def test_keys_create_with_bad_scopes_creates_nothing(ledger, store) -> None:
     assert result.exit_code != 0
     assert isinstance(result.exception, ValidationError)
     assert "other" not in ledger.programs.list()
+
+
+def test_revoke_help_says_how_long_a_server_still_accepts_the_key() -> None:
+    """docs/http.md: a server process remembers a key for the key cache time, so a
+    revocation takes effect within it (not on the next request)."""
+    from tallybook.http.keycache import DEFAULT_KEY_CACHE_SECONDS
+
+    output = runner.invoke(app, ["keys", "revoke", "--help"], terminal_width=200).output
+    text = " ".join(output.split())
+    assert f"within {DEFAULT_KEY_CACHE_SECONDS:g} s" in text
+    assert f"(default {DEFAULT_KEY_CACHE_SECONDS:g} s;" in text
+    assert "$TALLYBOOK_KEY_CACHE_SECONDS" in text

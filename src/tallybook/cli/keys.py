@@ -67,7 +67,10 @@ def revoke(
     key_id: Annotated[str, typer.Argument(help="Key id (the part after 'tb_' in the secret).")],
     store: StoreOption = None,
 ) -> None:
-    """Revoke a key; requests with it are refused from the next one on.
+    """Revoke a key: the API refuses it within 5 s, the admin page at once.
+
+    Each server process remembers a key it authenticated for
+    $TALLYBOOK_KEY_CACHE_SECONDS (default 5 s; 0 reads the key on every request).
 
     Example: tallybook keys revoke 3f2a9c0d1e4b5a69
     """
