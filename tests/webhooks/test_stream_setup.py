@@ -33,3 +33,19 @@ def test_table_create_enables_the_stream_on_an_older_table() -> None:
         assert reader.read(lambda events: len(events)) == 0
     finally:
         store.delete_table()
+
+
+@pytest.mark.parametrize("command", ["create", "template"])
+def test_table_help_names_the_stream(command: str) -> None:
+    """README and docs/webhooks.md: the table has the stream webhooks read, and `table
+    create` turns it on for an older table (it said such a table was left as it is)."""
+    from typer.testing import CliRunner
+
+    from tallybook.cli import app
+
+    assert "StreamSpecification" in table_definition("t-help")
+    output = CliRunner().invoke(app, ["table", command, "--help"], terminal_width=200).output
+    text = " ".join(output.split())
+    assert "stream" in text
+    if command == "create":
+        assert "exists already it switches TTL and the stream on" in text

@@ -28,13 +28,14 @@ def create(
         ),
     ] = True,
 ) -> None:
-    """Create the table a store URL names, with its indexes and TTL.
+    """Create the table a store URL names, with its indexes, TTL and stream.
 
     For dynamodb://TABLE?region=..&endpoint=.. it creates TABLE (key pk/sk,
     global secondary indexes gsi1 and gsi2, on-demand billing, TTL on the
-    attribute 'ttl'); a table that exists already is left as it is, and TTL is
-    switched on if it was not. For sqlite:///PATH.db it creates the file and its
-    schema; memory://NAME needs nothing. Safe to run again.
+    attribute 'ttl', a stream of new images that webhooks read); on a table that
+    exists already it switches TTL and the stream on where they are off. For
+    sqlite:///PATH.db it creates the file and its schema; memory://NAME needs
+    nothing. Safe to run again.
 
     Example: tallybook table create --store 'dynamodb://ledger?region=eu-west-1'
     """
@@ -70,7 +71,7 @@ def template(
     """Print a CloudFormation template (JSON) for the table.
 
     The template declares an AWS::DynamoDB::Table with the same key, indexes
-    (gsi1, gsi2), on-demand billing and TTL as `tallybook table create`, plus
+    (gsi1, gsi2), on-demand billing, TTL and stream as `tallybook table create`, plus
     point-in-time recovery and a Retain deletion policy. deploy/template.yaml (an
     AWS SAM stack with the HTTP API and the scheduled jobs) declares the same table.
 
