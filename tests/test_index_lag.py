@@ -117,3 +117,24 @@ def test_the_checker_finds_records_without_the_owner_index(
     caught_up = check_program(lagged, "shop")
     assert under_lag.violations == caught_up.violations == []
     assert under_lag.counts["records"] == caught_up.counts["records"] >= 4
+
+
+def test_an_owner_s_transactions_list_postings_at_once_and_holds_after_the_lag(
+    lagged: Ledger, lagging: LaggingStore, clock: ManualClock
+) -> None:
+    """docs/wallet.md: the list merges the owner's history entries (its own partition,
+    strongly consistent) with the owner index, which only lists records that leave no
+    entry (an authorisation, a void) and may show them a moment late."""
+    lagged.wallet.credit("shop", "alice", "cash", 1_000, txn_id="c-1")
+    clock.advance(timedelta(seconds=1))
+    lagged.wallet.authorize("shop", "alice", 400, hold_id="h-1")
+    clock.advance(timedelta(seconds=1))
+    lagged.wallet.capture("shop", "h-1", 100)
+    clock.advance(timedelta(seconds=1))
+    lagged.transactions.credit("shop", "alice", "points", 5, txn_id="p-1")
+    assert lagging.pending
+    listed = [t.id for t in lagged.wallet.transactions("shop", "alice").transactions]
+    assert listed == ["p-1", "h-1:capture", "c-1"]
+    lagging.flush()
+    listed = [t.id for t in lagged.wallet.transactions("shop", "alice").transactions]
+    assert listed == ["p-1", "h-1:capture", "h-1", "c-1"]

@@ -138,7 +138,8 @@ class WalletService:
     def transactions(
         self, program: str, account: str, *, limit: int = 50, cursor: str | None = None
     ) -> WalletTransactionPage:
-        """An owner's transaction records, newest first, through the owner index."""
+        """An owner's transaction records, newest first: its history entries merged with
+        the owner index (authorisations and voids, which may show a moment late)."""
         page = self.core.transactions.for_owner(program, account, limit=limit, cursor=cursor)
         if not page.transactions and cursor is None:
             self.core.accounts.get(program, account)  # an unknown owner is a 404, not []
