@@ -60,3 +60,21 @@ def test_install_table_names_the_extras_pyproject_defines() -> None:
     assert extras <= set(project["optional-dependencies"])
     assert {"server", "cli"} <= extras
     assert [d.split(">")[0] for d in project["dependencies"]] == ["boto3"]
+
+
+def test_shell_examples_set_every_variable_they_use() -> None:
+    """A reader pasting the blocks in order has each `$VAR` set (`$API_URL` was not),
+    and the API URL is taken from the stack's `ApiUrl` without its trailing slash."""
+    assigned: set[str] = set()
+    unset = []
+    for block in re.findall(r"```bash\n(.*?)```", DOC, flags=re.S):
+        for line in block.splitlines():
+            code = line.split("#", 1)[0]
+            used = re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", code)
+            unset += [name for name in used if name not in assigned]
+            assigned |= set(re.findall(r"(?:^|export |\s)([A-Za-z_][A-Za-z0-9_]*)=", code))
+    assert unset == []
+    api_url = _template()["Outputs"]["ApiUrl"]["Value"]["Fn::Sub"]
+    if api_url.endswith("/"):
+        assert "${API_URL%/}" in DOC
+    assert "OutputKey=='ApiUrl'" in DOC
