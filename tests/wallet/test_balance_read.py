@@ -93,3 +93,26 @@ def test_availability_is_keyed_in_spend_order_on_every_engine(wallet: Ledger) ->
     assert list(wallet.wallet.transaction(P, "g1").availability) == order
     listed = wallet.wallet.transactions(P, "alice").transactions
     assert [list(t.availability) for t in listed] == [order, order]
+
+
+def test_per_fund_maps_and_the_charge_read_back_as_written_on_every_engine(
+    wallet: Ledger,
+) -> None:
+    """On DynamoDB a hold's amounts, its captured funds and a record's ``held`` came back
+    in any fund order, and ``charge`` with ``reference`` before ``amount``."""
+    fund(wallet, "alice", cash=1_000, store_credit=100, bonus=((50, 30),))
+    spend = ["bonus", "store_credit", "cash"]
+    authorised = wallet.wallet.authorize(P, "alice", 500, hold_id="h1").transaction
+    assert authorised is not None
+    assert list(authorised.held) == spend
+    assert list(wallet.wallet.transaction(P, "h1").held) == spend
+    assert list(wallet.wallet.hold(P, "h1").amounts) == spend
+    wallet.wallet.capture(P, "h1", 450)
+    assert list(wallet.wallet.hold(P, "h1").captured_funds) == spend
+    wallet.wallet.debit(P, "alice", 2_000, txn_id="d1", on_shortfall="charge")
+    charge = wallet.wallet.transaction(P, "d1").charge
+    assert charge is not None
+    assert list(charge) == ["amount", "reference"]
+    listed = {t.id: t for t in wallet.wallet.transactions(P, "alice").transactions}
+    assert list(listed["h1"].held) == spend
+    assert list(listed["d1"].charge or {}) == ["amount", "reference"]

@@ -82,6 +82,13 @@ class Allocation:
         return self.requested - self.shortfall
 
 
+def in_spend_order(per_fund: Mapping[str, int]) -> dict[str, int]:
+    """``per_fund`` keyed in spend order (other keys, such as ``total``, last), as it
+    was written: a DynamoDB map comes back in no particular order."""
+    order = {fund: i for i, fund in enumerate(SPEND_ORDER)}
+    return dict(sorted(per_fund.items(), key=lambda kv: order.get(kv[0], len(SPEND_ORDER))))
+
+
 def spendable_grants(grants: Iterable[Grant], now: datetime) -> list[Grant]:
     """Unexpired grants with something left, earliest expiry first."""
     live = [g for g in grants if not g.expired(now) and g.available > 0]

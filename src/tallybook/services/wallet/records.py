@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from tallybook.domain.ids import is_system_account
 from tallybook.domain.model import Account, Transaction
-from tallybook.domain.wallet import BONUS, SPEND_ORDER, Grant, unexpired_bonus
+from tallybook.domain.wallet import BONUS, SPEND_ORDER, Grant, in_spend_order, unexpired_bonus
 from tallybook.store.port import Value
 
 
@@ -57,20 +57,18 @@ def wallet_transaction(txn: Transaction) -> WalletTransaction:
         availability=in_spend_order(cast(dict[str, int], d.get("availability") or {})),
         created_at=txn.created_at,
         hold_id=cast(str | None, d.get("hold_id")),
-        held=cast(dict[str, int], d.get("held") or {}),
+        held=in_spend_order(cast(dict[str, int], d.get("held") or {})),
         grants=grants,
-        charge=cast(dict[str, Any] | None, d.get("charge")),
+        charge=_charge(cast(dict[str, Any] | None, d.get("charge"))),
         order_id=txn.order_id,
         description=txn.description,
         replay=txn.replay,
     )
 
 
-def in_spend_order(availability: Mapping[str, int]) -> dict[str, int]:
-    """``availability`` keyed in spend order, ``total`` last, as it was written (a
-    DynamoDB map comes back in no particular order)."""
-    order = {k: i for i, k in enumerate((*SPEND_ORDER, "total"))}
-    return dict(sorted(availability.items(), key=lambda kv: order.get(kv[0], len(SPEND_ORDER))))
+def _charge(charge: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``amount`` then ``reference``, as written (a DynamoDB map comes back in any order)."""
+    return None if charge is None else dict(sorted(charge.items()))
 
 
 def availability_after(

@@ -24,6 +24,7 @@ from tallybook.domain.wallet import (
     HoldKind,
     HoldStatus,
     WalletMarks,
+    in_spend_order,
 )
 from tallybook.store import keys
 from tallybook.store.port import (
@@ -286,13 +287,13 @@ def hold_from_item(item: Item) -> Hold:
         account=cast(str, item["account"]),
         kind=HoldKind(cast(str, item["kind"])),
         status=HoldStatus(cast(str, item["status"])),
-        amounts=cast(dict[str, int], item.get("amounts") or {}),
+        amounts=in_spend_order(cast(dict[str, int], item.get("amounts") or {})),
         grants=takes_from_value(item.get("grants")),
         deadline=parse_iso(cast(str, item["deadline"])),
         created_at=parse_iso(cast(str, item["created_at"])),
         captured=cast(int, item.get("captured") or 0),
         finished_at=parse_iso(finished) if isinstance(finished, str) else None,
-        captured_funds=cast(dict[str, int], item.get("captured_funds") or {}),
+        captured_funds=in_spend_order(cast(dict[str, int], item.get("captured_funds") or {})),
     )
 
 
