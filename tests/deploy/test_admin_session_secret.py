@@ -63,3 +63,17 @@ def test_the_plain_variable_wins_and_an_empty_secret_is_refused(
     secrets_manager.value = ""
     with pytest.raises(ConfigError, match=SECRET_ARN_ENV):
         SessionSigner()
+
+
+def test_a_replaced_secret_applies_to_instances_started_after_it(
+    secrets_manager: FakeSecrets,
+) -> None:
+    """docs/deploy.md: each instance reads the secret once, when it starts, so replacing
+    the value signs agents out only on instances started afterwards (it said at once)."""
+    running = SessionSigner()
+    cookie = running.dumps(running.new_session("k1", "shop"))
+    secrets_manager.value = "n" * 64
+    assert running.loads(cookie) is not None  # the old instance still takes it
+    started_after = SessionSigner()
+    assert started_after.loads(cookie) is None
+    assert running.loads(started_after.dumps(started_after.new_session("k1", "shop"))) is None
