@@ -3,6 +3,7 @@ HTTP endpoint they name is in the OpenAPI document."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -92,3 +93,31 @@ def test_http_endpoints_are_in_the_openapi_document(tmp_path: Path) -> None:
             m for p, ops in paths.items() if re.sub(r"\{[^}]+\}", "{}", p) == template for m in ops
         }
         assert method.lower() in operations, f"{method} {path} is not in the OpenAPI document"
+
+
+def test_wallet_routes_list_their_body_fields_and_required_idempotency_key(
+    tmp_path: Path,
+) -> None:
+    """docs/wallet.md's HTTP list: every `{field}` named is in the request body, every
+    required field is named, and a route that requires `Idempotency-Key` says what it is
+    (the debits route did not)."""
+    doc = create_app(Ledger.open(f"sqlite:///{tmp_path / 'api.db'}")).openapi()
+    schemas = doc["components"]["schemas"]
+    (listing,) = blocks("wallet.md", "text")
+    checked = 0
+    for line in listing.splitlines():
+        m = re.match(r"POST\s+(/v1/\S+)\s*(\{[^}]*\})?\s*(.*)$", line)
+        if m is None:
+            continue
+        path, fields, rest = m.groups()
+        op = doc["paths"][path]["post"]
+        header = next((p for p in op.get("parameters", []) if p["name"] == "Idempotency-Key"), None)
+        assert ("Idempotency-Key =" in rest) == bool(header and header["required"]), line
+        body = op.get("requestBody", {}).get("content", {}).get("application/json", {})
+        refs = re.findall(r"#/components/schemas/(\w+)", json.dumps(body))
+        schema = schemas[refs[0]] if refs else {"properties": {}, "required": []}
+        named = set(re.findall(r"\w+", fields or ""))
+        assert named <= set(schema["properties"]), line
+        assert set(schema.get("required", [])) <= named, line
+        checked += 1
+    assert checked >= 8
