@@ -24,7 +24,10 @@ BAD_AMOUNTS = [0, -5, 1.5, 2**63, 10**38, "12", None]
 
 
 def _amount_routes(amount: Any) -> list[tuple[str, dict[str, Any]]]:
+    # a capture's amount may be null (capture it all): a valid request, not bad input
+    capture = [] if amount is None else [("/v1/holds/h-bad/capture", {"amount": amount})]
     return [
+        *capture,
         (
             "/v1/transactions",
             {"type": "credit", "account": "alice", "fund": "cash", "amount": amount},
@@ -36,6 +39,11 @@ def _amount_routes(amount: Any) -> list[tuple[str, dict[str, Any]]]:
         ("/v1/accounts/alice/wallet/credits", {"fund": "cash", "amount": amount}),
         ("/v1/accounts/alice/wallet/debits", {"amount": amount}),
         ("/v1/accounts/alice/wallet/holds", {"amount": amount}),
+        ("/v1/accounts/alice/wallet/grants", {"amount": amount, "expires_in_days": 30}),
+        (
+            "/v1/accounts/alice/wallet/held-credits",
+            {"fund": "cash", "amount": amount, "release_at": "2030-01-01T00:00:00Z"},
+        ),
         ("/v1/accounts/alice/earn", {"order_id": "o-bad", "amount": amount}),
         ("/v1/accounts/alice/redeem", {"points": amount, "reward_id": "mug"}),
     ]
@@ -66,6 +74,7 @@ def funded(ledger: Ledger, open_account: Callable[..., Any], credit: Callable[..
     open_account("bob")
     credit("alice", 5_000, fund="cash")
     credit("alice", 300, fund="points")
+    ledger.wallet.authorize("shop", "alice", 100, hold_id="h-bad")
 
 
 def _problem(r: Any, *statuses: int) -> None:
