@@ -89,3 +89,18 @@ def test_sigkill_of_the_server_mid_run_loses_nothing(store: ItemStore, tmp_path:
     retried = sum(n for k, n in report.outcomes.items() if k.startswith("retry:"))
     assert retried > 0  # clients saw the server go away and retried their keys
     assert report.final_checks["acked"] > 200
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_a_second_run_on_the_same_program_continues_it(store: ItemStore, tmp_path: Path) -> None:
+    """docs/reliability.md's Python twin run twice (same store, program and seed): the
+    second run's keys were the first run's, so its own requests came back as 409
+    idempotency conflicts and it reported violations that were not there."""
+    config = _short(
+        "sqlite", store, tmp_path, ops=120, processes=0, http_threads=1, faults=FaultPlan()
+    )
+    first = run(config)
+    assert first.violations == []
+    second = run(config)
+    assert second.violations == []
+    assert second.outcomes["applied"] > config.ops // 2

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import secrets
 import subprocess
 import sys
 import threading
@@ -25,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,9 @@ class TortureConfig:
     server_log: Path | None = None
     #: stop the clients after this many seconds even if ``ops`` are not done (0: never)
     max_seconds: float = 0.0
+    #: part of every key the clients make, so that a run continuing a program an
+    #: earlier run made never reuses its keys ("": a new one for each run)
+    run_id: str = ""
 
     @property
     def workload(self) -> Workload:
@@ -77,6 +81,7 @@ class TortureConfig:
 
 
 def run(config: TortureConfig, tick: Tick = lambda _: None) -> TortureReport:
+    config = replace(config, run_id=config.run_id or secrets.token_hex(3))
     engine = parse_store_url(config.store_url).engine
     report = TortureReport(
         engine=engine,
@@ -177,7 +182,7 @@ def _run_clients(
                 apis.append(http)
         pool = HoldPool()
         clients = [
-            Client(f"c{c.seed}-{i}", api, w, c.seed * 7919 + i, pool, ClientLog(), stop)
+            Client(f"c{c.seed}-{c.run_id}-{i}", api, w, c.seed * 7919 + i, pool, ClientLog(), stop)
             for i, api in enumerate(apis)
         ]
         readers = [Reader(raw, w, c.seed * 31 + i, stop) for i in range(c.readers)]
@@ -264,7 +269,7 @@ def _child(
     w = c.workload
     clients = [
         Client(
-            f"p{c.seed}-{index}-{i}",
+            f"p{c.seed}-{c.run_id}-{index}-{i}",
             api,
             w,
             c.seed * 104729 + index * 100 + i,
