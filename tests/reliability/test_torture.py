@@ -104,3 +104,16 @@ def test_a_second_run_on_the_same_program_continues_it(store: ItemStore, tmp_pat
     second = run(config)
     assert second.violations == []
     assert second.outcomes["applied"] > config.ops // 2
+
+
+@pytest.mark.parametrize("rate", ["1.5", "-0.1"])
+def test_a_replay_rate_outside_0_to_1_is_refused_before_the_run(rate: str) -> None:
+    """docs/reliability.md: `--replay-rate` is a share of the operations (1.5 ran)."""
+    from typer.testing import CliRunner
+
+    from tallybook.cli import app
+
+    args = ["torture", "--ops", "10", "--replay-rate", rate, "--store", "memory://rate"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert "--replay-rate" in result.output

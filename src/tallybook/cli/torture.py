@@ -47,7 +47,9 @@ def torture(
     accounts: Annotated[int, typer.Option("--accounts", help="Accounts.", min=2, max=500)] = 12,
     replay_rate: Annotated[
         float,
-        typer.Option("--replay-rate", help="Share of operations that replay a done key.", min=0),
+        typer.Option(
+            "--replay-rate", help="Share of operations that replay a done key.", min=0, max=1
+        ),
     ] = 0.1,
     faults: Annotated[
         str, typer.Option("--faults", help="Fault plan at the storage port: standard or none.")
