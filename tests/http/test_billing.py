@@ -120,3 +120,49 @@ def test_reports_go_to_the_default_folder_without_the_setting(
     assert r.status_code == 200, r.text
     window = r.json()["reports"][0]["window"]
     assert (tmp_path / "reports" / "shop" / "billing" / window / "billing_totals.csv").is_file()
+
+
+def test_report_runs_default_to_the_deployment_s_report_interval(
+    app_client: TestClient,
+    ledger: Ledger,
+    clock: ManualClock,
+    admin_headers: Headers,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/deploy.md: ReportInterval (`$TALLYBOOK_REPORT_INTERVAL`, set on every function
+    of the stack) is the report window length; a run over HTTP, or `tallybook report run`,
+    that names no interval wrote 15-minute windows beside the job's hourly ones."""
+    t0 = clock.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    clock.set(t0 + timedelta(minutes=2))
+    ledger.billing.configure("shop", grace_minutes=5, start=t0)
+    ledger.billing.ingest_many("shop", [(1, _body("r1", (t0 + timedelta(minutes=1)).isoformat()))])
+    clock.set(t0 + timedelta(minutes=70))
+    monkeypatch.setenv("TALLYBOOK_REPORTS_OUT", str(tmp_path))
+    monkeypatch.setenv("TALLYBOOK_REPORT_INTERVAL", "1h")
+    r = app_client.post("/v1/reports/run", json={"kinds": ["billing"]}, headers=admin_headers)
+    assert r.status_code == 200, r.text
+    [report] = r.json()["reports"]
+    assert (report["start"], report["end"]) == (
+        f"{t0:%Y-%m-%dT%H:%M:%S}.000000Z",
+        f"{t0 + timedelta(hours=1):%Y-%m-%dT%H:%M:%S}.000000Z",
+    )
+
+
+def test_the_cli_report_run_defaults_to_the_report_interval_setting(
+    ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from tallybook.cli import app
+
+    now = ledger.clock.now().astimezone(UTC)
+    start = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
+    ledger.billing.configure("shop", grace_minutes=5, start=start)
+    monkeypatch.setenv("TALLYBOOK_REPORT_INTERVAL", "1h")
+    args = ["report", "run", "-p", "shop", "--kind", "billing", "--json"]
+    args += ["--out", str(tmp_path), "--store", ledger.store.describe()]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    windows = sorted(p.name for p in (tmp_path / "shop" / "billing").iterdir())
+    assert windows[0] == f"{start:%Y%m%dT%H%M%SZ}_{start + timedelta(hours=1):%Y%m%dT%H%M%SZ}"

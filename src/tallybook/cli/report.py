@@ -67,7 +67,12 @@ def run(
     program: ProgramOption,
     out: OutOption = DEFAULT_OUT,
     interval: Annotated[
-        str, typer.Option(help="Window length: 15m, 1h, 1d (a multiple of the bucket).")
+        str,
+        typer.Option(
+            envvar="TALLYBOOK_REPORT_INTERVAL",
+            help="Window length: 15m, 1h, 1d (a multiple of the bucket; "
+            "$TALLYBOOK_REPORT_INTERVAL, as the scheduled job).",
+        ),
     ] = "15m",
     kind: Annotated[KindChoice, typer.Option(help="Which report.")] = KindChoice.all,
     store: StoreOption = None,

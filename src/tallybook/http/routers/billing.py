@@ -36,6 +36,9 @@ router = APIRouter(prefix="/v1", tags=["billing"])
 REPORTS_OUT_ENV = "TALLYBOOK_REPORTS_OUT"
 #: where reports go when the operator set no $TALLYBOOK_REPORTS_OUT (as the CLI and jobs)
 DEFAULT_REPORTS_OUT = "reports"
+#: the window length when the request names none (as the scheduled reports job)
+REPORT_INTERVAL_ENV = "TALLYBOOK_REPORT_INTERVAL"
+DEFAULT_REPORT_INTERVAL = "15m"
 _MEDIA = {".csv": "text/csv; charset=utf-8", ".json": "application/json"}
 
 
@@ -123,8 +126,9 @@ def run_reports(
 ) -> ReportListOut:
     request = body or ReportRunIn()
     out = os.environ.get(REPORTS_OUT_ENV) or DEFAULT_REPORTS_OUT
+    interval = request.interval or os.environ.get(REPORT_INTERVAL_ENV) or DEFAULT_REPORT_INTERVAL
     results = ledger.billing.reports.run(
-        principal.program, sink=open_sink(out), interval=request.interval, kinds=request.kinds
+        principal.program, sink=open_sink(out), interval=interval, kinds=request.kinds
     )
     return ReportListOut(reports=[ReportOut.of_result(r) for r in results])
 

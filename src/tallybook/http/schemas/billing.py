@@ -80,7 +80,13 @@ def _all_kinds() -> list[KindName]:
 class ReportRunIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    interval: str = Field("15m", pattern=r"^[1-9][0-9]{0,4}[mhd]$", examples=["15m", "1h", "1d"])
+    interval: str | None = Field(
+        None,
+        pattern=r"^[1-9][0-9]{0,4}[mhd]$",
+        examples=["15m", "1h", "1d"],
+        description="Window length; default: the server's $TALLYBOOK_REPORT_INTERVAL, else 15m "
+        "(what the scheduled reports job uses).",
+    )
     kinds: list[KindName] = Field(default_factory=_all_kinds)
 
 
