@@ -88,3 +88,18 @@ def test_the_errors_table_names_every_error_class() -> None:
     text = README.read_text()
     missing = [cls.__name__ for cls in _error_classes() if f"`{cls.__name__}`" not in text]
     assert missing == []
+
+
+def test_store_urls_in_commands_are_quoted() -> None:
+    """A store URL with `?` or `&` in a command must be quoted: zsh (macOS's shell) stops
+    at an unquoted `?` ("no matches found"), and any shell at `&`. README's `table create`
+    example was not."""
+    docs = [README, *sorted((README.parent / "docs").glob("*.md"))]
+    unquoted = [
+        f"{doc.name}: {m.group(0)}"
+        for doc in docs
+        for m in re.finditer(
+            r"(?:--store[ =]|TALLYBOOK_STORE=)(?!['\"])\S*[?&]\S*", doc.read_text()
+        )
+    ]
+    assert unquoted == []
