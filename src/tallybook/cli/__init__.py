@@ -120,15 +120,41 @@ app.add_typer(
 app.command("torture")(torture_cli.torture)
 
 
+def _click_error(exc: Exception) -> bool:
+    """One of click's errors: a usage error (missing or bad option, unknown command,
+    extra argument) or a file error. By name: typer runs on its own copy of click."""
+    return any(c.__name__ == "ClickException" for c in type(exc).__mro__)
+
+
+def _click_error_line(exc: Exception) -> str:
+    """A click error as one ``error:`` line like every other error, instead of
+    click's usage lines and rich box; a usage error names the command's --help."""
+    message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+    if not message.endswith((".", "?", "!")):
+        message += "."
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        message += f" Try '{ctx.command_path} --help'."
+    return f"error: {message}"
+
+
 def main() -> None:
     try:
-        app()
+        # not standalone: click's errors come here instead of being drawn as a box
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        typer.secho("error: aborted", err=True, fg=typer.colors.RED)
+        sys.exit(1)
     except TallybookError as exc:
         typer.secho(f"error: {exc.message}", err=True, fg=typer.colors.RED)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:  # last resort: one line, never a stack trace (unless asked)
+        if _click_error(exc):
+            if type(exc).__name__ != "NoArgsIsHelpError":  # its help is printed already
+                typer.secho(_click_error_line(exc), err=True, fg=typer.colors.RED)
+            sys.exit(getattr(exc, "exit_code", 2))
         if os.environ.get("TALLYBOOK_DEBUG"):
             raise
         typer.secho(
@@ -137,3 +163,4 @@ def main() -> None:
             fg=typer.colors.RED,
         )
         sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -36,13 +36,21 @@ TxnOption = Annotated[
 TxnIdAlias = Annotated[str | None, typer.Option("--txn-id", hidden=True)]
 
 
+class MissingOption(typer.BadParameter):
+    """A required option checked by the command itself: a usage error (exit 2) that
+    reads like click's own, not "Invalid value for '--txn': Missing option '--txn'"."""
+
+    def format_message(self) -> str:
+        return self.message
+
+
 def txn_of(txn: str | None, alias: str | None) -> str:
     """The transaction id given as ``--txn`` (or its old name ``--txn-id``)."""
     if txn is not None and alias is not None and txn != alias:
         raise typer.BadParameter("give the transaction id once", param_hint="'--txn'")
     value = txn if txn is not None else alias
     if value is None:
-        raise typer.BadParameter("Missing option '--txn'.", param_hint="'--txn'")
+        raise MissingOption("Missing option '--txn'.")
     return value
 
 

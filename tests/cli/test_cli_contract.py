@@ -1,0 +1,103 @@
+"""The CLI's contract for bad input, command by command: one ``error:`` line on
+stderr and a non-zero exit code, never a traceback, never a half-applied write.
+
+Commands run in-process through :func:`tallybook.cli.main` (the console script)
+on a SQLite file.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import typer.main
+
+from tallybook.cli import app
+
+from .test_ledger_cli import Cli, _commands
+
+
+def _leaves() -> list[list[str]]:
+    """Every command a user can run (not the groups), e.g. ``["account", "show"]``."""
+    paths = list(_commands(typer.main.get_command(app), []))
+    return [p for p in paths if p and not any(q[: len(p)] == p and q != p for q in paths)]
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'contract.db'}"
+
+
+@pytest.fixture
+def cli(url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
+    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM", "TALLYBOOK_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    return Cli(monkeypatch, capsys, url)
+
+
+def one_error(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("path", _leaves(), ids=" ".join)
+def test_an_unknown_option_is_one_error_line_exit_2(cli: Cli, path: list[str]) -> None:
+    # was: usage lines, a "Try" line and a rich box of several lines
+    code, out, err = cli(*path, "--no-such-option")
+    assert code == 2, (out, err)
+    line = one_error(err)
+    assert "--no-such-option" in line or "Missing" in line, line
+    assert "Traceback" not in out + err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["account", "show", "alice"],
+            "error: Missing option '--program' / '-p' (env var: 'TALLYBOOK_PROGRAM'). "
+            "Try 'tallybook account show --help'.",
+        ),
+        (
+            ["account", "show", "--program", "shop"],
+            "error: Missing argument 'account'. Try 'tallybook account show --help'.",
+        ),
+        (["nosuch"], "error: No such command 'nosuch'. Try 'tallybook --help'."),
+        (
+            ["account", "show", "alice", "bob", "--program", "shop"],
+            "error: Got unexpected extra argument(s) (bob). Try 'tallybook account show --help'.",
+        ),
+        (
+            ["history", "alice", "--program", "shop", "--limit", "many"],
+            "error: Invalid value for '--limit': 'many' is not a valid int. "
+            "Try 'tallybook history --help'.",
+        ),
+        (
+            ["post", "refund", "alice", "cash", "5", "--txn", "t", "--program", "shop"],
+            "error: Invalid value for 'kind': 'refund' is not one of 'credit', 'debit', "
+            "'transfer', 'adjust'. Try 'tallybook post --help'.",
+        ),
+        (
+            ["post", "credit", "alice", "cash", "5", "--program", "shop"],
+            "error: Missing option '--txn'. Try 'tallybook post --help'.",
+        ),
+    ],
+)
+def test_usage_errors_are_one_line_naming_the_problem(
+    cli: Cli, args: list[str], message: str
+) -> None:
+    code, out, err = cli(*args)
+    assert code == 2
+    # the hint names the command as it was run (``python -m tallybook`` too)
+    assert re.sub(r"Try '.*?tallybook ", "Try 'tallybook ", one_error(err)) == message
+    assert out == ""
+
+
+def test_help_stays_rich_and_exits_0(cli: Cli) -> None:
+    code, out, _ = cli("account", "show", "--help", store=False)
+    assert code == 0
+    assert "tallybook account show [OPTIONS]" in out
+    assert "╭─ Options" in out
