@@ -101,3 +101,52 @@ def test_help_stays_rich_and_exits_0(cli: Cli) -> None:
     assert code == 0
     assert "tallybook account show [OPTIONS]" in out
     assert "╭─ Options" in out
+
+
+#: every command that only reads, with what it needs to run
+READS = [
+    ["account", "show", "alice", "-p", "shop"],
+    ["history", "alice", "--fund", "cash", "-p", "shop"],
+    ["check", "-p", "shop"],
+    ["program", "show", "shop"],
+    ["keys", "list", "-p", "shop"],
+    ["loyalty", "config", "show", "-p", "shop"],
+    ["loyalty", "tier", "alice", "-p", "shop"],
+    ["loyalty", "members", "gold", "-p", "shop"],
+    ["loyalty", "expiring", "alice", "-p", "shop"],
+    ["loyalty", "order", "o-1", "-p", "shop"],
+    ["notifications", "list", "alice", "-p", "shop"],
+    ["notifications", "history", "alice", "-p", "shop"],
+    ["notifications", "rules", "-p", "shop"],
+    ["billing", "list", "-p", "shop", "--since", "2026-01-01", "--until", "2026-01-02"],
+    ["report", "list", "-p", "shop"],
+    ["wallet", "balance", "alice", "-p", "shop"],
+    ["wallet", "grants", "alice", "-p", "shop"],
+    ["wallet", "hold", "h-1", "-p", "shop"],
+    ["wallet", "holds", "alice", "-p", "shop"],
+    ["wallet", "transactions", "alice", "-p", "shop"],
+    ["wallet", "transaction", "t-1", "-p", "shop"],
+    ["webhooks", "list", "-p", "shop"],
+    ["webhooks", "deliveries", "sub_0123456789abcdef", "-p", "shop"],
+]
+
+
+@pytest.mark.parametrize("args", READS, ids=" ".join)
+def test_a_read_refuses_a_sqlite_file_that_does_not_exist(
+    cli: Cli, tmp_path: Path, args: list[str]
+) -> None:
+    # was: the mistyped file was created empty and the read answered from it
+    typo = tmp_path / "typo.db"
+    code, out, err = cli(*args, "--store", f"sqlite:///{typo}", store=False)
+    assert code == 1, (out, err)
+    assert one_error(err).startswith(f"error: SQLite file {typo} does not exist")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_write_still_creates_the_sqlite_file(cli: Cli, tmp_path: Path) -> None:
+    code, _, err = cli("program", "create", "shop")
+    assert code == 0, err
+    assert (tmp_path / "contract.db").exists()
+    code, out, err = cli("program", "show", "shop")
+    assert code == 0, err
+    assert "shop" in out

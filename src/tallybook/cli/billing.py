@@ -176,7 +176,7 @@ def list_records(
     Example: tallybook billing list -p shop --since 2026-01-01T00:00:00Z
     --until 2026-01-01T01:00:00Z
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         page = ledger.billing.records(program, since, until, limit=limit)
     if as_json:
         print_json({"records": page.records, "cursor": page.cursor})

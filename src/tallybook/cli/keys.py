@@ -89,7 +89,7 @@ def list_keys(
 
     Example: tallybook keys list --program shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         keys = ledger.keys.list(program)
     if as_json:
         print_json(keys)

@@ -57,7 +57,7 @@ def account_show(
 
     Example: tallybook account show alice --program shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         balances = ledger.accounts.balances(program, account)
         if as_json:
             print_json({"account": account, "program": program, "balances": balances})
@@ -203,7 +203,7 @@ def history(
     Example: tallybook history alice --fund cash --program shop --limit 20
     """
     start, end = iso_time(since, "--since"), iso_time(until, "--until")
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         page = ledger.accounts.history(
             program,
             account,
@@ -246,7 +246,7 @@ def check(
 
     Example: tallybook check --program shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         if account is not None:
             report = ledger.check.account(program, account)
         else:

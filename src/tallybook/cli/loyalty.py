@@ -69,7 +69,7 @@ def config_show(program: ProgramOption, store: StoreOption = None) -> None:
 
     Example: tallybook loyalty config show --program shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         print(json.dumps(ledger.loyalty.config(program).to_settings(), indent=2))
 
 
@@ -165,7 +165,7 @@ def tier(
 
     Example: tallybook loyalty tier alice --history --program shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         status = ledger.loyalty.status(program, account)
         changes = ledger.loyalty.tier_history(program, account).changes if history else []
     if as_json:
@@ -197,7 +197,7 @@ def members(
 
     Example: tallybook loyalty members gold --program shop --limit 50
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         page = ledger.loyalty.members(program, tier_name, limit=limit, cursor=cursor)
     if as_json:
         print_json(page)
@@ -229,7 +229,7 @@ def expiring(
 
     Example: tallybook loyalty expiring alice --days 30 --program shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         page = ledger.loyalty.expiring_page(program, account, days=days, limit=limit, cursor=cursor)
     if as_json:
         print_json(page)
@@ -257,7 +257,7 @@ def order(
 
     Example: tallybook loyalty order order-1001 --program shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         found = ledger.loyalty.order(program, order_id)
     if as_json:
         print_json(found)

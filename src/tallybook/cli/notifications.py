@@ -115,7 +115,7 @@ def list_(
 
     Example: tallybook notifications list alice -p shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         found = ledger.notifications.list(program, account)
     if as_json:
         print_json({"notifications": found})
@@ -176,7 +176,7 @@ def history(
 
     Example: tallybook notifications history alice --since 2026-01-01 --limit 20 -p shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         page = ledger.notifications.history(
             program,
             account,
@@ -207,7 +207,7 @@ def rules(
 
     Example file: {"retention_days": 30, "types": {"TopUp": {"dismisses": ["LowBalance"]}}}
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=set_file is not None) as ledger:
         if set_file is not None:
             try:
                 raw = json.loads(set_file.read_text())

@@ -19,7 +19,8 @@ StoreOption = Annotated[
         "--store",
         envvar="TALLYBOOK_STORE",
         help="Store URL: sqlite:///PATH.db, dynamodb://TABLE?region=..&endpoint=.. or "
-        "memory://NAME (lost when the command exits); default sqlite:///./tallybook.db",
+        "memory://NAME (lost when the command exits); default sqlite:///./tallybook.db. "
+        "A command that only reads refuses a SQLite file that does not exist.",
         show_default=False,
     ),
 ]

@@ -78,7 +78,7 @@ def show(
 
     Example: tallybook program show shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         p = ledger.programs.get(program, fresh=True)
         if as_json:
             print_json(p)

@@ -142,7 +142,7 @@ def list_reports(
 
     Example: tallybook report list -p shop --kind billing
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         infos = ledger.billing.reports.list(
             program, kind=None if kind is KindChoice.all else kind.value, limit=limit
         )

@@ -23,7 +23,7 @@ def balance(
 
     Example: tallybook wallet balance alice --program shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         view = ledger.wallet.balance(program, account)
     if as_json:
         print_json(view)
@@ -44,7 +44,7 @@ def grants(
 
     Example: tallybook wallet grants alice --program shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         found = ledger.wallet.grants(program, account, include_expired=expired)
     if as_json:
         print_json(found)
@@ -63,7 +63,7 @@ def hold(
 
     Example: tallybook wallet hold h-1 -p shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         h = ledger.wallet.hold(program, hold_id)
     print_hold(h, as_json)
 
@@ -79,7 +79,7 @@ def holds(
 
     Example: tallybook wallet holds alice --active -p shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         found = ledger.wallet.holds(program, account, active_only=active)
     if as_json:
         print_json(found)
@@ -103,7 +103,7 @@ def transactions(
 
     Example: tallybook wallet transactions alice -p shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         page = ledger.wallet.transactions(program, account, limit=limit, cursor=cursor)
     if as_json:
         print_json(page)
@@ -135,6 +135,6 @@ def transaction(
 
     Example: tallybook wallet transaction order-77 -p shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         t = ledger.wallet.transaction(program, txn_id)
     print_txn(t, as_json)

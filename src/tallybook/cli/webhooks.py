@@ -79,7 +79,7 @@ def list_subscriptions(
 
     Example: tallybook webhooks list --program shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         subs = ledger.webhooks.list(program)
     if as_json:
         print_json([s.public() for s in subs])
@@ -136,7 +136,7 @@ def deliveries(
 
     Example: tallybook webhooks deliveries sub_0123456789abcdef --program shop
     """
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:
         items, _ = ledger.webhooks.deliveries(program, sub_id, limit=limit)
     if as_json:
         print_json([d.public() for d in items])
