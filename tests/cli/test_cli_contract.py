@@ -150,3 +150,23 @@ def test_a_write_still_creates_the_sqlite_file(cli: Cli, tmp_path: Path) -> None
     code, out, err = cli("program", "show", "shop")
     assert code == 0, err
     assert "shop" in out
+
+
+@pytest.mark.parametrize("as_json", [[], ["--json"]], ids=["text", "json"])
+def test_events_and_billing_ingest_exit_2_when_a_line_is_rejected(
+    cli: Cli, tmp_path: Path, as_json: list[str]
+) -> None:
+    # was: events ingest exited 0 with lines rejected, billing ingest 2
+    assert cli("program", "create", "shop")[0] == 0
+    assert cli("account", "open", "alice", "-p", "shop")[0] == 0
+    events = tmp_path / "events.ndjson"
+    good = '{"id": "e1", "account": "alice", "type": "TopUp", "payload": {}}\n'
+    events.write_text(good + "{broken\n")
+    code, out, err = cli("events", "ingest", str(events), "-p", "shop", *as_json)
+    assert code == 2, (out, err)
+    assert "Traceback" not in out + err
+    records = tmp_path / "records.ndjson"
+    records.write_text("{broken\n")
+    assert cli("billing", "ingest", str(records), "-p", "shop", *as_json)[0] == 2
+    events.write_text(good)  # all good: exit 0 (the first line is a replay now)
+    assert cli("events", "ingest", str(events), "-p", "shop", *as_json)[0] == 0

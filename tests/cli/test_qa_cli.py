@@ -255,7 +255,7 @@ def test_events_ingest_refuses_a_negative_show(cli: Cli, tmp_path: Path) -> None
     assert code == 2
     assert "-1 is not in the range x>=0" in err
     code, out, err = cli("events", "ingest", str(events), "-p", "shop", "--show", "0")
-    assert code == 0
+    assert code == 2  # lines were rejected
     assert "line " not in err
     assert "2 rejected" in out
 

@@ -95,10 +95,11 @@ def test_events_ingest(cli: Any, tmp_path: Path, ledger: Ledger) -> None:
     }
     path = tmp_path / "events.ndjson"
     path.write_text("\n".join([json.dumps(good), "{broken", json.dumps(good)]) + "\n")
-    result = cli("events", "ingest", str(path))
+    result = cli("events", "ingest", str(path), ok=False)
+    assert result.exit_code == 2  # a line was rejected, as for billing ingest
     assert "3 messages: 1 added, 1 replayed" in result.stdout
     assert "1 rejected" in result.stdout
-    report = json.loads(cli("events", "ingest", str(path), "--json").stdout)
+    report = json.loads(cli("events", "ingest", str(path), "--json", ok=False).stdout)
     assert (report["added"], report["replayed"], report["rejected"]) == (0, 2, 1)
     assert report["rejected_lines"][0][:2] == [2, "not-json"]
     assert len(ledger.notifications.history("shop", "alice").notifications) == 1

@@ -231,7 +231,8 @@ def ingest(
 
     Each line is an SNS-style envelope ({"Type": "Notification", "MessageId": ...,
     "Message": "{...}"}) or a bare event ({"id", "account", "type", "payload"}).
-    A bad line is rejected with its reason and counted; it never stops the batch.
+    A bad line is rejected with its reason and counted; it never stops the batch,
+    and the exit code is then 2 (validation), as for billing ingest.
 
     Example: tallybook events ingest events.ndjson -p shop
     """
@@ -257,11 +258,13 @@ def ingest(
     stats = report.stats.as_dict()
     if as_json:
         print_json({**stats, "rejected_lines": [list(r) for r in report.rejected]})
-        return
-    for number, _, message in report.rejected[:show]:
-        err_console.print(f"line {number}: {message}", markup=False, highlight=False)
-    console.print(
-        f"{stats['received']} messages: {stats['added']} added, {stats['replayed']} replayed, "
-        f"{stats['confirmed']} confirmed, {stats['ignored']} ignored, "
-        f"{stats['rejected']} rejected"
-    )
+    else:
+        for number, _, message in report.rejected[:show]:
+            err_console.print(f"line {number}: {message}", markup=False, highlight=False)
+        console.print(
+            f"{stats['received']} messages: {stats['added']} added, "
+            f"{stats['replayed']} replayed, {stats['confirmed']} confirmed, "
+            f"{stats['ignored']} ignored, {stats['rejected']} rejected"
+        )
+    if report.rejected:
+        raise typer.Exit(ValidationError.exit_code)
