@@ -14,6 +14,7 @@ import pytest
 import typer.main
 
 from tallybook.cli import app
+from tallybook.ledger import Ledger
 
 from .test_ledger_cli import Cli, _commands
 
@@ -170,3 +171,15 @@ def test_events_and_billing_ingest_exit_2_when_a_line_is_rejected(
     assert cli("billing", "ingest", str(records), "-p", "shop", *as_json)[0] == 2
     events.write_text(good)  # all good: exit 0 (the first line is a replay now)
     assert cli("events", "ingest", str(events), "-p", "shop", *as_json)[0] == 0
+
+
+def test_keys_create_refuses_a_program_that_does_not_exist(cli: Cli, url: str) -> None:
+    # was: a mistyped --program was created with default funds and given a key
+    assert cli("program", "create", "shop")[0] == 0
+    code, out, err = cli("keys", "create", "--program", "shpo")
+    assert code == 4
+    assert out == ""
+    assert one_error(err) == (
+        "error: program shpo not found; create it first: tallybook program create shpo"
+    )
+    assert Ledger.open(url).programs.list() == ["shop"]

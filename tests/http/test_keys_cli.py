@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tallybook.cli import app
-from tallybook.errors import Unauthorized, ValidationError
+from tallybook.errors import NotFound, Unauthorized, ValidationError
 
 runner = CliRunner()
 
@@ -64,16 +64,18 @@ def test_cli_errors_are_one_line(ledger, store) -> None:
 
 
 @pytest.mark.parametrize("engine", ["sqlite"])
-def test_keys_create_opens_a_missing_program_with_default_funds(ledger, store) -> None:
+def test_keys_create_refuses_a_program_that_does_not_exist(ledger, store) -> None:
+    # was: the program was created with default funds (a mistyped --program too), and
+    # kept when the key was then refused (a name over 100 characters)
     url = store.describe()
-    result = runner.invoke(
-        app, ["keys", "create", "--program", "new-prog", "--scopes", "read", "--store", url]
-    )
-    assert result.exit_code == 0, result.output
-    key = ledger.keys.authenticate(result.stdout.strip().splitlines()[0])
-    assert key.program == "new-prog"
-    funds = [f.name for f in ledger.programs.get("new-prog").funds]
-    assert funds == ["points", "cash", "store_credit", "bonus"]
+    for extra in ([], ["--name", "x" * 101]):
+        result = runner.invoke(
+            app,
+            ["keys", "create", "--program", "new-prog", "--scopes", "read", "--store", url, *extra],
+        )
+        assert isinstance(result.exception, NotFound), result.output
+        assert "create it first: tallybook program create new-prog" in str(result.exception)
+        assert "new-prog" not in ledger.programs.list()
 
 
 @pytest.mark.parametrize("engine", ["sqlite"])

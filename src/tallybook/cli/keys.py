@@ -8,6 +8,7 @@ import typer
 
 from tallybook.cli.options import StoreOption
 from tallybook.cli.output import console, err_console, open_ledger, print_json, table
+from tallybook.errors import NotFound
 
 app = typer.Typer(
     help="Create, revoke and list API keys.",
@@ -36,9 +37,8 @@ def create(
 ) -> None:
     """Create a key and print its secret ONCE (only a hash is stored).
 
-    A program that does not exist yet is created with the default funds
-    (points, cash, store_credit, bonus in USD); use `tallybook program create`
-    first for another currency.
+    The program must exist: create it first with `tallybook program create`
+    (a mistyped --program is refused, not created).
 
     Example: tallybook keys create --program shop --scopes read,write --name checkout
     """
@@ -48,9 +48,12 @@ def create(
     parse_scopes(scopes)
     check_id(program, "program id")
     with open_ledger(store) as ledger:
-        if program not in ledger.programs.list():
-            ledger.programs.create(program)
-            err_console.print(f"program {program} did not exist: created it with the default funds")
+        try:
+            ledger.programs.get(program)
+        except NotFound:
+            raise NotFound(
+                f"program {program} not found; create it first: tallybook program create {program}"
+            ) from None
         key, secret = ledger.keys.create(program, scopes, name)
     if as_json:
         print_json({"id": key.id, "program": key.program, "scopes": key.scopes, "secret": secret})
