@@ -183,3 +183,21 @@ def test_keys_create_refuses_a_program_that_does_not_exist(cli: Cli, url: str) -
         "error: program shpo not found; create it first: tallybook program create shpo"
     )
     assert Ledger.open(url).programs.list() == ["shop"]
+
+
+def test_events_ingest_rejects_a_line_that_is_not_utf8(cli: Cli, url: str, tmp_path: Path) -> None:
+    # was: the bad bytes were replaced by U+FFFD and the event added ("caf\ufffd")
+    assert cli("program", "create", "shop")[0] == 0
+    assert cli("account", "open", "alice", "-p", "shop")[0] == 0
+    events = tmp_path / "events.ndjson"
+    events.write_bytes(
+        b'{"id": "e1", "account": "alice", "type": "Latin1", "payload": {"x": "caf\xe9"}}\n'
+        b'{"id": "e2", "account": "alice", "type": "Utf8", "payload": {"x": "caf\xc3\xa9"}}\n'
+    )
+    code, out, err = cli("events", "ingest", str(events), "-p", "shop")
+    assert code == 2, (out, err)
+    assert "1 added" in out
+    assert "1 rejected" in out
+    assert err.startswith("line 1: not-json: ")
+    found = Ledger.open(url).notifications.list("shop", "alice")
+    assert [(n.type, n.payload) for n in found] == [("Utf8", {"x": "café"})]

@@ -238,7 +238,7 @@ def ingest(
     """
     try:
         size = file.stat().st_size
-        handle = file.open(encoding="utf-8", errors="replace")
+        handle = file.open("rb")  # a line that is not UTF-8 is rejected, not altered
     except OSError as exc:
         raise ValidationError(f"cannot read {file}: {exc}") from None
     with open_ledger(store) as ledger, handle:

@@ -259,11 +259,13 @@ class EventIngestor:
     def ingest_lines(
         self,
         program: str,
-        lines: Iterable[str],
+        lines: Iterable[str | bytes],
         progress: Callable[[int], None] | None = None,
     ) -> BatchReport:
         """Every NDJSON line; a bad line is recorded and skipped, never fatal.
 
+        Lines read from a file in binary mode are decoded here, so a line that is
+        not UTF-8 is rejected (``not-json``) instead of stored with its bytes replaced.
         ``progress`` is called with each line's size in bytes (for a progress bar).
         """
         report = BatchReport()
@@ -277,7 +279,7 @@ class EventIngestor:
                 else:
                     report.stats.count(result.status)
             if progress is not None:
-                progress(len(line.encode()))
+                progress(len(line) if isinstance(line, bytes) else len(line.encode()))
         return report
 
     def _ingest(self, program: str, raw: str | bytes | Mapping[str, Any]) -> IngestResult:
