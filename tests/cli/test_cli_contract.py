@@ -8,6 +8,7 @@ on a SQLite file.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from tallybook.cli import app
 from tallybook.ledger import Ledger
 
 from .test_ledger_cli import Cli, _commands
+
+DAY = timedelta(days=1)
 
 
 def _leaves() -> list[list[str]]:
@@ -201,3 +204,29 @@ def test_events_ingest_rejects_a_line_that_is_not_utf8(cli: Cli, url: str, tmp_p
     assert err.startswith("line 1: not-json: ")
     found = Ledger.open(url).notifications.list("shop", "alice")
     assert [(n.type, n.payload) for n in found] == [("Utf8", {"x": "café"})]
+
+
+def test_billing_list_pages_with_a_cursor(cli: Cli, tmp_path: Path) -> None:
+    # was: only the first --limit records, no note that more exist and no --cursor
+    assert cli("program", "create", "shop")[0] == 0
+    now = datetime.now(UTC)
+    records = tmp_path / "records.ndjson"
+    records.write_text(
+        "".join(
+            f'{{"id": "r{i}", "partner": "acme", "order_id": "o{i}", "amount": 100, '
+            f'"currency": "USD", "rate": "0.05", "time": "{now:%Y-%m-%dT%H:%M:%SZ}"}}\n'
+            for i in range(3)
+        )
+    )
+    assert cli("billing", "ingest", str(records), "-p", "shop")[0] == 0
+    since, until = (f"{t:%Y-%m-%dT%H:%M:%SZ}" for t in (now - DAY, now + DAY))
+    window = ["-p", "shop", "--since", since, "--until", until]
+    code, out, err = cli("billing", "list", *window, "--limit", "2")
+    assert code == 0, err
+    cursor = re.search(r"next page: --cursor (\S+)", out)
+    assert cursor is not None, out
+    code, out, err = cli("billing", "list", *window, "--limit", "2", "--cursor", cursor[1])
+    assert code == 0, err
+    assert "next page" not in out
+    seen = re.findall(r"│ (r\d) ", out)
+    assert len(seen) == 1

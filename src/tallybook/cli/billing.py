@@ -167,17 +167,22 @@ def list_records(
             "(a bucket holding it is listed to its end)."
         ),
     ],
-    limit: Annotated[int, typer.Option(help="At most this many records.")] = 100,
+    limit: Annotated[int, typer.Option(help="At most this many records (1-1000).")] = 100,
+    cursor: Annotated[
+        str | None, typer.Option(help="Cursor from the previous page (printed after it).")
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List records filed in the buckets from SINCE to UNTIL (no scan: one query per bucket).
 
+    One page of --limit records; the next one is --cursor CURSOR, as printed.
+
     Example: tallybook billing list -p shop --since 2026-01-01T00:00:00Z
     --until 2026-01-01T01:00:00Z
     """
     with open_ledger(store, create=False) as ledger:
-        page = ledger.billing.records(program, since, until, limit=limit)
+        page = ledger.billing.records(program, since, until, limit=limit, cursor=cursor)
     if as_json:
         print_json({"records": page.records, "cursor": page.cursor})
         return
@@ -202,3 +207,5 @@ def list_records(
             for r in page.records
         ],
     )
+    if page.cursor:
+        console.print(f"next page: --cursor {page.cursor}")
