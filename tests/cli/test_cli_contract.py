@@ -7,6 +7,7 @@ on a SQLite file.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -230,3 +231,33 @@ def test_billing_list_pages_with_a_cursor(cli: Cli, tmp_path: Path) -> None:
     assert "next page" not in out
     seen = re.findall(r"│ (r\d) ", out)
     assert len(seen) == 1
+
+
+def test_webhooks_deliveries_pages_with_a_cursor(cli: Cli) -> None:
+    # was: the first --limit deliveries only (at most 200), the cursor thrown away
+    assert cli("program", "create", "shop")[0] == 0
+    assert cli("account", "open", "alice", "-p", "shop")[0] == 0
+    hook = ["http://127.0.0.1:9/hook", "-p", "shop", "--allow-http", "--id", "s1"]
+    assert cli("webhooks", "create", *hook)[0] == 0
+    for txn in ("t1", "t2", "t3"):
+        assert cli("post", "credit", "alice", "cash", "5", "--txn", txn, "-p", "shop")[0] == 0
+    assert cli("webhooks", "deliver", "--once")[0] == 0
+    code, out, err = cli("webhooks", "deliveries", "s1", "-p", "shop", "--limit", "2")
+    assert code == 0, err
+    cursor = re.search(r"next page: --cursor (\S+)", out)
+    assert cursor is not None, out
+    code, out, err = cli(
+        "webhooks",
+        "deliveries",
+        "s1",
+        "-p",
+        "shop",
+        "--limit",
+        "2",
+        "--cursor",
+        cursor[1],
+        "--json",
+    )
+    assert code == 0, err
+    assert len(json.loads(out)) == 1
+    assert err == ""

@@ -129,17 +129,26 @@ def deliveries(
     sub_id: SubArg,
     program: ProgramOption,
     limit: Annotated[int, typer.Option("--limit", min=1, max=200)] = 20,
+    cursor: Annotated[
+        str | None, typer.Option(help="Cursor from the previous page (printed after it).")
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """A subscription's deliveries, newest first, with their last attempt.
 
+    One page of --limit deliveries; the next one is --cursor CURSOR, as printed
+    (on stderr with --json, which prints the page's list).
+
     Example: tallybook webhooks deliveries sub_0123456789abcdef --program shop
     """
     with open_ledger(store, create=False) as ledger:
-        items, _ = ledger.webhooks.deliveries(program, sub_id, limit=limit)
+        items, next_cursor = ledger.webhooks.deliveries(program, sub_id, limit=limit, cursor=cursor)
+    more = f"next page: --cursor {next_cursor}" if next_cursor else ""
     if as_json:
         print_json([d.public() for d in items])
+        if more:
+            err_console.print(more, markup=False, highlight=False)
         return
     # positions without their leading zeros (`resend` takes them so); event ids and
     # latencies are in --json, errors only when there are some: at 80 columns there
@@ -160,6 +169,8 @@ def deliveries(
             for d in items
         ],
     )
+    if more:
+        console.print(more, markup=False, highlight=False)
 
 
 @app.command("resend")
