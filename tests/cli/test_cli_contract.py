@@ -261,3 +261,17 @@ def test_webhooks_deliveries_pages_with_a_cursor(cli: Cli) -> None:
     assert code == 0, err
     assert len(json.loads(out)) == 1
     assert err == ""
+
+
+@pytest.mark.parametrize("where", ["global", "command"])
+def test_an_empty_store_url_is_refused_not_read_as_the_default(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    # was: --store "" (an unset variable) opened ./tallybook.db, creating it
+    monkeypatch.chdir(tmp_path)
+    store = ["--store", ""]
+    args = ["program", "create", "shop"]
+    code, out, err = cli(*(store + args if where == "global" else args + store), store=False)
+    assert code == 2, (out, err)
+    assert one_error(err).startswith("error: bad store URL '': it is empty")
+    assert list(tmp_path.iterdir()) == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tallybook.errors import ConfigError
@@ -87,6 +89,17 @@ def test_default_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TALLYBOOK_STORE", "dynamodb://tbl?region=eu-west-1")
     assert resolve_store_url(None) == "dynamodb://tbl?region=eu-west-1"
     assert resolve_store_url("sqlite:///x.db") == "sqlite:///x.db"
+
+
+@pytest.mark.parametrize("url", ["", "  "])
+def test_an_empty_url_is_refused_not_read_as_the_default(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # was: the default ./tallybook.db (an unset variable in Ledger.open(os.environ.get(..., "")))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="it is empty"):
+        open_store(url)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_memory_url_opens_the_same_store_within_the_process() -> None:

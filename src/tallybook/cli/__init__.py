@@ -24,6 +24,7 @@ from tallybook.cli import wallet as wallet_cli
 from tallybook.cli import webhooks as webhooks_cli
 from tallybook.cli.options import NUMERIC_ARGS, StoreOption
 from tallybook.errors import TallybookError
+from tallybook.store.url import resolve_store_url
 
 app = typer.Typer(
     name="tallybook",
@@ -62,8 +63,8 @@ def _global(
     dynamodb://TABLE?region=REGION&endpoint=URL, or memory://NAME (tests and
     experiments only: the data is lost when the command exits).
     """
-    if store:
-        os.environ["TALLYBOOK_STORE"] = store
+    if store is not None:  # an empty one is refused, not read as the default
+        os.environ["TALLYBOOK_STORE"] = resolve_store_url(store)
 
 
 app.add_typer(

@@ -36,7 +36,15 @@ class StoreUrl:
 
 
 def resolve_store_url(url: str | None) -> str:
-    """The URL given, else ``$TALLYBOOK_STORE``, else the SQLite default."""
+    """The URL given, else ``$TALLYBOOK_STORE``, else the SQLite default.
+
+    An empty URL given is refused rather than read as absent: ``--store "$URL"``
+    with the variable unset would otherwise use ``./tallybook.db``."""
+    if isinstance(url, str) and not url.strip():
+        raise ConfigError(
+            f"bad store URL {url!r}: it is empty; give a URL, or none for "
+            f"${STORE_ENV} or the default {DEFAULT_STORE_URL}"
+        )
     return url or os.environ.get(STORE_ENV) or DEFAULT_STORE_URL
 
 
