@@ -275,3 +275,16 @@ def test_an_empty_store_url_is_refused_not_read_as_the_default(
     assert code == 2, (out, err)
     assert one_error(err).startswith("error: bad store URL '': it is empty")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_billing_list_reads_a_time_without_a_zone_as_utc(cli: Cli) -> None:
+    # was: "since needs a time zone" (exit 2), where history and notifications take UTC
+    assert cli("program", "create", "shop")[0] == 0
+    day = datetime.now(UTC).date()
+    window = ["--since", f"{day}", "--until", f"{day + DAY}T00:00"]
+    code, out, err = cli("billing", "list", "-p", "shop", *window, "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"records": [], "cursor": None}
+    code, _, err = cli("billing", "list", "-p", "shop", "--since", "soon", "--until", f"{day}")
+    assert code == 2
+    assert one_error(err) == "error: --since must be an ISO 8601 time, got 'soon'"

@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
-from tallybook.cli.options import StoreOption
+from tallybook.cli.options import StoreOption, iso_time
 from tallybook.cli.output import console, err_console, open_ledger, print_json, progress_bar, table
 from tallybook.errors import ValidationError
 
@@ -159,12 +159,14 @@ def ingest(
 @app.command("list")
 def list_records(
     program: ProgramOption,
-    since: Annotated[str, typer.Option(help="From this time (its bucket), ISO 8601.")],
+    since: Annotated[
+        str, typer.Option(help="From this time (its bucket), ISO 8601; UTC if no zone.")
+    ],
     until: Annotated[
         str,
         typer.Option(
-            help="Up to this time, ISO 8601: the buckets that start before it, whole "
-            "(a bucket holding it is listed to its end)."
+            help="Up to this time, ISO 8601 (UTC if no zone): the buckets that start before "
+            "it, whole (a bucket holding it is listed to its end)."
         ),
     ],
     limit: Annotated[int, typer.Option(help="At most this many records (1-1000).")] = 100,
@@ -181,8 +183,10 @@ def list_records(
     Example: tallybook billing list -p shop --since 2026-01-01T00:00:00Z
     --until 2026-01-01T01:00:00Z
     """
+    # a bare date or time is UTC, as for history and notifications (the API wants a zone)
+    start, end = iso_time(since, "--since"), iso_time(until, "--until")
     with open_ledger(store, create=False) as ledger:
-        page = ledger.billing.records(program, since, until, limit=limit, cursor=cursor)
+        page = ledger.billing.records(program, start, end, limit=limit, cursor=cursor)
     if as_json:
         print_json({"records": page.records, "cursor": page.cursor})
         return

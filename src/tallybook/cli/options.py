@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, overload
 
 import typer
 
@@ -55,6 +55,10 @@ def txn_of(txn: str | None, alias: str | None) -> str:
     return value
 
 
+@overload
+def iso_time(value: str, name: str) -> datetime: ...
+@overload
+def iso_time(value: str | None, name: str) -> datetime | None: ...
 def iso_time(value: str | None, name: str) -> datetime | None:
     """An ISO 8601 time as printed by ``--json`` (``2026-01-01T00:00:00Z``, an offset,
     or a bare date); without a zone it is UTC."""
