@@ -288,3 +288,46 @@ def test_billing_list_reads_a_time_without_a_zone_as_utc(cli: Cli) -> None:
     code, _, err = cli("billing", "list", "-p", "shop", "--since", "soon", "--until", f"{day}")
     assert code == 2
     assert one_error(err) == "error: --since must be an ISO 8601 time, got 'soon'"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["post", "credit", "alice", "cash", "5", "--txn", "t", "--desc", "x"],
+            "error: No such option: --desc (Possible options: --description, --order). "
+            "Try 'tallybook post --help'.",
+        ),
+        (
+            ["post", "credit", "alice", "cash", "--bogus", "5", "--txn", "t"],
+            "error: No such option: --bogus. Try 'tallybook post --help'.",
+        ),
+        (
+            ["program", "threshold", "shop", "cash", "5", "--clr"],
+            "error: No such option: --clr (Possible options: --clear). "
+            "Try 'tallybook program threshold --help'.",
+        ),
+    ],
+)
+def test_a_mistyped_option_of_a_command_with_a_negative_argument_is_named(
+    cli: Cli, args: list[str], message: str
+) -> None:
+    # was: "Got unexpected extra argument(s) (--desc x)", or "(5)" with --bogus as the amount
+    code, out, err = cli(*args, "-p", "shop")
+    assert code == 2, (out, err)
+    assert re.sub(r"Try '.*?tallybook ", "Try 'tallybook ", one_error(err)) == message
+
+
+def test_negative_amounts_and_option_values_starting_with_a_dash_still_parse(
+    cli: Cli, url: str
+) -> None:
+    assert cli("program", "create", "shop")[0] == 0
+    assert cli("account", "open", "alice", "-p", "shop")[0] == 0
+    assert cli("post", "credit", "alice", "cash", "10", "--txn", "t0", "-p", "shop")[0] == 0
+    args = ["post", "adjust", "alice", "cash", "-5", "--txn", "t1", "-pshop"]
+    code, out, err = cli(*args, "-d", "-dash", "--meta", "-k=-v", "--json")
+    assert code == 0, err
+    assert json.loads(out)["metadata"] == {"-k": "-v"}
+    code, _, err = cli("post", "adjust", "alice", "cash", "-0.5", "--txn", "t2", "-p", "shop")
+    assert code == 2
+    assert one_error(err) == "error: amount must be an integer number of minor units, got '-0.5'"

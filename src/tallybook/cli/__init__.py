@@ -22,7 +22,7 @@ from tallybook.cli import report as report_cli
 from tallybook.cli import torture as torture_cli
 from tallybook.cli import wallet as wallet_cli
 from tallybook.cli import webhooks as webhooks_cli
-from tallybook.cli.options import NUMERIC_ARGS, StoreOption
+from tallybook.cli.options import NUMERIC_ARGS, NumericArgsCommand, StoreOption
 from tallybook.errors import TallybookError
 from tallybook.store.url import resolve_store_url
 
@@ -74,7 +74,7 @@ app.add_typer(
 )
 app.add_typer(ledger.account_app, name="account")
 # a negative adjustment (-5) is an amount, not an option
-app.command("post", context_settings=NUMERIC_ARGS)(ledger.post)
+app.command("post", context_settings=NUMERIC_ARGS, cls=NumericArgsCommand)(ledger.post)
 app.command("history")(ledger.history)
 app.command("check")(ledger.check)
 app.add_typer(program.app, name="program")

@@ -11,7 +11,14 @@ from typing import Annotated
 import typer
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
-from tallybook.cli.options import NUMERIC_ARGS, StoreOption, TxnIdAlias, TxnOption, txn_of
+from tallybook.cli.options import (
+    NUMERIC_ARGS,
+    NumericArgsCommand,
+    StoreOption,
+    TxnIdAlias,
+    TxnOption,
+    txn_of,
+)
 from tallybook.cli.output import console, err_console, open_ledger, print_json, progress_bar, table
 from tallybook.domain.loyalty import instant
 from tallybook.errors import ValidationError
@@ -83,7 +90,7 @@ def _partner(partner: str | None) -> dict[str, str] | None:
     return {"partner": partner} if partner else None
 
 
-@app.command("earn", context_settings=NUMERIC_ARGS)
+@app.command("earn", context_settings=NUMERIC_ARGS, cls=NumericArgsCommand)
 def earn(
     account: AccountArg,
     order_id: Annotated[str, typer.Argument(help="Order id: each order earns once.")],
@@ -122,7 +129,7 @@ def earn(
     console.print(f"{account} earned {r.points} points for {order_id}{extra}; tier {r.tier}{again}")
 
 
-@app.command("redeem", context_settings=NUMERIC_ARGS)
+@app.command("redeem", context_settings=NUMERIC_ARGS, cls=NumericArgsCommand)
 def redeem(
     account: AccountArg,
     points: Annotated[int, typer.Argument(help="Points to spend.")],

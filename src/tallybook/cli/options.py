@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
-from typing import Annotated, overload
+from difflib import get_close_matches
+from typing import Annotated, Any, overload
 
 import typer
+from typer.core import TyperCommand
 
 from tallybook.errors import ValidationError
 
 #: for a command with a numeric argument: a negative one (``-5``) is read as
 #: that argument, and refused by its own check, not as an unknown option
+#: (with ``cls=NumericArgsCommand``, which still refuses a mistyped option)
 NUMERIC_ARGS = {"ignore_unknown_options": True}
 
 StoreOption = Annotated[
@@ -43,6 +47,40 @@ class MissingOption(typer.BadParameter):
 
     def format_message(self) -> str:
         return self.message
+
+
+#: a negative number or decimal (``-5``, ``-0.5``): an argument, not an option
+_NEGATIVE = re.compile(r"-[0-9.]")
+
+
+class NumericArgsCommand(TyperCommand):
+    """A command of :data:`NUMERIC_ARGS`: click lets its unknown options through as
+    arguments (so that ``-5`` is one), which read a mistyped option (``--desc x``)
+    as "unexpected extra arguments" or as the amount itself. Such an option is
+    refused here as click refuses it elsewhere: "No such option: --desc"."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        options: list[Any] = [p for p in self.get_params(ctx) if p.param_type_name == "option"]
+        names = {n for p in options for n in (*p.opts, *p.secondary_opts)}
+        valued = {n for p in options if not (p.is_flag or p.count) for n in p.opts}
+        rest = iter(args)
+        for arg in rest:
+            name = arg.split("=", 1)[0]
+            if arg == "--":
+                break
+            if name in valued and "=" not in arg:
+                next(rest, None)  # its value, whatever it looks like
+            elif (
+                arg.startswith("-")
+                and arg != "-"
+                and not _NEGATIVE.match(arg)
+                and name not in names
+                and arg[:2] not in names  # -pshop: a short option and its value
+            ):
+                close = get_close_matches(name, sorted(names))
+                hint = f" (Possible options: {', '.join(close)})" if close else ""
+                raise MissingOption(f"No such option: {name}{hint}", ctx=ctx)
+        return super().parse_args(ctx, args)
 
 
 def txn_of(txn: str | None, alias: str | None) -> str:

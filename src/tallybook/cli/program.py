@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from tallybook.cli.options import NUMERIC_ARGS, StoreOption
+from tallybook.cli.options import NUMERIC_ARGS, NumericArgsCommand, StoreOption
 from tallybook.cli.output import console, open_ledger, print_json, table
 from tallybook.errors import AlreadyExists
 
@@ -90,7 +90,7 @@ def show(
         )
 
 
-@app.command("threshold", context_settings=NUMERIC_ARGS)
+@app.command("threshold", context_settings=NUMERIC_ARGS, cls=NumericArgsCommand)
 def threshold(
     program: Annotated[str, typer.Argument(help="Program id.")],
     fund: Annotated[str, typer.Argument(help="Fund name, e.g. cash.")],

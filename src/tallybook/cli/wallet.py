@@ -14,7 +14,14 @@ from rich.progress import SpinnerColumn, TextColumn
 
 from tallybook.cli import wallet_reads
 from tallybook.cli.ledger import JsonOption, ProgramOption
-from tallybook.cli.options import NUMERIC_ARGS, StoreOption, TxnIdAlias, TxnOption, txn_of
+from tallybook.cli.options import (
+    NUMERIC_ARGS,
+    NumericArgsCommand,
+    StoreOption,
+    TxnIdAlias,
+    TxnOption,
+    txn_of,
+)
 from tallybook.cli.output import console, open_ledger, print_json, progress_bar
 from tallybook.cli.wallet_output import (
     AccountArg,
@@ -36,7 +43,7 @@ app.command("balance")(wallet_reads.balance)
 app.command("grants")(wallet_reads.grants)
 
 
-@app.command("grant", context_settings=NUMERIC_ARGS)
+@app.command("grant", context_settings=NUMERIC_ARGS, cls=NumericArgsCommand)
 def grant(
     account: AccountArg,
     amount: AmountArg,
@@ -66,7 +73,7 @@ def grant(
     print_txn(t, as_json)
 
 
-@app.command("credit", context_settings=NUMERIC_ARGS)
+@app.command("credit", context_settings=NUMERIC_ARGS, cls=NumericArgsCommand)
 def credit(
     account: AccountArg,
     fund: Annotated[str, typer.Argument(help="cash or store_credit.")],
@@ -86,7 +93,7 @@ def credit(
     print_txn(t, as_json)
 
 
-@app.command("credit-held", context_settings=NUMERIC_ARGS)
+@app.command("credit-held", context_settings=NUMERIC_ARGS, cls=NumericArgsCommand)
 def credit_held(
     account: AccountArg,
     fund: Annotated[str, typer.Argument(help="cash or store_credit.")],
@@ -118,7 +125,7 @@ def credit_held(
     print_result(r, as_json)
 
 
-@app.command("debit", context_settings=NUMERIC_ARGS)
+@app.command("debit", context_settings=NUMERIC_ARGS, cls=NumericArgsCommand)
 def debit(
     account: AccountArg,
     amount: AmountArg,
@@ -152,7 +159,7 @@ def debit(
     print_txn(t, as_json)
 
 
-@app.command("authorize", context_settings=NUMERIC_ARGS)
+@app.command("authorize", context_settings=NUMERIC_ARGS, cls=NumericArgsCommand)
 def authorize(
     account: AccountArg,
     amount: AmountArg,
