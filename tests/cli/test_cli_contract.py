@@ -331,3 +331,22 @@ def test_negative_amounts_and_option_values_starting_with_a_dash_still_parse(
     code, _, err = cli("post", "adjust", "alice", "cash", "-0.5", "--txn", "t2", "-p", "shop")
     assert code == 2
     assert one_error(err) == "error: amount must be an integer number of minor units, got '-0.5'"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["notifications", "rules", "--set", "missing.json"],
+        ["notifications", "add", "alice", "Promo", "--expires-at", "soon"],
+    ],
+    ids=lambda a: a[1],
+)
+def test_bad_input_checked_by_the_command_makes_no_store_file(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    # was: the error line, and an empty tallybook.db (with its lock file) left behind
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(*args, "-p", "shop", store=False)
+    assert code == 2, (out, err)
+    one_error(err)
+    assert list(tmp_path.iterdir()) == []

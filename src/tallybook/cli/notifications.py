@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, TextColumn, TimeRemainingColumn
@@ -89,14 +89,10 @@ def add(
         body = json.loads(payload)
     except ValueError as exc:
         raise ValidationError(f"--payload is not valid JSON: {exc}") from None
+    expires = iso_time(expires_at, "--expires-at")  # before the store is opened (or made)
     with open_ledger(store) as ledger:
         n = ledger.notifications.add(
-            program,
-            account,
-            type_,
-            body,
-            idempotency_key=key,
-            expires_at=iso_time(expires_at, "--expires-at"),
+            program, account, type_, body, idempotency_key=key, expires_at=expires
         )
     if as_json:
         print_json(n)
@@ -207,12 +203,14 @@ def rules(
 
     Example file: {"retention_days": 30, "types": {"TopUp": {"dismisses": ["LowBalance"]}}}
     """
+    raw: Any = None
+    if set_file is not None:  # read before the store is opened (or made)
+        try:
+            raw = json.loads(set_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise ValidationError(f"cannot read rules from {set_file}: {exc}") from None
     with open_ledger(store, create=set_file is not None) as ledger:
         if set_file is not None:
-            try:
-                raw = json.loads(set_file.read_text())
-            except (OSError, ValueError) as exc:
-                raise ValidationError(f"cannot read rules from {set_file}: {exc}") from None
             result = ledger.notifications.set_rules(program, raw)
         else:
             result = ledger.notifications.rules(program)
