@@ -16,6 +16,7 @@ import pytest
 import typer.main
 
 from tallybook.cli import app
+from tallybook.errors import NotFound
 from tallybook.ledger import Ledger
 
 from .test_ledger_cli import Cli, _commands
@@ -350,3 +351,14 @@ def test_bad_input_checked_by_the_command_makes_no_store_file(
     assert code == 2, (out, err)
     one_error(err)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_webhooks_rekey_of_an_unknown_program_is_not_found(cli: Cli, url: str) -> None:
+    # was: "0 subscription secret(s) sealed under the current key" and exit 0
+    assert cli("program", "create", "shop")[0] == 0
+    code, out, err = cli("webhooks", "rekey", "--program", "shpo")
+    assert code == 4, (out, err)
+    assert one_error(err) == "error: program shpo not found"
+    with pytest.raises(NotFound):
+        Ledger.open(url).webhooks.rekey("shpo")
+    assert cli("webhooks", "rekey", "--program", "shop")[0] == 0

@@ -99,6 +99,8 @@ class WebhookService:
     def rekey(self, program: str | None = None) -> int:
         """Seal every subscription's secret under the current server key (plain-text
         secrets of older versions too); how many changed. One program, or all."""
+        if program is not None:
+            self.programs.get(program)  # an unknown program is NotFound, not "0 changed"
         programs = [program] if program is not None else self.programs.list()
         return sum(self.subs.reseal(p) for p in programs)
 
