@@ -7,8 +7,10 @@ on a SQLite file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -362,3 +364,21 @@ def test_webhooks_rekey_of_an_unknown_program_is_not_found(cli: Cli, url: str) -
     with pytest.raises(NotFound):
         Ledger.open(url).webhooks.rekey("shpo")
     assert cli("webhooks", "rekey", "--program", "shop")[0] == 0
+
+
+def test_a_read_leaves_another_applications_sqlite_file_alone(cli: Cli, tmp_path: Path) -> None:
+    # was: tallybook's table added to it and its journal switched to WAL, then
+    # "program shop not found" as if it were an empty store
+    other = tmp_path / "app.db"
+    with contextlib.closing(sqlite3.connect(other)) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER)")
+        conn.commit()
+    code, out, err = cli(
+        "account", "show", "alice", "-p", "shop", "--store", f"sqlite:///{other}", store=False
+    )
+    assert code == 1, (out, err)
+    assert one_error(err).startswith(f"error: SQLite file {other} holds no tallybook store")
+    with contextlib.closing(sqlite3.connect(other)) as conn:
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("users",)]
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]

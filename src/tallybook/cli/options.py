@@ -24,7 +24,8 @@ StoreOption = Annotated[
         envvar="TALLYBOOK_STORE",
         help="Store URL: sqlite:///PATH.db, dynamodb://TABLE?region=..&endpoint=.. or "
         "memory://NAME (lost when the command exits); default sqlite:///./tallybook.db. "
-        "A command that only reads refuses a SQLite file that does not exist.",
+        "A command that only reads refuses a SQLite file that does not exist "
+        "or holds no tallybook store.",
         show_default=False,
     ),
 ]

@@ -6,16 +6,14 @@ import dataclasses
 import json
 from datetime import datetime
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console, JustifyMethod
 from rich.progress import Progress, ProgressColumn
 from rich.table import Table
 
-from tallybook.errors import StoreUnavailable
 from tallybook.ledger import Ledger
-from tallybook.store.url import parse_store_url, resolve_store_url
+from tallybook.store.url import open_store
 
 #: soft wrap: a line of output is one line however narrow the terminal or pipe
 #: (rich would break it at 80 columns when stdout is not a terminal); tables still fit
@@ -81,14 +79,8 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
 
 def open_ledger(store: str | None, *, create: bool = True) -> Ledger:
     """The ledger of a store URL. A command that only reads passes ``create=False``:
-    a SQLite file that does not exist is refused, where opening it would create an
-    empty one and answer from it (a mistyped path read as an empty ledger)."""
-    if not create:
-        url = resolve_store_url(store)
-        parsed = parse_store_url(url)
-        if parsed.engine == "sqlite" and not Path(parsed.path).exists():
-            raise StoreUnavailable(
-                f"SQLite file {parsed.path} does not exist (store {url}); a command that "
-                "only reads does not create it: check --store or $TALLYBOOK_STORE"
-            )
-    return Ledger.open(store)
+    a SQLite file that does not exist, or holds no store, is refused, where opening
+    it would make one (a mistyped path read as an empty ledger)."""
+    if create:
+        return Ledger.open(store)
+    return Ledger(open_store(store, create=False))

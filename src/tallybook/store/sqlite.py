@@ -119,8 +119,33 @@ def _prefix_upper(prefix: str) -> str:
     return prefix + "\U0010ffff"
 
 
+def _refuse_to_create(path: str) -> None:
+    """For a caller that only reads (``create=False``): the file must hold a store
+    already. Opening makes the file and its table: from a mistyped path that is an
+    empty store read as an empty ledger, in another application's database a table
+    added to it (and its journal switched to WAL)."""
+    if not Path(path).exists():
+        raise StoreUnavailable(
+            f"SQLite file {path} does not exist; opened to read only, it is not "
+            "created: check the store URL (--store or $TALLYBOOK_STORE)"
+        )
+    try:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'items'"
+            ).fetchone()
+    except sqlite3.Error as exc:  # not a database, corrupt, unreadable
+        raise StoreUnavailable(f"cannot use SQLite file {path}: {exc}") from exc
+    if found is None:
+        raise StoreUnavailable(
+            f"SQLite file {path} holds no tallybook store; opened to read only, none is "
+            "made in it: check the store URL (--store or $TALLYBOOK_STORE)"
+        )
+
+
 class SqliteStore(ItemStore):
-    """Embedded engine; ``path`` is a file (``:memory:`` is refused: use a temp file)."""
+    """Embedded engine; ``path`` is a file (``:memory:`` is refused: use a temp file),
+    made with its table on first use unless ``create=False`` (a caller that only reads)."""
 
     def __init__(
         self,
@@ -128,6 +153,7 @@ class SqliteStore(ItemStore):
         *,
         synchronous: str = DEFAULT_SYNCHRONOUS,
         busy_timeout_ms: int = 30_000,
+        create: bool = True,
     ) -> None:
         self.path = str(path)
         if self.path in ("", ":memory:"):
@@ -135,6 +161,8 @@ class SqliteStore(ItemStore):
         parent = Path(self.path).parent
         if not parent.exists():
             raise StoreValidationError(f"directory {parent} does not exist")
+        if not create:
+            _refuse_to_create(self.path)
         if synchronous not in SYNCHRONOUS:
             raise StoreValidationError(
                 f"unknown synchronous setting {synchronous!r}; accepted: {', '.join(SYNCHRONOUS)}"

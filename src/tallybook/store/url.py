@@ -151,13 +151,18 @@ def _refuse_unknown(url: str, query: dict[str, list[str]], known: set[str]) -> N
         raise ConfigError(f"bad store URL {url!r}: {', '.join(repeated)} given more than once")
 
 
-def open_store(url: str | None = None) -> ItemStore:
-    """Open the engine a store URL names (default: ``./tallybook.db``)."""
+def open_store(url: str | None = None, *, create: bool = True) -> ItemStore:
+    """Open the engine a store URL names (default: ``./tallybook.db``).
+
+    ``create=False`` (for a caller that only reads) refuses a SQLite file that does
+    not exist or holds no store, instead of making one."""
     parsed = parse_store_url(resolve_store_url(url))
     if parsed.engine == "sqlite":
         from tallybook.store.sqlite import DEFAULT_SYNCHRONOUS, SqliteStore
 
-        return SqliteStore(parsed.path, synchronous=parsed.synchronous or DEFAULT_SYNCHRONOUS)
+        return SqliteStore(
+            parsed.path, synchronous=parsed.synchronous or DEFAULT_SYNCHRONOUS, create=create
+        )
     if parsed.engine == "memory":
         from tallybook.store.memory import open_memory_store
 
