@@ -34,6 +34,7 @@ def test_every_page_is_in_the_what_it_shows_table() -> None:
     ]
     pages = [path for path, methods in _routes(admin.router.routes) if "GET" in methods]
     pages.remove("/login")
+    pages = [p for p in pages if p not in ("", "/admin")]  # /admin: a redirect to /admin/
     assert len(pages) >= 8
     for page in pages:
         pattern = "/admin" + re.sub(r"\{[^}]+\}", "[^/]+", page)
