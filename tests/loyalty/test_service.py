@@ -478,3 +478,22 @@ def test_an_earn_beyond_the_largest_amount_names_the_points(ledger: Ledger) -> N
         ledger.loyalty.earn("shop", "alice", "o-1", 10**15)
     assert ledger.accounts.get("shop", "alice").fund("points").balance == 0
     assert ledger.loyalty.earn("shop", "alice", "o-1", 10**12).points == 10**15
+
+
+def test_expiring_points_never_exceed_what_the_member_has_left(
+    loyal: Ledger, clock: ManualClock, events: list[LedgerEvent]
+) -> None:
+    """Points debited outside loyalty leave the lots as they were: the expiring
+    query and the warning report what the job will expire, at most the balance."""
+    loyal.loyalty.earn("shop", "alice", "o1", 3000)  # 30, expires day 10
+    loyal.loyalty.earn("shop", "alice", "o2", 4000)  # 40, expires day 10
+    loyal.transactions.debit("shop", "alice", "points", 50, txn_id="d1")
+    page = loyal.loyalty.expiring_page("shop", "alice", days=30)
+    assert ([lot.points for lot in page.lots], page.points) == ([20], 20)
+    clock.advance(timedelta(days=8))  # within the 3-day warning
+    assert loyal.loyalty.expire("shop").warned == 1
+    warning = [e for e in events if e.type == "PointsExpiring"][-1]
+    assert (warning.payload["points"], warning.payload["lots"]) == (20, 1)
+    clock.advance(timedelta(days=3))
+    assert loyal.loyalty.expire("shop").points == 20
+    assert loyal.accounts.balances("shop", "alice")[0].balance == 0

@@ -30,7 +30,7 @@ from tallybook.errors import NotFound
 from tallybook.services.events import LedgerEvent
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
-from tallybook.services.loyalty.lots import due_lots, lots_until
+from tallybook.services.loyalty.lots import due_lots, lots_until, within_available
 from tallybook.services.loyalty.tiers import announce, apply_tier, tier_members
 from tallybook.services.loyalty.values import config_of, scoped_txn_id
 from tallybook.store.port import Value
@@ -230,11 +230,10 @@ class ExpiryJob:
             return 0
         state = MemberState.from_value(acct.attributes.get("loyalty"))
         cfg = config_of(self.core.programs.get(program))
-        lots = [
-            lot
-            for lot in lots_until(self.store, program, cfg.fund, account, state, horizon)
-            if lot.points > 0
-        ]
+        lots = within_available(
+            lots_until(self.store, program, cfg.fund, account, state, horizon),
+            acct.fund(cfg.fund).available,
+        )
         if not lots:
             return 0
         first = lots[0]

@@ -6,7 +6,7 @@ expired yet: the plan raises :class:`LotsDue`, the caller expires them
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from tallybook.domain.tiers import MemberState, lots_may_be_due, with_next_expiry
@@ -48,6 +48,21 @@ def due_lots(
             return out, lot
         out.append(lot)
     return out, None
+
+
+def within_available(lots: list[ExpiringLot], available: int) -> list[ExpiringLot]:
+    """``lots`` as the expiry job will take them: oldest first, never more in all
+    than the member has available (points debited outside loyalty leave lots
+    that the balance no longer covers; the job expires at most what is there)."""
+    left = max(available, 0)
+    out: list[ExpiringLot] = []
+    for lot in lots:
+        points = min(lot.points, left)
+        if points <= 0:
+            break
+        left -= points
+        out.append(lot if points == lot.points else replace(lot, points=points))
+    return out
 
 
 class LotsDue(Exception):

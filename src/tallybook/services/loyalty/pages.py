@@ -17,7 +17,7 @@ from tallybook.domain.loyalty import LoyaltyConfig
 from tallybook.domain.model import Account
 from tallybook.domain.tiers import MemberState, qualifying_points
 from tallybook.errors import StoreValidationError
-from tallybook.services.loyalty.lots import lots_until
+from tallybook.services.loyalty.lots import lots_until, within_available
 from tallybook.services.loyalty.values import MemberStanding
 from tallybook.store.port import ItemStore, Value
 from tallybook.store.queries import cursor_number, encode_cursor
@@ -43,15 +43,19 @@ def expiring_page(
     account: str,
     state: MemberState,
     horizon: datetime,
+    available: int,
     *,
     limit: int,
     cursor: str | None,
 ) -> ExpiringPage:
-    """One page of lots expiring by ``horizon``, oldest first, with the total of all."""
+    """One page of lots expiring by ``horizon``, oldest first, with the total of all
+    (at most ``available``, the member's available points: :func:`within_available`)."""
     after, position = cursor_number(cursor, "after") if cursor else (0, {})
     if position.get("account", account) != account:  # another member's: it would skip lots
         raise StoreValidationError("cursor does not belong to this query")
-    every = lots_until(store, program, fund, account, state, horizon, limit=sys.maxsize)
+    every = within_available(
+        lots_until(store, program, fund, account, state, horizon, limit=sys.maxsize), available
+    )
     rest = [lot for lot in every if lot.cum_end > after]
     page = rest[:limit]
     more = len(rest) > limit

@@ -418,8 +418,17 @@ class LoyaltyService:
             acct = self.core.accounts.get(program, account)
             state = MemberState.from_value(acct.attributes.get("loyalty"))
         horizon = self.core.clock.now() + timedelta(days=horizon_days)
+        available = acct.fund(cfg.fund).available
         return expiring_page(
-            self.store, program, cfg.fund, account, state, horizon, limit=limit, cursor=cursor
+            self.store,
+            program,
+            cfg.fund,
+            account,
+            state,
+            horizon,
+            available,
+            limit=limit,
+            cursor=cursor,
         )
 
     def order(self, program: str, order_id: str) -> OrderLookup:
