@@ -130,3 +130,9 @@ def test_held_credit_released_by_reconcile(wallet: Ledger, clock: ManualClock) -
     assert wallet.wallet.reconcile(P).lines() == []
     assert available(wallet, "seller")["store_credit"] == 50
     assert_consistent(wallet, "seller")
+
+
+@pytest.mark.parametrize("read", ["grants", "holds", "transactions", "balance"])
+def test_an_unknown_program_is_named_not_the_account(wallet: Ledger, read: str) -> None:
+    with pytest.raises(NotFound, match=r"^program nosuch not found$"):
+        getattr(wallet.wallet, read)("nosuch", "alice")

@@ -109,6 +109,7 @@ class WalletService:
     def grants(self, program: str, account: str, *, include_expired: bool = False) -> list[Grant]:
         """Bonus grants, earliest expiry first (unexpired only unless asked)."""
         check_flag(include_expired, "include_expired")
+        self.core.programs.get(program)  # an unknown program is named as such
         self.core.accounts.get(program, account)
         now = None if include_expired else self.clock.now()
         return read_grants(self.store, program, account, now)
@@ -124,6 +125,7 @@ class WalletService:
     def holds(self, program: str, account: str, *, active_only: bool = False) -> list[Hold]:
         """An owner's holds and held credits (settled ones stay listed for 90 days)."""
         check_flag(active_only, "active_only")
+        self.core.programs.get(program)
         self.core.accounts.get(program, account)
         self._settle_overdue(program, account)
         holds = read_holds(self.store, program, account)
@@ -142,6 +144,7 @@ class WalletService:
         the owner index (authorisations and voids, which may show a moment late)."""
         page = self.core.transactions.for_owner(program, account, limit=limit, cursor=cursor)
         if not page.transactions and cursor is None:
+            self.core.programs.get(program)
             self.core.accounts.get(program, account)  # an unknown owner is a 404, not []
         return WalletTransactionPage(
             [wallet_transaction(t) for t in page.transactions], page.cursor
