@@ -28,7 +28,7 @@ import os
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from tallybook.errors import TallybookError
+from tallybook.errors import TallybookError, ValidationError
 from tallybook.jobs import check_job, run_job
 
 if TYPE_CHECKING:
@@ -103,6 +103,8 @@ def scheduled(event: dict[str, Any], context: Any) -> dict[str, Any]:
     so the invocation counts as an error and Lambda retries it (jobs are
     idempotent).
     """
+    if not isinstance(event, dict):
+        raise ValidationError("a scheduled event is a JSON object (an EventBridge event)")
     job = _setting(event, "job", JOB_ENV)
     if job is None:
         raise JobFailed(f"no job named: set {JOB_ENV} or give 'job' in the event")

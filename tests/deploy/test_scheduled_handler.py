@@ -160,6 +160,9 @@ def test_a_job_must_be_named_and_known(handler_ledger: Ledger, monkeypatch) -> N
         lambda_handler.scheduled(schedule_event(), None)
     with pytest.raises(ValidationError, match="unknown job 'vacuum'"):
         lambda_handler.scheduled(schedule_event({"job": "vacuum"}), None)
+    for event in ([], "reconcile", None):
+        with pytest.raises(ValidationError, match="a scheduled event is a JSON object"):
+            lambda_handler.scheduled(event, None)  # type: ignore[arg-type]
 
 
 def test_cold_start_opens_the_store_from_the_environment(
