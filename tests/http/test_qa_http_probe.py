@@ -290,7 +290,14 @@ def test_a_lone_surrogate_in_a_notification_payload_is_a_422_not_a_500(
 
 @pytest.mark.parametrize("engine", ["sqlite"])
 @pytest.mark.parametrize(
-    "url", ["https://sns.amazonaws.com/\\ud800", "https://sns.amazonaws.com/\\u0007"]
+    "url",
+    [
+        "https://sns.amazonaws.com/\\ud800",
+        "https://sns.amazonaws.com/\\u0007",
+        "http://[::1",
+        "https://",
+        "https:///path",
+    ],
 )
 def test_a_subscribe_url_that_is_not_plain_text_is_rejected_not_a_500(
     app_client: TestClient, write_headers: Headers, url: str

@@ -204,6 +204,7 @@ def parse_envelope(raw: str | bytes | Mapping[str, Any]) -> Envelope:
             not isinstance(url, str)
             or not url.startswith(("https://", "http://"))
             or not (url.isascii() and url.isprintable())  # SNS's are; the answer echoes it
+            or not _has_host(url)
         ):
             raise RejectedMessage("bad-subscribe-url", "SubscribeURL must be an http(s) URL")
         name = "subscription" if kind == "SubscriptionConfirmation" else "unsubscribe"
@@ -325,3 +326,11 @@ class EventIngestor:
         except Exception as exc:
             raise RejectedMessage("confirmation-failed", f"{type(exc).__name__}: {exc}") from None
         return IngestResult("confirmed", envelope.message_id, detail=envelope.topic_arn)
+
+
+def _has_host(url: str) -> bool:
+    """Whether ``url`` parses with a host (``http://[::1`` or ``https://`` do not)."""
+    try:
+        return bool(urllib.parse.urlsplit(url).hostname)
+    except ValueError:
+        return False
