@@ -66,7 +66,10 @@ class Program:
     layout: int = 1
 
     def fund(self, name: str) -> FundSpec | None:
-        return next((f for f in self.funds if f.name == name), None)
+        for f in self.funds:  # a loop, not next() over a generator: a posting asks often
+            if f.name == name:
+                return f
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +108,8 @@ class Account:
     last_change_us: int = 0
 
     def fund(self, name: str) -> FundState:
-        return self.funds.get(name, FundState())
+        state = self.funds.get(name)
+        return FundState() if state is None else state  # built only when missing
 
 
 @dataclass(frozen=True, slots=True)

@@ -317,7 +317,7 @@ class StoreMetrics:
         read_units: float = 0.0,
         write_units: float = 0.0,
     ) -> None:
-        stats = self.by_operation.setdefault(operation, OperationStats())
+        stats = self.stat(operation)
         stats.requests += requests
         stats.read_units += read_units
         stats.write_units += write_units
@@ -332,14 +332,18 @@ class StoreMetrics:
         estimated: int = 0,
     ) -> None:
         """Add capacity priced by AWS's rules (no request is counted)."""
-        stats = self.by_operation.setdefault(operation, OperationStats())
+        stats = self.stat(operation)
         stats.priced_read_units += read_units
         stats.priced_write_units += write_units
         stats.priced_index_write_units += index_write_units
         stats.estimated_writes += estimated
 
     def stat(self, operation: str) -> OperationStats:
-        return self.by_operation.setdefault(operation, OperationStats())
+        # not setdefault: that would build a throwaway OperationStats on every call
+        stats = self.by_operation.get(operation)
+        if stats is None:
+            stats = self.by_operation[operation] = OperationStats()
+        return stats
 
     @property
     def requests(self) -> int:
