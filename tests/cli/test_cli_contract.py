@@ -364,6 +364,7 @@ def test_webhooks_rekey_of_an_unknown_program_is_not_found(cli: Cli, url: str) -
     with pytest.raises(NotFound):
         Ledger.open(url).webhooks.rekey("shpo")
     assert cli("webhooks", "rekey", "--program", "shop")[0] == 0
+    assert cli("webhooks", "rekey", "-p", "shop")[0] == 0  # -p, as on every other command
 
 
 def test_a_read_leaves_another_applications_sqlite_file_alone(cli: Cli, tmp_path: Path) -> None:

@@ -206,7 +206,7 @@ def new_key() -> None:
 @app.command("rekey")
 def rekey(
     program: Annotated[
-        str | None, typer.Option("--program", help="One program (default: every program).")
+        str | None, typer.Option("--program", "-p", help="One program (default: every program).")
     ] = None,
     store: StoreOption = None,
 ) -> None:
