@@ -188,7 +188,7 @@ def history(
     ] = False,
     since: Annotated[
         str | None,
-        typer.Option(help="From this time (inclusive), ISO 8601, e.g. 2026-01-01T00:00:00Z."),
+        typer.Option(help="From this time (inclusive), ISO 8601; UTC if no zone."),
     ] = None,
     until: Annotated[
         str | None, typer.Option(help="Up to this time (exclusive), ISO 8601; UTC if no zone.")
