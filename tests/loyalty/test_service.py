@@ -339,6 +339,26 @@ def test_plain_postings_move_a_balance_based_tier(
     assert loyal.check.program("shop").ok
 
 
+def test_a_plain_credit_counts_no_points_past_their_date_for_the_tier(
+    loyal: Ledger, clock: ManualClock
+) -> None:
+    """Tiers on the balance: points past their date that the expiry job has not
+    reached yet count for nothing when a plain credit moves the tier (no upgrade on
+    them that the hold would then keep for a month), and a credit that does
+    qualify on valid points alone still upgrades."""
+    loyal.loyalty.earn("shop", "alice", "o1", 9000)  # 90 points, expiring in 10 days
+    clock.advance(timedelta(days=11))
+    credit = loyal.transactions.credit("shop", "alice", "points", 20, txn_id="c1")
+    assert "tier_changes" not in credit.details
+    assert loyal.loyalty.members("shop", "silver").accounts == []
+    assert loyal.loyalty.expire("shop").points == 90
+    assert loyal.loyalty.status("shop", "alice").tier == "base"
+
+    credit = loyal.transactions.credit("shop", "alice", "points", 80, txn_id="c2")  # 100
+    assert credit.details["tier_changes"] == {"alice": {"previous": "base", "tier": "silver"}}
+    assert loyal.check.program("shop").ok
+
+
 def test_an_order_placed_after_a_due_downgrade_earns_at_the_lower_tier(
     loyal: Ledger, clock: ManualClock
 ) -> None:

@@ -12,6 +12,7 @@ which the composition root hands the posting engine with :func:`attach`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -33,6 +34,7 @@ from tallybook.services.events import EventBus, LedgerEvent
 from tallybook.services.ledger.accounts import check_limit
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Committed, Plan, PostingEngine, Snapshot
+from tallybook.services.loyalty.lots import lots_until, within_available
 from tallybook.services.loyalty.pages import standings
 from tallybook.services.loyalty.values import (
     MemberPage,
@@ -128,7 +130,11 @@ def posting_tiers(snap: Snapshot, plan: Plan, txn_id: str) -> None:
         if state.tier is None:
             continue  # not a member: enrols with their first earn
         before = acct.fund(cfg.fund).balance
-        qualifying = qualifying_points(cfg, state, snap.now, before + delta)
+        # points past their date count for nothing, whether expired yet or not
+        overdue = (
+            _overdue(snap, cfg, account, state, acct) if lots_may_be_due(state, snap.now) else 0
+        )
+        qualifying = qualifying_points(cfg, state, snap.now, before - overdue + delta)
         held = last_qualified(cfg, state, before, snap.now)
         decision = decide_tier(cfg, state, qualifying, snap.now, held)
         threshold = cfg.tier(state.tier).threshold
@@ -155,6 +161,17 @@ def posting_tiers(snap: Snapshot, plan: Plan, txn_id: str) -> None:
         [only] = changes.values()
         only = cast(dict[str, Value], only)
         plan.details.update({"tier": only["tier"], "previous_tier": only["previous"]})
+
+
+def _overdue(
+    snap: Snapshot, cfg: LoyaltyConfig, account: str, state: MemberState, acct: Account
+) -> int:
+    """The points of the member's lots past their date that the expiry job (or their
+    next loyalty operation) will expire: at most what is available, as the job."""
+    lots = lots_until(
+        snap.store, snap.program.id, cfg.fund, account, state, snap.now, limit=sys.maxsize
+    )
+    return sum(lot.points for lot in within_available(lots, acct.fund(cfg.fund).available))
 
 
 def attach(engine: PostingEngine, events: EventBus) -> None:
