@@ -35,6 +35,17 @@ REPORTS_OUT_ENV = "TALLYBOOK_REPORTS_OUT"
 #: the reports job's window length (15m, 1h, 1d)
 REPORT_INTERVAL_ENV = "TALLYBOOK_REPORT_INTERVAL"
 
+
+def reports_out(env: Mapping[str, str]) -> str:
+    """Where reports go when a run names no place (the job, HTTP and the CLI)."""
+    return env.get(REPORTS_OUT_ENV) or "reports"
+
+
+def report_interval(env: Mapping[str, str]) -> str:
+    """The window length when a run names none (the job, HTTP and the CLI)."""
+    return env.get(REPORT_INTERVAL_ENV) or "15m"
+
+
 JobFn = Callable[[Ledger, str, Mapping[str, str]], Any]
 
 
@@ -57,9 +68,9 @@ def _reconcile(ledger: Ledger, program: str, env: Mapping[str, str]) -> Any:
 def _reports(ledger: Ledger, program: str, env: Mapping[str, str]) -> Any:
     from tallybook.services.billing.sinks import open_sink
 
-    out = env.get(REPORTS_OUT_ENV) or "reports"
-    interval = env.get(REPORT_INTERVAL_ENV) or "15m"
-    results = ledger.billing.reports.run(program, sink=open_sink(out), interval=interval)
+    results = ledger.billing.reports.run(
+        program, sink=open_sink(reports_out(env)), interval=report_interval(env)
+    )
     return [
         {"kind": r.kind, "window": r.window, "rows": r.rows, "files": sorted(r.files.values())}
         for r in results

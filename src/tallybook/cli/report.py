@@ -12,6 +12,7 @@ from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import StoreOption
 from tallybook.cli.output import console, open_ledger, print_json, progress_bar, table
 from tallybook.domain.reports import ALL_KINDS
+from tallybook.jobs import REPORT_INTERVAL_ENV
 from tallybook.services.billing.reports import ReportResult
 from tallybook.services.billing.sinks import S3_ENDPOINT_ENV, open_sink
 
@@ -69,7 +70,7 @@ def run(
     interval: Annotated[
         str,
         typer.Option(
-            envvar="TALLYBOOK_REPORT_INTERVAL",
+            envvar=REPORT_INTERVAL_ENV,
             help="Window length: 15m, 1h, 1d (a multiple of the bucket; "
             "$TALLYBOOK_REPORT_INTERVAL, as the scheduled job).",
         ),

@@ -28,17 +28,12 @@ from tallybook.http.schemas.billing import (
     ReportRunIn,
 )
 from tallybook.http.schemas.common import ID_PATTERN
+from tallybook.jobs import report_interval, reports_out
 from tallybook.services.billing.sinks import open_sink
 from tallybook.services.ledger.accounts import MAX_PAGE
 
 router = APIRouter(prefix="/v1", tags=["billing"])
 
-REPORTS_OUT_ENV = "TALLYBOOK_REPORTS_OUT"
-#: where reports go when the operator set no $TALLYBOOK_REPORTS_OUT (as the CLI and jobs)
-DEFAULT_REPORTS_OUT = "reports"
-#: the window length when the request names none (as the scheduled reports job)
-REPORT_INTERVAL_ENV = "TALLYBOOK_REPORT_INTERVAL"
-DEFAULT_REPORT_INTERVAL = "15m"
 _MEDIA = {".csv": "text/csv; charset=utf-8", ".json": "application/json"}
 
 
@@ -125,8 +120,8 @@ def run_reports(
     idempotency_key: OptionalIdempotencyKey = None,
 ) -> ReportListOut:
     request = body or ReportRunIn()
-    out = os.environ.get(REPORTS_OUT_ENV) or DEFAULT_REPORTS_OUT
-    interval = request.interval or os.environ.get(REPORT_INTERVAL_ENV) or DEFAULT_REPORT_INTERVAL
+    out = reports_out(os.environ)
+    interval = request.interval or report_interval(os.environ)
     results = ledger.billing.reports.run(
         principal.program, sink=open_sink(out), interval=interval, kinds=request.kinds
     )
