@@ -42,9 +42,10 @@ TxnOption = Annotated[
 TxnIdAlias = Annotated[str | None, typer.Option("--txn-id", hidden=True)]
 
 
-class MissingOption(typer.BadParameter):
-    """A required option checked by the command itself: a usage error (exit 2) that
-    reads like click's own, not "Invalid value for '--txn': Missing option '--txn'"."""
+class UsageProblem(typer.BadParameter):
+    """A usage error the command finds itself (a missing ``--txn``, an unknown option
+    among negative numbers): exit 2, worded like click's own, not "Invalid value
+    for '--txn': Missing option '--txn'"."""
 
     def format_message(self) -> str:
         return self.message
@@ -80,7 +81,7 @@ class NumericArgsCommand(TyperCommand):
             ):
                 close = get_close_matches(name, sorted(names))
                 hint = f" (Possible options: {', '.join(close)})" if close else ""
-                raise MissingOption(f"No such option: {name}{hint}", ctx=ctx)
+                raise UsageProblem(f"No such option: {name}{hint}", ctx=ctx)
         return super().parse_args(ctx, args)
 
 
@@ -90,7 +91,7 @@ def txn_of(txn: str | None, alias: str | None) -> str:
         raise typer.BadParameter("give the transaction id once", param_hint="'--txn'")
     value = txn if txn is not None else alias
     if value is None:
-        raise MissingOption("Missing option '--txn'.")
+        raise UsageProblem("Missing option '--txn'.")
     return value
 
 
