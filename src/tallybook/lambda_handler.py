@@ -22,6 +22,7 @@ problem+json in the shape of the event, and nothing runs.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -167,6 +168,12 @@ def _unreadable(adapter: Mangum, event: Any, context: Any) -> str | None:
         return "the event's body is marked isBase64Encoded but is not valid base64"
     except (TypeError, AttributeError):
         return "the event's body is not a string"
+    body = event.get("body")
+    if event.get("isBase64Encoded") and isinstance(body, str):
+        try:  # Mangum skips characters outside the alphabet: "!!!" would be no body
+            base64.b64decode(body, validate=True)
+        except ValueError:
+            return "the event's body is marked isBase64Encoded but is not valid base64"
     return None
 
 

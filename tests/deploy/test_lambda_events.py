@@ -276,6 +276,8 @@ def _with(kind: str, **fields: Any) -> dict[str, Any]:
         pytest.param(_with("http-api", headers=None), id="http-api-headers-null"),
         pytest.param(_with("rest", body=5), id="rest-body-a-number"),
         pytest.param(_with("alb", httpMethod=None), id="alb-no-method"),
+        # only characters outside base64's alphabet: a lenient decoder reads no body
+        pytest.param(_with("rest", body="!!!", isBase64Encoded=True), id="rest-body-not-base64"),
     ],
 )
 def test_an_event_that_is_not_a_readable_request_is_a_400(
