@@ -55,6 +55,36 @@ def test_balance_basis_hold_runs_from_the_redeem_that_ended_qualifying(store: It
     assert led.loyalty.status("shop", "alice").tier == "base"
 
 
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
+@pytest.mark.parametrize("expire_by", ["status", "job", "downgrade job"])
+def test_balance_basis_hold_runs_from_the_date_points_expired_not_when_expiry_ran(
+    store: ItemStore, expire_by: str
+) -> None:
+    """Points past their date never count, whether the expiry ran or not: a member
+    whose gold points expired on January 11 last qualified then, so a one-month
+    hold is over on February 11 however late the expiry (status or a job) came."""
+    led, clock = _ledger(
+        store,
+        {
+            "qualification": {"basis": "balance"},
+            "downgrade": {"rule": "after_hold", "hold_months": 1},
+            "expiry": {"days": 10},
+        },
+    )
+    assert led.loyalty.earn("shop", "alice", "o1", 50_000).tier == "gold"  # 500 points
+    clock.set(datetime(2026, 2, 10, tzinfo=UTC))  # expired on Jan 11: held until Feb 11
+    if expire_by == "job":
+        assert led.loyalty.expire("shop").points == 500
+    elif expire_by == "downgrade job":
+        assert led.loyalty.review_tiers("shop").downgraded == 0
+    status = led.loyalty.status("shop", "alice")
+    assert (status.balance, status.tier) == (0, "gold")
+    clock.set(datetime(2026, 3, 1, tzinfo=UTC))
+    assert led.loyalty.status("shop", "alice").tier == "base"
+    assert led.loyalty.review_tiers("shop").downgraded == 1
+    assert [m.account for m in led.loyalty.members("shop", "base").members] == ["alice"]
+
+
 def test_rolling_hold_runs_from_the_month_the_points_left_the_window(store: ItemStore) -> None:
     led, clock = _ledger(
         store,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import cast
 
+from tallybook.domain.loyalty import LoyaltyConfig
 from tallybook.domain.model import EXPIRY, Account, Leg, TxnType
 from tallybook.domain.tiers import (
     MemberState,
@@ -58,6 +59,29 @@ class ExpiryReport:
 class ReviewReport:
     members: int = 0
     downgraded: int = 0
+
+
+def _stopped_qualifying(
+    cfg: LoyaltyConfig,
+    state: MemberState,
+    balance: int,
+    points: int,
+    expired: list[lot_records.ExpiringLot],
+) -> datetime | None:
+    """With balance-based tiers, when the member's balance of ``balance`` fell below
+    their tier's threshold as the ``expired`` lots (``points`` of them left) reached
+    their dates: points past their date never count, however late they expire.
+    None when it did not fall below (or tiers count earned points)."""
+    if cfg.qualification.basis != "balance" or state.tier is None:
+        return None
+    threshold = cfg.tier(state.tier).threshold
+    for lot in expired:
+        left = max(0, min(lot.amount, lot.cum_end - state.lots_used, points))
+        points -= left
+        balance -= left
+        if left and balance < threshold:
+            return lot.expires
+    return None
 
 
 class _NothingExpires(Exception):
@@ -142,9 +166,7 @@ class ExpiryJob:
                 return following
             last = expired[-1]
             txn_id = _expire_txn(account, last.cum_end)
-            plan = self._planner(
-                program, account, last.cum_end, last.at_us, len(expired), txn_id, following
-            )
+            plan = self._planner(program, account, expired, txn_id, following)
             body = {"op": "expire", "account": account, "through": last.cum_end}
             try:
                 txn = self.core.engine.commit(program, txn_id, body, plan, lock=[account])
@@ -174,14 +196,13 @@ class ExpiryJob:
         self,
         program: str,
         account: str,
-        last: int,
-        last_us: int,
-        lots: int,
+        expired: list[lot_records.ExpiringLot],
         txn_id: str,
         following: str | None,
     ) -> Callable[[Snapshot], Plan]:
-        """Expire what is left of the lots up to cumulative ``last``; the next lot
+        """Expire what is left of the ``expired`` lots (oldest first); the next lot
         left expires at ``following``."""
+        last, last_us, lots = expired[-1].cum_end, expired[-1].at_us, len(expired)
 
         def plan(snap: Snapshot) -> Plan:
             cfg = config_of(self.core.programs.get(program))
@@ -207,7 +228,16 @@ class ExpiryJob:
             p.legs = [Leg(account, cfg.fund, -points), Leg(EXPIRY, cfg.fund, points)]
             balance = fund.balance - points
             decision = apply_tier(
-                p, snap, cfg, account, state, new_state, balance, txn_id, "expiry"
+                p,
+                snap,
+                cfg,
+                account,
+                state,
+                new_state,
+                balance,
+                txn_id,
+                "expiry",
+                held_until=_stopped_qualifying(cfg, state, fund.balance, points, expired),
             )
             p.details.update(
                 {

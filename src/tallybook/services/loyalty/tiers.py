@@ -63,15 +63,19 @@ def apply_tier(
     balance: int,
     txn_id: str,
     reason: str,
+    *,
+    held_until: datetime | None = None,
 ) -> TierDecision:
     """Decide the member's tier and add the state, index and history writes to ``plan``.
 
     ``before`` is the member's state as the head holds it, ``state`` and
-    ``balance`` what this posting leaves."""
+    ``balance`` what this posting leaves; ``held_until``, when the standing
+    before it ended earlier than now (points that expired at their date)."""
     qualifying = qualifying_points(cfg, state, snap.now, balance)
-    # the standing before this posting held until now: the hold runs from there
+    # the standing before this posting held until now (or held_until): the hold
+    # runs from there
     held_balance = snap.account(account).fund(cfg.fund).balance
-    held = last_qualified(cfg, before, held_balance, snap.now)
+    held = last_qualified(cfg, before, held_balance, held_until or snap.now)
     decision = decide_tier(cfg, state, qualifying, snap.now, held)
     new_state = replace(state, tier=decision.tier, qualified_at=decision.qualified_at)
     plan.attrs[account] = {"loyalty": cast(Value, new_state.to_value())}
