@@ -116,3 +116,31 @@ def test_last_qualified_rolling() -> None:
     assert last_qualified(config, state, 0, datetime(2026, 5, 5, tzinfo=UTC)) == datetime(
         2026, 3, 1, tzinfo=UTC
     )
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
+def test_a_plain_credit_does_not_count_points_past_their_date_towards_a_tier(
+    store: ItemStore,
+) -> None:
+    """250 points that expired on January 11 (no expiry has run) and a plain credit
+    of 60 on February 1: 60 points count, not 310, so the credit moves no one to
+    platinum, and gold is held from January 11 for a month, no longer."""
+    led, clock = _ledger(
+        store,
+        {
+            "tiers": [*TIERS, {"name": "platinum", "threshold": 300}],
+            "qualification": {"basis": "balance"},
+            "downgrade": {"rule": "after_hold", "hold_months": 1},
+            "expiry": {"days": 10},
+        },
+    )
+    assert led.loyalty.earn("shop", "alice", "o1", 25_000).tier == "gold"  # 250 points
+    clock.set(datetime(2026, 2, 1, tzinfo=UTC))
+    txn = led.transactions.credit("shop", "alice", "points", 60, txn_id="c1")
+    assert txn.details.get("tier_changed") is not True
+    assert [c.tier for c in led.loyalty.tier_history("shop", "alice").changes] == ["gold"]
+    status = led.loyalty.status("shop", "alice")
+    assert (status.balance, status.tier) == (60, "gold")
+    clock.set(datetime(2026, 2, 12, tzinfo=UTC))
+    assert led.loyalty.review_tiers("shop").downgraded == 1
+    assert led.loyalty.status("shop", "alice").tier == "base"

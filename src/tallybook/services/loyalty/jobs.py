@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import cast
 
-from tallybook.domain.loyalty import LoyaltyConfig
 from tallybook.domain.model import EXPIRY, Account, Leg, TxnType
 from tallybook.domain.tiers import (
     MemberState,
@@ -32,7 +31,12 @@ from tallybook.services.events import LedgerEvent
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.loyalty.lots import due_lots, lots_until, within_available
-from tallybook.services.loyalty.tiers import announce, apply_tier, tier_members
+from tallybook.services.loyalty.tiers import (
+    announce,
+    apply_tier,
+    stopped_qualifying,
+    tier_members,
+)
 from tallybook.services.loyalty.values import config_of, scoped_txn_id
 from tallybook.store.port import Value
 from tallybook.store.records import loyalty as lot_records
@@ -61,27 +65,17 @@ class ReviewReport:
     downgraded: int = 0
 
 
-def _stopped_qualifying(
-    cfg: LoyaltyConfig,
-    state: MemberState,
-    balance: int,
-    points: int,
-    expired: list[lot_records.ExpiringLot],
-) -> datetime | None:
-    """With balance-based tiers, when the member's balance of ``balance`` fell below
-    their tier's threshold as the ``expired`` lots (``points`` of them left) reached
-    their dates: points past their date never count, however late they expire.
-    None when it did not fall below (or tiers count earned points)."""
-    if cfg.qualification.basis != "balance" or state.tier is None:
-        return None
-    threshold = cfg.tier(state.tier).threshold
+def _taken(
+    state: MemberState, points: int, expired: list[lot_records.ExpiringLot]
+) -> list[tuple[int, datetime | None]]:
+    """The points an expiry of ``points`` takes from each of the ``expired`` lots
+    (oldest first), with the lot's date."""
+    out: list[tuple[int, datetime | None]] = []
     for lot in expired:
         left = max(0, min(lot.amount, lot.cum_end - state.lots_used, points))
         points -= left
-        balance -= left
-        if left and balance < threshold:
-            return lot.expires
-    return None
+        out.append((left, lot.expires))
+    return out
 
 
 class _NothingExpires(Exception):
@@ -237,7 +231,9 @@ class ExpiryJob:
                 balance,
                 txn_id,
                 "expiry",
-                held_until=_stopped_qualifying(cfg, state, fund.balance, points, expired),
+                held_until=stopped_qualifying(
+                    cfg, state, fund.balance, _taken(state, points, expired)
+                ),
             )
             p.details.update(
                 {

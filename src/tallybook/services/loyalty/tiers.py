@@ -46,6 +46,7 @@ from tallybook.services.loyalty.values import (
 from tallybook.store.port import Value
 from tallybook.store.records.codec import LAYOUT, iso
 from tallybook.store.records.loyalty import (
+    ExpiringLot,
     members_page,
     membership_moves,
     tier_change_put,
@@ -102,6 +103,26 @@ def tier_now(cfg: LoyaltyConfig, state: MemberState, acct: Account, now: datetim
     return decide_tier(cfg, state, qualifying, now, held).tier
 
 
+def stopped_qualifying(
+    cfg: LoyaltyConfig,
+    state: MemberState,
+    balance: int,
+    lots: list[tuple[int, datetime | None]],
+) -> datetime | None:
+    """With balance-based tiers, when a ``balance`` counting the points of ``lots``
+    past their date (points, date; oldest first) fell below the member's tier's
+    threshold: points past their date never count, however late they expire.
+    None when it did not (or tiers count earned points)."""
+    if cfg.qualification.basis != "balance" or state.tier is None:
+        return None
+    threshold = cfg.tier(state.tier).threshold
+    for points, expires in lots:
+        balance -= points
+        if points and balance < threshold:
+            return expires
+    return None
+
+
 def posting_tiers(snap: Snapshot, plan: Plan, txn_id: str) -> None:
     """When tiers count the balance, keep them right as a posting that is not
     loyalty's own (a credit, debit, adjustment, transfer, raw posting) moves a
@@ -133,16 +154,19 @@ def posting_tiers(snap: Snapshot, plan: Plan, txn_id: str) -> None:
         state = MemberState.from_value(acct.attributes.get("loyalty"))
         if state.tier is None:
             continue  # not a member: enrols with their first earn
-        before = acct.fund(cfg.fund).balance
-        # points past their date count for nothing, whether expired yet or not
-        overdue = (
-            _overdue(snap, cfg, account, state, acct) if lots_may_be_due(state, snap.now) else 0
-        )
-        qualifying = qualifying_points(cfg, state, snap.now, before - overdue + delta)
-        held = last_qualified(cfg, state, before, snap.now)
+        before = counted = acct.fund(cfg.fund).balance
+        held_at = snap.now
+        if lots_may_be_due(state, snap.now):
+            # points past their date count for nothing, whether expired yet or not,
+            # and a hold runs from the date they stopped counting
+            due = [(lot.points, lot.expires) for lot in _overdue(snap, cfg, account, state, acct)]
+            held_at = stopped_qualifying(cfg, state, before, due) or snap.now
+            counted -= sum(points for points, _ in due)
+        qualifying = qualifying_points(cfg, state, snap.now, counted + delta)
+        held = last_qualified(cfg, state, before, held_at)
         decision = decide_tier(cfg, state, qualifying, snap.now, held)
         threshold = cfg.tier(state.tier).threshold
-        stops_meeting = qualifying < threshold <= max(before, 0)
+        stops_meeting = qualifying < threshold <= max(counted, 0)
         if not decision.changed and not stops_meeting:
             continue
         new_state = replace(state, tier=decision.tier, qualified_at=decision.qualified_at)
@@ -169,13 +193,13 @@ def posting_tiers(snap: Snapshot, plan: Plan, txn_id: str) -> None:
 
 def _overdue(
     snap: Snapshot, cfg: LoyaltyConfig, account: str, state: MemberState, acct: Account
-) -> int:
-    """The points of the member's lots past their date that the expiry job (or their
-    next loyalty operation) will expire: at most what is available, as the job."""
+) -> list[ExpiringLot]:
+    """The member's lots past their date as the expiry job (or their next loyalty
+    operation) will expire them: oldest first, at most what is available."""
     lots = lots_until(
         snap.store, snap.program.id, cfg.fund, account, state, snap.now, limit=sys.maxsize
     )
-    return sum(lot.points for lot in within_available(lots, acct.fund(cfg.fund).available))
+    return within_available(lots, acct.fund(cfg.fund).available)
 
 
 def attach(engine: PostingEngine, events: EventBus) -> None:
