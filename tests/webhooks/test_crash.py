@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -70,3 +71,24 @@ def test_killed_workers_and_a_failing_receiver_lose_nothing(ledger: Ledger, tmp_
     assert receiver.rejected_signatures == 0
     assert Counter(key_of(b) for b in bodies) == expected.events
     assert_per_account_order(bodies)
+
+
+def test_a_request_torn_by_a_killed_sender_is_not_counted_as_an_answer() -> None:
+    """http.client writes a request's headers and body separately: a worker killed
+    between the two leaves the receiver a body shorter than its content-length.
+    That is no delivery (the worker got no answer and sends the event again), so
+    it is neither a bad signature nor one of the failures the receiver was told
+    to answer; under load the kills above landed there (``rejected_signatures``)."""
+    with running_receiver() as receiver:
+        receiver.fail_count = 1
+        port = int(receiver.url.split(":")[2].split("/")[0])
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            head = "POST /hook HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n"
+            conn.sendall(head.encode() + b'{"type":')
+        deadline = time.monotonic() + 60
+        while not (receiver.cut_short or receiver.rejected_signatures or receiver.failed_answers):
+            assert time.monotonic() < deadline, "the receiver never handled the request"
+            time.sleep(0.01)
+    assert (receiver.cut_short, receiver.rejected_signatures, receiver.failed_answers) == (1, 0, 0)
+    assert receiver.fail_count == 1
+    assert receiver.accepted == []
