@@ -31,6 +31,9 @@ class Receiver:
     url: str = ""
     #: seconds to wait before answering (a slow endpoint)
     delay: float = 0.0
+    #: when set, wait until it is set before answering (an endpoint that hangs
+    #: until the test lets it go: no race with the sender's timeout)
+    hold: threading.Event | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def answer(self, headers: dict[str, str], body: bytes) -> int:
@@ -70,6 +73,8 @@ def running_receiver() -> Iterator[Receiver]:
                 return
             if receiver.delay:
                 time.sleep(receiver.delay)
+            if receiver.hold is not None:
+                receiver.hold.wait(120)
             status = receiver.answer(dict(self.headers.items()), body)
             self.send_response(status)
             self.send_header("content-length", "0")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -329,7 +330,10 @@ def test_resend_refuses_a_deleted_subscription_and_a_malformed_position(
 
 def test_a_slow_endpoint_does_not_hold_up_another(ledger: Ledger) -> None:
     with running_receiver() as fast, running_receiver() as slow:
-        slow.delay = 2.0
+        # the slow endpoint hangs until released; the timeout only has to be
+        # longer than the fast one takes to answer on a loaded machine (0.3 s
+        # against a 2 s delay did not leave the fast endpoint room)
+        slow.hold = threading.Event()
         a = ledger.webhooks.create("shop", fast.url, allow_http=True)
         b = ledger.webhooks.create("shop", slow.url, allow_http=True)
         fast.secret, slow.secret = a.secret, b.secret
@@ -339,8 +343,11 @@ def test_a_slow_endpoint_does_not_hold_up_another(ledger: Ledger) -> None:
             ledger.transactions.credit(
                 "shop", "alice" if i % 2 else "bob", "cash", 1, txn_id=f"t{i}"
             )
-        policy = RetryPolicy(base_seconds=60, timeout_seconds=0.3)
-        stats = ledger.webhooks.worker(policy=policy).run_once()
+        policy = RetryPolicy(base_seconds=60, timeout_seconds=2.0)
+        try:
+            stats = ledger.webhooks.worker(policy=policy).run_once()
+        finally:
+            slow.hold.set()
     assert len(fast.ids()) == 5
     assert stats.delivered == 5
     slow_records = ledger.webhooks.deliveries("shop", b.subscription.id)[0]
