@@ -27,7 +27,7 @@ from typing import Any
 
 from tallybook.domain.ids import check_client_txn_id, check_id
 from tallybook.domain.loyalty import LoyaltyConfig, parse_config, quote
-from tallybook.domain.model import ISSUANCE, REDEMPTION, Leg, Transaction, TxnType
+from tallybook.domain.model import ISSUANCE, REDEMPTION, Account, Leg, Transaction, TxnType
 from tallybook.domain.money import MAX_AMOUNT, check_amount
 from tallybook.domain.postings import check_metadata
 from tallybook.domain.tiers import (
@@ -351,6 +351,16 @@ class LoyaltyService:
     def _settle_due(self, program: str, account: str) -> str | None:
         return ExpiryJob(self.core).settle(program, account)
 
+    def _settled_head(self, program: str, account: str) -> Account:
+        """The member's account head once their lots past their date are expired
+        (read again only when the head shows that one may be)."""
+        acct = self.core.accounts.get(program, account)
+        state = MemberState.from_value(acct.attributes.get("loyalty"))
+        if lots_may_be_due(state, self.core.clock.now()):
+            self._settle_due(program, account)
+            acct = self.core.accounts.get(program, account)
+        return acct
+
     def _settling(
         self, program: str, account: str, settled: Settled, write: Callable[[], Transaction]
     ) -> Transaction:
@@ -368,7 +378,8 @@ class LoyaltyService:
     def status(self, program: str, account: str) -> MemberStatus:
         """A member's tier, qualifying points and balance: one read of the account head
         (lots past their date, which the expiry job has not reached yet, expire first)."""
-        return member_status(self.core, program, account, settle=self._settle_due)
+        cfg = self.config(program)
+        return member_status(self.core, cfg, self._settled_head(program, account))
 
     def tier_history(
         self, program: str, account: str, *, limit: int = 50, cursor: str | None = None
@@ -411,12 +422,8 @@ class LoyaltyService:
         ):
             raise ValidationError("days must be an integer from 0 to 3660")
         check_limit(limit)
-        acct = self.core.accounts.get(program, account)
+        acct = self._settled_head(program, account)
         state = MemberState.from_value(acct.attributes.get("loyalty"))
-        if lots_may_be_due(state, self.core.clock.now()):
-            self._settle_due(program, account)
-            acct = self.core.accounts.get(program, account)
-            state = MemberState.from_value(acct.attributes.get("loyalty"))
         horizon = self.core.clock.now() + timedelta(days=horizon_days)
         available = acct.fund(cfg.fund).available
         return expiring_page(

@@ -13,7 +13,7 @@ which the composition root hands the posting engine with :func:`attach`).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import cast
@@ -250,24 +250,9 @@ def announce(core: LedgerCore, txn: Transaction, account: str) -> None:
     )
 
 
-def member_status(
-    core: LedgerCore,
-    program: str,
-    account: str,
-    *,
-    settle: Callable[[str, str], object] | None = None,
-) -> MemberStatus:
-    """A member's tier, qualifying points and balance: one read of the account head.
-
-    ``settle(program, account)`` expires the member's lots past their date, when the
-    head shows one may be (then the head is read again)."""
-    cfg = config_of(core.programs.get(program))
-    acct = core.accounts.get(program, account)
+def member_status(core: LedgerCore, cfg: LoyaltyConfig, acct: Account) -> MemberStatus:
+    """A member's tier, qualifying points and balance, from their account head."""
     state = MemberState.from_value(acct.attributes.get("loyalty"))
-    if settle is not None and lots_may_be_due(state, core.clock.now()):
-        settle(program, account)
-        acct = core.accounts.get(program, account)
-        state = MemberState.from_value(acct.attributes.get("loyalty"))
     fund = acct.fund(cfg.fund)
     now = core.clock.now()
     qualifying = qualifying_points(cfg, state, now, fund.balance)
@@ -275,7 +260,7 @@ def member_status(
     rank = cfg.rank(tier.name)
     nxt = cfg.tiers[rank + 1] if rank + 1 < len(cfg.tiers) else None
     return MemberStatus(
-        account=account,
+        account=acct.id,
         tier=tier.name,
         qualifying_points=qualifying,
         balance=fund.balance,
