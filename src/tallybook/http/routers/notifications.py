@@ -40,7 +40,7 @@ from tallybook.http.deps import (
     WritePrincipal,
 )
 from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
-from tallybook.http.problems import problem_response
+from tallybook.http.problems import problem_response, problem_responses
 from tallybook.http.routers.ledger import Cursor, Limit, _utc
 from tallybook.http.schemas.common import ID_PATTERN, Time
 from tallybook.http.schemas.notifications import (
@@ -208,9 +208,12 @@ def dismiss_notification(
     "does from a subscription URL `https://sns:<key>@host/v1/events/sns`, HTTP Basic with "
     "the key as the password: a request without credentials gets a 401 asking for Basic.",
     responses={
-        401: {"description": "no or unknown key (`WWW-Authenticate: Basic ..., Bearer`)"},
-        403: {"description": "the key lacks the write scope"},
-        422: {"description": "a rejected message (`rejected-message`, counted)"},
+        status_code: {**problem_responses(status_code)[status_code], "description": description}
+        for status_code, description in (
+            (401, "no or unknown key (`WWW-Authenticate: Basic ..., Bearer`)"),
+            (403, "the key lacks the write scope"),
+            (422, "a rejected message (`rejected-message`, counted)"),
+        )
     },
     openapi_extra={
         "requestBody": {
