@@ -316,3 +316,21 @@ def test_readme_cli_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ok" in result.stdout.splitlines()[-1]
     assert (tmp_path / "tallybook.db").exists()
+
+
+def test_every_option_and_argument_has_help() -> None:
+    """`--help` describes every option and argument a user can give (hidden aliases
+    aside): `post --description`, `webhooks create --description` and `webhooks
+    deliveries --limit` were listed with no text."""
+    root = typer.main.get_command(app)
+    bare = []
+    for path in _commands(root, []):
+        command = root
+        for name in path:
+            command = command.get_command(click.Context(command), name)  # type: ignore[attr-defined]
+        bare += [
+            f"tallybook {' '.join(path)} {param.name}"
+            for param in command.params
+            if not getattr(param, "hidden", False) and not getattr(param, "help", None)
+        ]
+    assert bare == []

@@ -98,7 +98,10 @@ def post(
     txn_id: TxnIdAlias = None,
     to: Annotated[str | None, typer.Option("--to", help="Transfer destination account.")] = None,
     order: Annotated[str | None, typer.Option("--order", "--order-id", help="Order id.")] = None,
-    description: Annotated[str | None, typer.Option("--description", "-d")] = None,
+    description: Annotated[
+        str | None,
+        typer.Option("--description", "-d", help="Free text kept with the transaction (max 500)."),
+    ] = None,
     meta: Annotated[list[str], typer.Option("--meta", help="KEY=VALUE metadata, repeatable.")] = [],  # noqa: B006
     store: StoreOption = None,
     as_json: JsonOption = False,

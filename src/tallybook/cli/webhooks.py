@@ -39,7 +39,10 @@ def create(
         bool,
         typer.Option("--allow-http", help="Development only: accept http:// to a loopback host."),
     ] = False,
-    description: Annotated[str | None, typer.Option("--description")] = None,
+    description: Annotated[
+        str | None,
+        typer.Option("--description", help="Free text kept on the subscription (at most 200)."),
+    ] = None,
     sub_id: Annotated[str | None, typer.Option("--id", help="Choose the id.")] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
@@ -128,7 +131,9 @@ def delete(sub_id: SubArg, program: ProgramOption, store: StoreOption = None) ->
 def deliveries(
     sub_id: SubArg,
     program: ProgramOption,
-    limit: Annotated[int, typer.Option("--limit", min=1, max=200)] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=200, help="Deliveries per page (1-200).")
+    ] = 20,
     cursor: Annotated[
         str | None, typer.Option(help="Cursor from the previous page (printed after it).")
     ] = None,
