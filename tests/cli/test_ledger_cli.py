@@ -334,3 +334,39 @@ def test_every_option_and_argument_has_help() -> None:
             if not getattr(param, "hidden", False) and not getattr(param, "help", None)
         ]
     assert bare == []
+
+
+def test_every_example_in_help_is_one_complete_command() -> None:
+    """An example in `--help` is copied line by line: each `tallybook ...` line must be
+    the whole command (nothing it needs on the next line), with every required option.
+    `billing list` showed its `--until` and `webhooks create` its `--types` on a
+    line of their own, so the first line alone lacked `--until` or subscribed to
+    every event type."""
+    import shlex
+
+    root = typer.main.get_command(app)
+    broken = []
+    for path in _commands(root, []):
+        help_text = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "250"}).output
+        lines = [re.sub(r"^Examples?: ", "", line.strip(" │")) for line in help_text.splitlines()]
+        for line, following in zip(lines, [*lines[1:], ""], strict=True):
+            if not line.startswith("tallybook ") or "[OPTIONS]" in line:
+                continue
+            command_line = re.split(r"\s(?:&&|>|\||#)", line)[0]
+            if following.startswith("-") and not line.endswith(("\\", "&&")):
+                broken.append(f"{command_line} / {following}")
+                continue
+            words = shlex.split(command_line)[1:]
+            if words[:1] == ["--store"]:
+                words = words[2:]  # the root option before the command
+            command = root
+            while hasattr(command, "commands") and words and words[0] in command.commands:
+                command = command.commands[words.pop(0)]
+            if hasattr(command, "commands"):
+                continue  # prose that starts with "tallybook", not a command
+            try:
+                command.make_context("tallybook", words)
+            except Exception as exc:  # a missing option; a file the example names is fine
+                if type(exc).__name__ == "MissingParameter":
+                    broken.append(f"{command_line}: {exc}")
+    assert broken == []

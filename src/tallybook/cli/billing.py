@@ -180,8 +180,8 @@ def list_records(
 
     One page of --limit records; the next one is --cursor CURSOR, as printed.
 
-    Example: tallybook billing list -p shop --since 2026-01-01T00:00:00Z
-    --until 2026-01-01T01:00:00Z
+    Example:
+      tallybook billing list -p shop --since 2026-01-01T00:00Z --until 2026-01-01T01:00Z
     """
     # a bare date or time is UTC, as for history and notifications (the API wants a zone)
     start, end = iso_time(since, "--since"), iso_time(until, "--until")

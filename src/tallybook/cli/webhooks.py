@@ -49,8 +49,9 @@ def create(
 ) -> None:
     """Subscribe a URL and print its signing secret ONCE.
 
-    Example: tallybook webhooks create https://example.com/hooks --program shop
-    --types transaction.posted,hold.expired
+    Examples:
+      tallybook webhooks create https://example.com/hooks -p shop
+      tallybook webhooks create https://example.com/h -p shop --types hold.expired
     """
     wanted = [t.strip() for t in types.split(",")] if types is not None else []
     if "" in wanted:
