@@ -102,9 +102,11 @@ def _run_doc_example(base: str, secret: str, out: Path) -> None:
     blocks = re.findall(r"```python\n(.*?)```", HTTP_DOC.read_text(), flags=re.S)
     (example,) = [b for b in blocks if PACKAGE in b]
     sys.path.insert(0, str(out))
+    os.environ["KEY"] = secret  # `export KEY`, as the page says: the example reads no other name
     try:
-        exec(example.replace("http://127.0.0.1:8080", base), {"KEY": secret})
+        exec(example.replace("http://127.0.0.1:8080", base), {})
     finally:
+        del os.environ["KEY"]
         sys.path.remove(str(out))
 
 
