@@ -29,7 +29,7 @@ import os
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from tallybook.errors import TallybookError, ValidationError
+from tallybook.errors import ConfigError, TallybookError, ValidationError
 from tallybook.jobs import check_job, run_job
 
 if TYPE_CHECKING:
@@ -66,6 +66,10 @@ class JobFailed(TallybookError):
 def _get_adapter() -> Mangum:
     global _adapter
     if _adapter is None:
+        from tallybook.extras import install_hint, missing
+
+        if missing("server"):  # `pip install tallybook` alone: say what to install
+            raise ConfigError(install_hint("server").removeprefix("error: "))
         from mangum import Mangum
 
         from tallybook.http.app import get_app

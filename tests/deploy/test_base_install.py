@@ -211,6 +211,28 @@ def test_the_command_names_the_extra_to_install(base_venv: Path, tmp_path: Path)
     )
 
 
+LIBRARY_HTTP_EVENT = """
+import json
+from tallybook.errors import ConfigError
+from tallybook.lambda_handler import handler
+try:
+    handler(json.loads({event!r}), None)
+except ConfigError as exc:
+    print(exc.message)
+"""
+
+
+def test_the_api_handler_names_the_server_extra_to_install(base_venv: Path, tmp_path: Path) -> None:
+    """An API Gateway event on a library-only install: the handler says what to
+    install (it raised `ModuleNotFoundError: No module named 'mangum'`)."""
+    event = json.dumps(http_api_event("GET", "/healthz", {}))
+    code = LIBRARY_HTTP_EVENT.format(event=event)
+    result = _run(base_venv, str(base_venv / "bin" / "python"), "-c", code, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("this needs tallybook's server extra (fastapi, ")
+    assert result.stdout.strip().endswith("not installed): pip install 'tallybook[server]'")
+
+
 SERVER_RUN = """
 import importlib.util, json, os
 for name in ("typer", "rich", "httpx", "pytest"):
