@@ -15,6 +15,9 @@
 - ``Idempotency-Key`` is ``required`` on the routes that refuse a request
   without it (they take :data:`tallybook.http.deps.IdempotencyKey`) and
   optional on the other POSTs, where the idempotency middleware honours it.
+- Every JSON request body has an ``example`` (:data:`REQUEST_EXAMPLES`), valid
+  against its schema and accepted by the server in that order (a test posts
+  each), so "Try it out" in ``/docs`` starts from a request that works.
 - ``/docs`` (Swagger UI) and ``/redoc`` load their scripts and styles from
   the app itself (``/docs-assets``, the files of the ``fastapi-offline``
   package), so they work without a network.
@@ -23,6 +26,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import re
 import typing
 from pathlib import Path
@@ -48,6 +52,75 @@ IDEMPOTENCY_PARAMETER: dict[str, Any] = {
     "description": "Unique per logical request (1-128 of A-Z a-z 0-9 . _ : -): a replay "
     "returns the original status and body, another body with the same key is a 409",
     "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": ID_PATTERN},
+}
+
+_SNS_ENVELOPE = {
+    "Type": "Notification",
+    "MessageId": "m-1",
+    "Message": '{"account": "alice", "type": "TopUp", "payload": {"amount": 500}}',
+}
+
+#: operationId -> (media type ->) the example of its request body
+REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
+    "ledger_put_low_balance_threshold": {"threshold": 500},
+    "ledger_open_account": {"account": "alice", "attributes": {"segment": "retail"}},
+    "ledger_post_transaction": {
+        "type": "credit",
+        "account": "alice",
+        "fund": "points",
+        "amount": 250,
+        "order_id": "order-1001",
+    },
+    "ledger_post_transfer": {
+        "source": "alice",
+        "destination": "bob",
+        "fund": "points",
+        "amount": 50,
+    },
+    "wallet_post_credit": {"fund": "cash", "amount": 2500},
+    "wallet_post_grant": {"amount": 500, "expires_in_days": 30},
+    "wallet_post_hold": {"amount": 400, "expires_in": 3600},
+    "wallet_capture_hold": {"amount": 250},
+    "wallet_post_held_credit": {
+        "fund": "cash",
+        "amount": 9000,
+        "release_at": "2030-01-01T00:00:00Z",
+    },
+    "wallet_post_debit": {"amount": 300, "on_shortfall": "reject", "order_id": "order-77"},
+    "loyalty_put_config": {
+        "earn": {"points_per_unit": 1, "unit_size": 100, "rounding": "down"},
+        "tiers": [
+            {"name": "member", "threshold": 0, "multiplier": 1},
+            {"name": "gold", "threshold": 5000, "multiplier": "1.5"},
+        ],
+        "expiry": {"months": 24, "warn_days": 30},
+    },
+    "loyalty_earn": {"order_id": "order-1002", "amount": 4599, "currency": "USD"},
+    "loyalty_redeem": {"points": 20, "reward_id": "mug"},
+    "notifications_put_rules": {
+        "retention_days": 90,
+        "types": {"TopUp": {"listed": False, "dismisses": ["LowBalance"]}},
+    },
+    "notifications_add_notification": {"type": "TierChanged", "payload": {"tier": "gold"}},
+    "notifications_ingest_sns": {
+        "application/json": _SNS_ENVELOPE,
+        "text/plain": json.dumps(_SNS_ENVELOPE),  # as SNS sends it
+    },
+    "billing_ingest_record": {
+        "id": "r1",
+        "partner": "acme",
+        "order_id": "o1",
+        "amount": 1999,
+        "currency": "USD",
+        "rate": "0.05",
+        "time": "2026-01-01T12:00:00Z",
+    },
+    "billing_run_reports": {"interval": "1h", "kinds": ["billing"]},
+    "webhooks_create_subscription": {
+        "url": "https://example.com/hooks",
+        "types": ["transaction.posted", "hold.expired"],
+        "description": "order service",
+    },
 }
 
 _MANGLED = re.compile(r"^(?:[A-Za-z0-9_]+__)+(?P<module>[A-Za-z0-9_]+)__(?P<name>[A-Za-z0-9_]+)$")
@@ -118,6 +191,7 @@ def install_openapi(app: FastAPI) -> None:
             schema = FastAPI.openapi(app)
             _document_security(schema)
             _document_idempotency(schema)
+            _document_examples(schema)
             app.openapi_schema = _clean_schema_names(schema)
         return app.openapi_schema
 
@@ -176,6 +250,21 @@ def _document_idempotency(schema: dict[str, Any]) -> None:
             for p in params
         ):
             params.append(dict(IDEMPOTENCY_PARAMETER))
+
+
+def _document_examples(schema: dict[str, Any]) -> None:
+    """Put each request body's example (:data:`REQUEST_EXAMPLES`) on its media type."""
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            example = REQUEST_EXAMPLES.get(str(operation.get("operationId")))
+            content = operation.get("requestBody", {}).get("content", {})
+            if example is None:
+                continue
+            if "application/json" in example:  # one example per media type
+                for media_type, value in example.items():
+                    content[media_type]["example"] = value
+            else:
+                content["application/json"]["example"] = example
 
 
 def _clean_name(mangled: str) -> str:
