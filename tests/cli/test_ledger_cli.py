@@ -370,3 +370,19 @@ def test_every_example_in_help_is_one_complete_command() -> None:
                 if type(exc).__name__ == "MissingParameter":
                     broken.append(f"{command_line}: {exc}")
     assert broken == []
+
+
+def test_every_limit_option_states_its_range() -> None:
+    """A `--limit` is refused outside its range, so its help says the range:
+    `wallet transactions` and `report list` said only "Page size." and "At most
+    this many." (both take 1-1000)."""
+    root = typer.main.get_command(app)
+    vague = []
+    for path in _commands(root, []):
+        command = root
+        for name in path:
+            command = command.get_command(click.Context(command), name)  # type: ignore[attr-defined]
+        for param in command.params:
+            if param.name == "limit" and not re.search(r"\b1-\d+\b", param.help or ""):
+                vague.append(f"tallybook {' '.join(path)}: {param.help}")
+    assert vague == []

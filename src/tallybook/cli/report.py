@@ -135,7 +135,7 @@ def rerun(
 def list_reports(
     program: ProgramOption,
     kind: Annotated[KindChoice, typer.Option(help="Which report.")] = KindChoice.all,
-    limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
+    limit: Annotated[int, typer.Option(help="At most this many, newest first (1-1000).")] = 50,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -91,7 +91,7 @@ def holds(
 def transactions(
     account: AccountArg,
     program: ProgramOption,
-    limit: Annotated[int, typer.Option(help="Page size.")] = 20,
+    limit: Annotated[int, typer.Option(help="Transactions per page (1-1000).")] = 20,
     cursor: Annotated[str | None, typer.Option(help="Cursor from the previous page.")] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
