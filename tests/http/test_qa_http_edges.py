@@ -209,3 +209,24 @@ def test_head_is_answered_as_get_without_the_body(
     assert refused.status_code == 401
     assert refused.content == b""
     assert app_client.head("/v1/accounts", headers=read_headers).status_code == 405
+
+
+@sqlite_only
+def test_a_method_a_path_does_not_serve_is_a_405_even_where_a_sibling_template_matches(
+    app_client: TestClient, admin_headers: Headers
+) -> None:
+    """``DELETE .../notifications/history`` was routed to ``DELETE
+    .../notifications/{notification_id}`` and answered 422 (``history`` is not a
+    notification id): a fixed segment is never read as a parameter, so every
+    method a path does not serve is a 405 naming the ones it does."""
+    paths = app_client.get("/openapi.json").json()["paths"]
+    for path, operations in paths.items():
+        filled = re.sub(r"\{[a-z_]+\}", "x1", path)
+        served = {m.upper() for m in operations}
+        for method in {"GET", "POST", "PUT", "DELETE", "PATCH"} - served:
+            r = app_client.request(method, filled, headers=admin_headers)
+            assert r.status_code == 405, (method, filled, r.status_code, r.text)
+            assert r.headers["content-type"] == "application/problem+json"
+            assert r.json()["type"].endswith("/method-not-allowed")
+            allowed = {m.strip() for m in r.headers["allow"].split(",")}
+            assert allowed == served | ({"HEAD"} if "GET" in served else set()), filled

@@ -32,7 +32,7 @@ from tallybook.http.metrics import (
 )
 from tallybook.http.middleware import DEFAULT_MAX_BODY, RequestMiddleware
 from tallybook.http.openapi import install_docs, install_openapi, operation_id
-from tallybook.http.problems import STANDARD_PROBLEMS
+from tallybook.http.problems import STANDARD_PROBLEMS, literal_paths
 from tallybook.http.routers import billing as billing_routes
 from tallybook.http.routers import ledger as ledger_routes
 from tallybook.http.routers import loyalty as loyalty_routes
@@ -113,7 +113,14 @@ def create_app(
 
     # added innermost first: the request passes request -> idempotency -> app
     app.add_middleware(IdempotencyMiddleware, ledger=ledger, metrics=metrics)
-    app.add_middleware(RequestMiddleware, metrics=metrics, max_body=max_body)
+    api_routers = (system.router, ledger_routes.router, *CAPABILITY_ROUTERS)
+    api_routes = [route for router in api_routers for route in router.routes]
+    app.add_middleware(
+        RequestMiddleware,
+        metrics=metrics,
+        max_body=max_body,
+        literal_paths=literal_paths(api_routes),
+    )
     install_docs(app)
     install_openapi(app)
     return app

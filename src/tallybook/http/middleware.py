@@ -38,7 +38,12 @@ from tallybook.domain.json_text import RepeatedKey, loads_unique
 from tallybook.errors import TallybookError
 from tallybook.http.idempotency import replay_receive
 from tallybook.http.metrics import Metrics
-from tallybook.http.problems import PROBLEM_MEDIA_TYPE, error_headers, scope_problem
+from tallybook.http.problems import (
+    PROBLEM_MEDIA_TYPE,
+    allow_header,
+    error_headers,
+    scope_problem,
+)
 
 DEFAULT_MAX_BODY = 1024 * 1024
 REQUEST_ID_HEADER = "X-Request-Id"
@@ -151,10 +156,18 @@ class RequestMiddleware:
     """Request id, trace, body limit and content type, HEAD as GET, metrics, access log,
     last-resort 500."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, max_body: int = DEFAULT_MAX_BODY) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        metrics: Metrics,
+        max_body: int = DEFAULT_MAX_BODY,
+        literal_paths: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (),
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body = max_body
+        #: :func:`tallybook.http.problems.literal_paths` of the app's API routes
+        self.literal_paths = literal_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -190,6 +203,14 @@ class RequestMiddleware:
             await send(message)
 
         try:
+            for pattern, served in self.literal_paths:
+                if app_scope["method"] not in served and pattern.match(scope["path"]):
+                    allow = {"Allow": allow_header(served)}
+                    detail = "Method Not Allowed"
+                    await send_problem(
+                        scope, wrapped, 405, "method-not-allowed", detail, headers=allow
+                    )
+                    return
             if scope["method"] in _BODY_METHODS:
                 if _given_twice(scope, _IDEMPOTENCY_KEY):
                     await _refuse_repeated_key_header(scope, wrapped)

@@ -10,6 +10,7 @@ request id.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, MutableMapping
 from typing import Any
 
@@ -250,6 +251,40 @@ def _routes_at(
         methods = getattr(route, "methods", None)
         if match is not Match.NONE and methods:
             found.setdefault(str(route.path), set()).update(methods)
+
+
+def literal_paths(routes: Iterable[Any]) -> tuple[tuple[re.Pattern[str], frozenset[str]], ...]:
+    """(pattern, methods served) of each path template that a template with fewer
+    literal segments also matches, with a method only the latter serves
+    (``DELETE .../notifications/{notification_id}`` beside ``GET
+    .../notifications/history``). Starlette would route such a method to the
+    parameterised route, which reads ``history`` as an id (a 422); the request
+    middleware answers it a 405 instead, as any other method a path does not serve."""
+    templates: dict[str, tuple[re.Pattern[str], set[str]]] = {}
+    for route in routes:
+        methods = getattr(route, "methods", None)
+        if methods:
+            pattern, served = templates.setdefault(str(route.path), (route.path_regex, set()))
+            served.update(methods)
+    found = []
+    for template, (pattern, served) in templates.items():
+        sample = re.sub(r"\{[^}]+\}", "x", template)
+        literal = _literal_segments(template)
+        if any(
+            _literal_segments(other) < literal and other_pattern.match(sample) and others - served
+            for other, (other_pattern, others) in templates.items()
+        ):
+            found.append((pattern, frozenset(served)))
+    return tuple(found)
+
+
+def allow_header(methods: Iterable[str]) -> str:
+    """``Allow`` for a path serving ``methods`` (HEAD wherever GET is: the request
+    middleware answers it as GET without the body)."""
+    allowed = set(methods)
+    if "GET" in allowed:
+        allowed.add("HEAD")
+    return ", ".join(sorted(allowed))
 
 
 def _literal_segments(template: str) -> int:
