@@ -192,7 +192,8 @@ def test_credit_with_a_base64_body_then_read_with_repeated_query_params(
     replay = lambda_handler.handler(request, None)
     assert replay["statusCode"] == 201
     assert header(replay, "idempotent-replayed") == "true"
-    # a repeated parameter: the last one counts, as in the ASGI app
+    # a repeated parameter is refused, as in the ASGI app (which value counts
+    # would be a guess; the last one used to)
     page = lambda_handler.handler(
         event(
             "GET",
@@ -202,8 +203,31 @@ def test_credit_with_a_base64_body_then_read_with_repeated_query_params(
         ),
         None,
     )
+    assert page["statusCode"] == 422, page
+    assert json.loads(page["body"])["errors"][0]["loc"] == ["query", "fund"]
+    page = lambda_handler.handler(
+        event("GET", "/v1/accounts/ann/entries", auth, query=[("fund", "points"), ("limit", "5")]),
+        None,
+    )
     assert page["statusCode"] == 200, page
     assert [e["amount"] for e in json.loads(page["body"])["entries"]] == [250]
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+@pytest.mark.parametrize("kind", EVENTS)
+def test_a_repeated_authorization_header_is_a_401(ledger: Ledger, api: str, kind: str) -> None:
+    """Two Authorization headers (REST and ALB keep both; an HTTP API joins them
+    with a comma) are refused as from ``tallybook serve``, never run as the first."""
+    _, reader = ledger.keys.create("shop", "read", None)
+    request = EVENTS[kind]("GET", "/v1/program", {"Authorization": f"Bearer {api}"})
+    if kind == "http-api":
+        request["headers"]["authorization"] = f"Bearer {api},Bearer {reader}"
+    else:
+        name = "Authorization" if kind == "rest" else "authorization"
+        request["multiValueHeaders"][name] = [f"Bearer {api}", f"Bearer {reader}"]
+    response = lambda_handler.handler(request, None)
+    assert response["statusCode"] == 401, response
+    assert "more than once" in json.loads(response["body"])["detail"]
 
 
 @pytest.mark.parametrize("engine", ["sqlite"])

@@ -230,3 +230,66 @@ def test_a_method_a_path_does_not_serve_is_a_405_even_where_a_sibling_template_m
             assert r.json()["type"].endswith("/method-not-allowed")
             allowed = {m.strip() for m in r.headers["allow"].split(",")}
             assert allowed == served | ({"HEAD"} if "GET" in served else set()), filled
+
+
+@sqlite_only
+def test_a_repeated_authorization_header_is_a_401_and_nothing_runs(
+    app_client: TestClient,
+    ledger: Ledger,
+    mint_key: Callable[..., str],
+    read_headers: Headers,
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    """Two ``Authorization`` headers ran under the first and ignored the second:
+    which key is the caller's would be a guess."""
+    open_account("ann")
+    writer, reader = mint_key("read,write"), mint_key("read")
+    for second in (writer, reader, "tb_nothing"):
+        twice = [("Authorization", f"Bearer {writer}"), ("Authorization", f"Bearer {second}")]
+        read = app_client.get("/v1/program", headers=twice)
+        assert read.status_code == 401, read.text
+        assert read.headers["content-type"] == "application/problem+json"
+        assert "more than once" in read.json()["detail"]
+        credit = {"type": "credit", "account": "ann", "fund": "points", "amount": 5}
+        posted = app_client.post(
+            "/v1/transactions", json=credit, headers=[*twice, ("Idempotency-Key", f"t-{second}")]
+        )
+        assert posted.status_code == 401, posted.text
+        sns = app_client.post(
+            "/v1/events/sns", content=b"{}", headers=[*twice, ("Content-Type", "text/plain")]
+        )
+        assert sns.status_code == 401, sns.text
+    assert ledger.accounts.get("shop", "ann").fund("points").balance == 0
+    # joined by a comma, as API Gateway's HTTP API hands them on
+    joined = {"Authorization": f"Bearer {writer},Bearer {reader}"}
+    assert app_client.get("/v1/program", headers=joined).status_code == 401
+    assert app_client.get("/v1/program", headers=read_headers).status_code == 200
+
+
+@sqlite_only
+def test_a_repeated_query_parameter_is_a_422_not_its_last_value(
+    app_client: TestClient,
+    read_headers: Headers,
+    open_account: Callable[..., dict[str, Any]],
+    credit: Callable[..., dict[str, Any]],
+) -> None:
+    """``limit=1&limit=500`` was read as 500 (Starlette keeps the last value)."""
+    open_account("ann")
+    credit("ann", 5)
+    credit("ann", 7)
+    cases = [
+        ("/v1/accounts/ann/entries?fund=points&limit=1&limit=500", "limit"),
+        ("/v1/accounts/ann/entries?fund=cash&fund=points", "fund"),
+        ("/v1/accounts/ann/transactions?cursor=&cursor=", "cursor"),
+        ("/v1/accounts/ann/notifications/history?order=oldest&order=newest", "order"),
+    ]
+    for url, name in cases:
+        r = app_client.get(url, headers=read_headers)
+        assert r.status_code == 422, (url, r.text)
+        assert r.headers["content-type"] == "application/problem+json"
+        assert r.json()["errors"] == [
+            {"loc": ["query", name], "msg": "given twice", "type": "duplicate"}
+        ]
+    one = app_client.get("/v1/accounts/ann/entries?fund=points&limit=1", headers=read_headers)
+    assert one.status_code == 200, one.text
+    assert len(one.json()["entries"]) == 1

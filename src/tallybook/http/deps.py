@@ -43,6 +43,7 @@ __all__ = [
     "ReadPrincipal",
     "WritePrincipal",
     "authenticate",
+    "authorization",
     "require",
     "run_blocking",
 ]
@@ -74,8 +75,7 @@ async def authenticate(request: Request) -> Principal:
     cached = getattr(state, "principal", None)
     if isinstance(cached, Principal):  # authenticated earlier in this request
         return cached
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
+    scheme, _, token = authorization(request).partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
@@ -85,6 +85,16 @@ async def authenticate(request: Request) -> Principal:
         principal = await run_blocking(keys.ledger, keys.authenticate, token)
     state.principal = principal
     return principal
+
+
+def authorization(request: Request) -> str:
+    """The request's one ``Authorization`` header ("" without one). Given twice
+    (or, behind API Gateway's HTTP API, two joined by a comma, which no key or
+    Basic credential holds), which one is the caller's would be a guess: 401."""
+    values = request.headers.getlist("authorization")
+    if len(values) > 1 or (values and "," in values[0]):
+        raise Unauthorized("the Authorization header is given more than once: send one API key")
+    return values[0] if values else ""
 
 
 def require(scope: str) -> Any:

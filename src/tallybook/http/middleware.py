@@ -30,6 +30,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any, cast
+from urllib.parse import parse_qsl
 
 from pythonjsonlogger.json import JsonFormatter as _LibraryJsonFormatter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -211,6 +212,12 @@ class RequestMiddleware:
                         scope, wrapped, 405, "method-not-allowed", detail, headers=allow
                     )
                     return
+            query = scope.get("query_string", b"")
+            if query and scope["path"].startswith("/v1/"):
+                name = _repeated_parameter(query)
+                if name is not None:
+                    await _refuse_repeated_parameter(scope, wrapped, name)
+                    return
             if scope["method"] in _BODY_METHODS:
                 if _given_twice(scope, _IDEMPOTENCY_KEY):
                     await _refuse_repeated_key_header(scope, wrapped)
@@ -349,6 +356,33 @@ async def _refuse_repeated_key_header(scope: Scope, send: Send) -> None:
         "validation",
         "invalid request: the Idempotency-Key header is given more than once",
         errors=[{"loc": ["header", "Idempotency-Key"], "msg": "given twice", "type": "duplicate"}],
+    )
+
+
+def _repeated_parameter(query: bytes) -> str | None:
+    """A name the query string gives more than once (every ``/v1`` parameter
+    takes one value), else ``None``."""
+    names = [name for name, _ in parse_qsl(query.decode("latin-1"), keep_blank_values=True)]
+    if len(names) == len(set(names)):
+        return None
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
+async def _refuse_repeated_parameter(scope: Scope, send: Send, name: str) -> None:
+    """``?limit=1&limit=500``: which value counts would be a guess (Starlette took
+    the last), so it is refused, never read."""
+    await send_problem(
+        scope,
+        send,
+        422,
+        "validation",
+        f"invalid request: the query parameter {name[:64]!r} is given more than once",
+        errors=[{"loc": ["query", name[:64]], "msg": "given twice", "type": "duplicate"}],
     )
 
 

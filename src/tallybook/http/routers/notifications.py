@@ -38,6 +38,7 @@ from tallybook.http.deps import (
     Principal,
     ReadPrincipal,
     WritePrincipal,
+    authorization,
 )
 from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
 from tallybook.http.problems import problem_response, problem_responses
@@ -249,7 +250,7 @@ SNS_CHALLENGE = 'Basic realm="tallybook", charset="UTF-8", Bearer'
 
 def _sns_principal(request: Request, ledger: Ledger) -> Principal:
     """The caller of the SNS endpoint: a Bearer key, or the key as Basic password."""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    scheme, _, token = authorization(request).partition(" ")
     secret = token.strip()
     if scheme.lower() == "basic" and secret:
         try:
