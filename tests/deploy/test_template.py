@@ -159,3 +159,30 @@ def test_every_api_instance_signs_admin_sessions_with_the_stack_s_secret(
     assert readers == {"ApiFunction"}
     env = _functions(template)["ApiFunction"]["Properties"]["Environment"]["Variables"]
     assert env["TALLYBOOK_SESSION_SECRET_ARN"] == {"Ref": "AdminSessionSecret"}
+
+
+def test_report_interval_takes_exactly_the_intervals_the_product_takes(
+    template: dict[str, Any],
+) -> None:
+    """``ReportInterval``'s pattern let a stack deploy with an interval every
+    reports run then refused (``32d``, ``745h``, ``99999m``: over 31 days). It
+    now takes exactly the lengths ``parse_interval`` takes (written in lower
+    case); that each program's bucket divides it is checked when the job runs
+    (docs/deploy.md)."""
+    from tallybook.domain.billing import parse_interval
+    from tallybook.errors import ValidationError
+
+    parameter = template["Parameters"]["ReportInterval"]
+    pattern = re.compile(parameter["AllowedPattern"])
+    assert pattern.fullmatch(parameter["Default"])
+    for n in range(100_001):
+        for unit in "mhd":
+            for text in (f"{n}{unit}", f"0{n}{unit}"):
+                try:
+                    parse_interval(text)
+                    accepted = True
+                except ValidationError:
+                    accepted = False
+                assert (pattern.fullmatch(text) is not None) == accepted, text
+    for text in ("", "15", "m", "15 m", "1w", "15m ", "-15m", "1.5h"):
+        assert pattern.fullmatch(text) is None, text
