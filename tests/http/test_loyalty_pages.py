@@ -30,7 +30,9 @@ def test_expiring_total_covers_every_lot_and_lots_are_paged(
     assert first["points"] == 120
     assert len(first["lots"]) == 100
     assert first["cursor"] is not None
-    second = app_client.get(url, params={"cursor": first["cursor"]}, headers=read_headers).json()
+    # the same listing (days=31: params replace the URL's query)
+    params = {"days": 31, "cursor": first["cursor"]}
+    second = app_client.get(url, params=params, headers=read_headers).json()
     assert (second["points"], len(second["lots"]), second["cursor"]) == (120, 20, None)
     orders = [lot["order_id"] for lot in first["lots"] + second["lots"]]
     assert orders == [f"o-{i}" for i in range(120)]

@@ -3,12 +3,15 @@ or an index, and the cursors that continue a page.
 
 A cursor is the key of the last item returned (base-table key plus, on an
 index, the index key), as compact JSON in URL-safe base64: opaque to callers,
-the same on both engines.
+the same on both engines. A service hands its callers its cursors bound to the
+listing they page (:func:`bind_cursor`): the account, fund, filters and order
+a caller gave, so that a cursor is never read by another listing (:func:`unbind_cursor`).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -55,6 +58,52 @@ def decode_cursor(cursor: str) -> dict[str, str]:
     ):
         raise StoreValidationError("malformed cursor")
     return data
+
+
+#: the attribute of a bound cursor that names its listing
+_LISTING = "for"
+
+
+def _listing_tag(listing: tuple[object, ...]) -> str:
+    text = json.dumps(listing, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _position(cursor: str) -> dict[str, object]:
+    if not isinstance(cursor, str):
+        raise StoreValidationError("malformed cursor: a cursor is the string a page returned")
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StoreValidationError("malformed cursor") from exc
+    if not isinstance(data, dict):
+        raise StoreValidationError("malformed cursor")
+    return data
+
+
+def bind_cursor(cursor: str | None, *listing: object) -> str | None:
+    """``cursor``, the next page's, tagged with the ``listing`` it pages: its
+    name and everything a caller chose that shapes it (account, fund, filters,
+    order; never the page size)."""
+    if cursor is None:
+        return None
+    position = _position(cursor)
+    position[_LISTING] = _listing_tag(listing)
+    raw = json.dumps(position, sort_keys=True, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def unbind_cursor(cursor: str | None, *listing: object) -> str | None:
+    """The cursor :func:`bind_cursor` tagged for ``listing``, as it was; a cursor of
+    another listing (a newest-first page continued oldest first, another
+    account's, fund's or filter's) is refused, never read as a page of this one."""
+    if cursor is None:
+        return None
+    position = _position(cursor)
+    if position.pop(_LISTING, None) != _listing_tag(listing):
+        raise StoreValidationError("cursor does not belong to this query")
+    raw = json.dumps(position, sort_keys=True, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def cursor_number(cursor: str, name: str, below: int | None = None) -> tuple[int, dict[str, str]]:

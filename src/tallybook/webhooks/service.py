@@ -23,6 +23,7 @@ from tallybook.errors import ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
 from tallybook.services.ledger.core import ProgramDirectory
 from tallybook.store.port import ItemStore
+from tallybook.store.queries import bind_cursor, unbind_cursor
 from tallybook.store.records.webhook_events import delivery_page, read_delivery, resend_actions
 from tallybook.webhooks.delivery import PassStats, RetryPolicy
 from tallybook.webhooks.fanout import MAX_SUBSCRIPTIONS
@@ -111,7 +112,11 @@ class WebhookService:
         self.subs.stored(program, sub_id)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise ValidationError(f"limit must be an integer from 1 to {MAX_PAGE}")
-        return delivery_page(self.store, program, sub_id, limit, cursor)
+        listing = ("deliveries", program, sub_id)
+        found, after = delivery_page(
+            self.store, program, sub_id, limit, unbind_cursor(cursor, *listing)
+        )
+        return found, bind_cursor(after, *listing)
 
     def resend(self, program: str, sub_id: str, position: str) -> Delivery:
         """Queue a delivery again (delivered or dead); one already queued stays as it is.

@@ -61,6 +61,7 @@ from tallybook.services.clock import Clock
 from tallybook.services.ledger.accounts import check_limit
 from tallybook.services.ledger.core import ProgramLookup
 from tallybook.store.port import Action, ItemStore
+from tallybook.store.queries import bind_cursor, unbind_cursor
 from tallybook.store.records.billing import (
     BillingState,
     bucket_page,
@@ -417,7 +418,9 @@ class BillingService:
             raise ValidationError("'since' must be before 'until'")
         if (high - low) // size > MAX_LIST_BUCKETS:
             raise ValidationError(f"a listing spans at most {MAX_LIST_BUCKETS} buckets")
-        bucket, inner = (low, None) if cursor is None else decode_cursor(cursor)
+        listing = ("billing-records", program, low, high)
+        start = unbind_cursor(cursor, *listing)
+        bucket, inner = (low, None) if start is None else decode_cursor(start)
         out: list[BillingRecord] = []
         while bucket < high:
             found, inner = bucket_page(
@@ -428,5 +431,6 @@ class BillingService:
                 bucket += size
             if len(out) >= limit:
                 more = bucket < high
-                return RecordPage(out, encode_cursor(bucket, inner) if more else None)
+                next_cursor = encode_cursor(bucket, inner) if more else None
+                return RecordPage(out, bind_cursor(next_cursor, *listing))
         return RecordPage(out, None)

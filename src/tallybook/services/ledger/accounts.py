@@ -19,6 +19,7 @@ from tallybook.errors import ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
 from tallybook.services.ledger.programs import ProgramService
 from tallybook.store.port import ItemStore
+from tallybook.store.queries import bind_cursor, unbind_cursor
 from tallybook.store.records.accounts import account_ids, entries_page, open_account
 from tallybook.store.records.codec import to_us
 from tallybook.store.records.ledger import read_head
@@ -103,20 +104,23 @@ class AccountService:
             raise NotFound(f"program {program_id} has no fund {fund!r}")
         if since and until and since >= until:
             raise ValidationError("'since' must be before 'until'")
+        since_us = to_us(since) if since else None
+        until_us = to_us(until) if until else None
+        listing = ("entries", program_id, account_id, fund, since_us, until_us, newest_first)
         entries, next_cursor = entries_page(
             self.store,
             program_id,
             account_id,
             fund,
-            since_us=to_us(since) if since else None,
-            until_us=to_us(until) if until else None,
+            since_us=since_us,
+            until_us=until_us,
             forward=not newest_first,
             limit=limit,
-            cursor=cursor,
+            cursor=unbind_cursor(cursor, *listing),
         )
         if not entries and cursor is None:
             self.get(program_id, account_id)
-        return EntryPage(entries, next_cursor)
+        return EntryPage(entries, bind_cursor(next_cursor, *listing))
 
     def iter_history(
         self, program_id: str, account_id: str, fund: str, *, page_size: int = 500

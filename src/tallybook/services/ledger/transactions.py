@@ -28,7 +28,7 @@ from tallybook.services.ledger.accounts import check_limit
 from tallybook.services.ledger.postings import Plan, PostingEngine, Snapshot
 from tallybook.services.ledger.refusals import is_refusal, refusal_error
 from tallybook.services.loyalty.values import ORDER_PREFIX
-from tallybook.store.queries import decode_cursor, encode_cursor
+from tallybook.store.queries import bind_cursor, decode_cursor, encode_cursor, unbind_cursor
 from tallybook.store.records import ledger as records
 from tallybook.store.records.codec import transaction_from_item
 
@@ -270,7 +270,9 @@ class TransactionService:
         check_id(account, "account id")
         check_limit(limit)
         funds = [f.name for f in self.engine.programs.get(program).funds]
-        position = decode_cursor(cursor) if cursor is not None else None
+        listing = ("transactions", program, account)
+        start = unbind_cursor(cursor, *listing)
+        position = decode_cursor(start) if start is not None else None
         ids, after = records.owner_transaction_ids(
             self.store, program, account, funds, limit=limit, cursor=position
         )
@@ -279,7 +281,8 @@ class TransactionService:
             for item in records.read_transactions(self.store, program, ids)
         }
         txns = [found[t] for t in ids if t in found]
-        return TransactionPage(txns, None if after is None else encode_cursor(after))
+        next_cursor = None if after is None else encode_cursor(after)
+        return TransactionPage(txns, bind_cursor(next_cursor, *listing))
 
     def system_balance(self, program: str, account: str) -> dict[str, int]:
         """A system account's balance per fund.

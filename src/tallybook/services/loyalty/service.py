@@ -81,6 +81,7 @@ from tallybook.services.loyalty.values import (
     order_txn_id,
     scoped_txn_id,
 )
+from tallybook.store.queries import bind_cursor, unbind_cursor
 from tallybook.store.records import loyalty as lot_records
 from tallybook.store.records.codec import LAYOUT, iso
 
@@ -422,11 +423,13 @@ class LoyaltyService:
         ):
             raise ValidationError("days must be an integer from 0 to 3660")
         check_limit(limit)
+        listing = ("expiring", program, account, horizon_days)
+        start = unbind_cursor(cursor, *listing)
         acct = self._settled_head(program, account)
         state = MemberState.from_value(acct.attributes.get("loyalty"))
         horizon = self.core.clock.now() + timedelta(days=horizon_days)
         available = acct.fund(cfg.fund).available
-        return expiring_page(
+        page = expiring_page(
             self.store,
             program,
             cfg.fund,
@@ -435,8 +438,9 @@ class LoyaltyService:
             horizon,
             available,
             limit=limit,
-            cursor=cursor,
+            cursor=start,
         )
+        return replace(page, cursor=bind_cursor(page.cursor, *listing))
 
     def order(self, program: str, order_id: str) -> OrderLookup:
         """The earn an order produced, and its account: one get."""

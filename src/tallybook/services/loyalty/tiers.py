@@ -44,6 +44,7 @@ from tallybook.services.loyalty.values import (
     config_of,
 )
 from tallybook.store.port import Value
+from tallybook.store.queries import bind_cursor, unbind_cursor
 from tallybook.store.records.codec import LAYOUT, iso
 from tallybook.store.records.loyalty import (
     ExpiringLot,
@@ -278,10 +279,12 @@ def tier_history(
     """Every tier change of a member, newest first; an unknown member is NotFound."""
     check_id(account, "account")
     check_limit(limit)
-    changes, after = tier_changes_page(core.store, program, account, limit=limit, cursor=cursor)
+    listing = ("tier-history", program, account)
+    start = unbind_cursor(cursor, *listing)
+    changes, after = tier_changes_page(core.store, program, account, limit=limit, cursor=start)
     if not changes and cursor is None:
         core.accounts.get(program, account)  # an unknown member is a 404, not []
-    return TierChangePage(changes, after)
+    return TierChangePage(changes, bind_cursor(after, *listing))
 
 
 def tier_members(
@@ -292,6 +295,10 @@ def tier_members(
     if all(t.name != tier for t in cfg.tiers):
         raise NotFound(f"program {program} has no tier {tier!r}")
     check_limit(limit)
-    accounts, after = members_page(core.store, program, tier, limit=limit, cursor=cursor)
+    listing = ("tier-members", program, tier)
+    start = unbind_cursor(cursor, *listing)
+    accounts, after = members_page(core.store, program, tier, limit=limit, cursor=start)
     now = core.clock.now()
-    return MemberPage(accounts, after, standings(core.store, program, cfg, accounts, now))
+    return MemberPage(
+        accounts, bind_cursor(after, *listing), standings(core.store, program, cfg, accounts, now)
+    )

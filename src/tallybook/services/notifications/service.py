@@ -54,6 +54,7 @@ from tallybook.services.notifications import add as adding
 from tallybook.services.notifications import dismiss as dismissing
 from tallybook.services.notifications.delivery import Delivery, delivery_from_env
 from tallybook.store.port import ItemStore
+from tallybook.store.queries import bind_cursor, unbind_cursor
 from tallybook.store.records import notifications as items
 from tallybook.store.records.codec import to_us
 
@@ -248,21 +249,25 @@ class NotificationService:
         self.programs.get(program)
         if since and until and since >= until:
             raise ValidationError("'since' must be before 'until'")
+        since_us = to_us(since) if since else None
+        until_us = to_us(until) if until else None
+        listing = ("notifications", program, account, since_us, until_us, newest_first)
         page = items.history_page(
             self.store,
             program,
             account,
-            since_us=to_us(since) if since else None,
-            until_us=to_us(until) if until else None,
+            since_us=since_us,
+            until_us=until_us,
             forward=not newest_first,
             limit=limit,
-            cursor=cursor,
+            cursor=unbind_cursor(cursor, *listing),
         )
         if not page.items and cursor is None:
             self.accounts.get(program, account)
         now = self.clock.now()
         return NotificationPage(
-            [items.from_item(i, now) for i in page.items if items.live(i, now)], page.cursor
+            [items.from_item(i, now) for i in page.items if items.live(i, now)],
+            bind_cursor(page.cursor, *listing),
         )
 
     # -- internals -------------------------------------------------------------
