@@ -80,7 +80,7 @@ def test_an_unknown_option_is_one_error_line_exit_2(cli: Cli, path: list[str]) -
         ),
         (
             ["history", "alice", "--program", "shop", "--limit", "many"],
-            "error: Invalid value for '--limit': 'many' is not a valid int. "
+            "error: Invalid value for '--limit': 'many' is not an integer (ASCII digits only). "
             "Try 'tallybook history --help'.",
         ),
         (
@@ -333,7 +333,9 @@ def test_negative_amounts_and_option_values_starting_with_a_dash_still_parse(
     assert json.loads(out)["metadata"] == {"-k": "-v"}
     code, _, err = cli("post", "adjust", "alice", "cash", "-0.5", "--txn", "t2", "-p", "shop")
     assert code == 2
-    assert one_error(err) == "error: amount must be an integer number of minor units, got '-0.5'"
+    assert one_error(err) == (
+        "error: amount must be an integer number of minor units in ASCII digits, got '-0.5'"
+    )
 
 
 @pytest.mark.parametrize(

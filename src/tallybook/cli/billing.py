@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
-from tallybook.cli.options import StoreOption, iso_time
+from tallybook.cli.options import Number, StoreOption, iso_time
 from tallybook.cli.output import console, err_console, open_ledger, print_json, progress_bar, table
 from tallybook.errors import ValidationError
 
@@ -27,10 +27,14 @@ def configure(
     program: ProgramOption,
     bucket_minutes: Annotated[
         int | None,
-        typer.Option(help="Time bucket of records in minutes (fixed by the first record)."),
+        typer.Option(
+            help="Time bucket of records in minutes (fixed by the first record).",
+            parser=Number(),
+        ),
     ] = None,
     grace_minutes: Annotated[
-        int | None, typer.Option(help="Wait after a window ends before reporting it.")
+        int | None,
+        typer.Option(help="Wait after a window ends before reporting it.", parser=Number()),
     ] = None,
     start: Annotated[
         datetime | None,
@@ -169,7 +173,9 @@ def list_records(
             "it, whole (a bucket holding it is listed to its end)."
         ),
     ],
-    limit: Annotated[int, typer.Option(help="At most this many records (1-1000).")] = 100,
+    limit: Annotated[
+        int, typer.Option(help="At most this many records (1-1000).", parser=Number())
+    ] = 100,
     cursor: Annotated[
         str | None, typer.Option(help="Cursor from the previous page (printed after it).")
     ] = None,

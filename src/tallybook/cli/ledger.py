@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from tallybook.cli.options import StoreOption, TxnIdAlias, TxnOption, iso_time, txn_of
+from tallybook.cli.options import (
+    Number,
+    StoreOption,
+    TxnIdAlias,
+    TxnOption,
+    iso_time,
+    parse_integer,
+    txn_of,
+)
 from tallybook.cli.output import console, open_ledger, print_json, progress_bar, table
 from tallybook.errors import ValidationError
 
@@ -114,10 +122,10 @@ def post(
       tallybook post adjust alice cash -50 --txn fix-1 --program shop
     """
     try:
-        value = int(amount, 10)
+        value = parse_integer(amount)
     except ValueError:
         raise ValidationError(
-            f"amount must be an integer number of minor units, got {amount!r}"
+            f"amount must be an integer number of minor units in ASCII digits, got {amount!r}"
         ) from None
     metadata = _metadata(meta)
     txn = txn_of(txn, txn_id)
@@ -196,7 +204,7 @@ def history(
     until: Annotated[
         str | None, typer.Option(help="Up to this time (exclusive), ISO 8601; UTC if no zone.")
     ] = None,
-    limit: Annotated[int, typer.Option(help="Entries per page (1-1000).")] = 50,
+    limit: Annotated[int, typer.Option(help="Entries per page (1-1000).", parser=Number())] = 50,
     cursor: Annotated[str | None, typer.Option(help="Cursor printed by the previous page.")] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,

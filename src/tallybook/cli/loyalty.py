@@ -13,6 +13,7 @@ import typer
 from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import (
     NUMERIC_ARGS,
+    Number,
     NumericArgsCommand,
     StoreOption,
     TxnIdAlias,
@@ -94,7 +95,9 @@ def _partner(partner: str | None) -> dict[str, str] | None:
 def earn(
     account: AccountArg,
     order_id: Annotated[str, typer.Argument(help="Order id: each order earns once.")],
-    amount: Annotated[int, typer.Argument(help="Order amount in minor units (cents).")],
+    amount: Annotated[
+        int, typer.Argument(help="Order amount in minor units (cents).", parser=Number())
+    ],
     program: ProgramOption,
     currency: Annotated[
         str | None, typer.Option(help="Order currency (default: the program's).")
@@ -132,7 +135,7 @@ def earn(
 @app.command("redeem", context_settings=NUMERIC_ARGS, cls=NumericArgsCommand)
 def redeem(
     account: AccountArg,
-    points: Annotated[int, typer.Argument(help="Points to spend.")],
+    points: Annotated[int, typer.Argument(help="Points to spend.", parser=Number())],
     reward_id: Annotated[str, typer.Argument(help="Reward id.")],
     program: ProgramOption,
     txn: TxnOption = None,
@@ -195,7 +198,7 @@ def tier(
 def members(
     tier_name: Annotated[str, typer.Argument(metavar="TIER", help="Tier name.")],
     program: ProgramOption,
-    limit: Annotated[int, typer.Option(help="Page size (1-1000).")] = 100,
+    limit: Annotated[int, typer.Option(help="Page size (1-1000).", parser=Number())] = 100,
     cursor: Annotated[str | None, typer.Option(help="Cursor from the previous page.")] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
@@ -223,9 +226,10 @@ def expiring(
     account: AccountArg,
     program: ProgramOption,
     days: Annotated[
-        int | None, typer.Option(help="Horizon in days (default: the warning horizon).")
+        int | None,
+        typer.Option(help="Horizon in days (default: the warning horizon).", parser=Number()),
     ] = None,
-    limit: Annotated[int, typer.Option(help="Lots per page (1-1000).")] = 100,
+    limit: Annotated[int, typer.Option(help="Lots per page (1-1000).", parser=Number())] = 100,
     cursor: Annotated[str | None, typer.Option(help="Cursor from the previous page.")] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,

@@ -14,7 +14,7 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from tallybook.cli.options import StoreOption, iso_time
+from tallybook.cli.options import Number, StoreOption, iso_time
 from tallybook.cli.output import console, err_console, open_ledger, print_json, progress_bar
 from tallybook.domain.notifications import Notification, rules_to_settings
 from tallybook.errors import ValidationError
@@ -162,7 +162,7 @@ def history(
     program: ProgramOption,
     since: Annotated[str | None, typer.Option("--since", help="ISO time, inclusive.")] = None,
     until: Annotated[str | None, typer.Option("--until", help="ISO time, exclusive.")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="Page size, 1-1000.")] = 50,
+    limit: Annotated[int, typer.Option("--limit", help="Page size, 1-1000.", parser=Number())] = 50,
     cursor: Annotated[str | None, typer.Option("--cursor", help="Next page's cursor.")] = None,
     oldest_first: Annotated[bool, typer.Option("--oldest-first", help="Oldest first.")] = False,
     store: StoreOption = None,
@@ -223,7 +223,9 @@ def ingest(
     program: ProgramOption,
     store: StoreOption = None,
     as_json: JsonOption = False,
-    show: Annotated[int, typer.Option("--show", help="Rejected lines to print.", min=0)] = 20,
+    show: Annotated[
+        int, typer.Option("--show", help="Rejected lines to print.", parser=Number(min=0))
+    ] = 20,
 ) -> None:
     """Ingest events from FILE.ndjson; a replayed MessageId is a no-op.
 

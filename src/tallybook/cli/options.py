@@ -95,6 +95,57 @@ def txn_of(txn: str | None, alias: str | None) -> str:
     return value
 
 
+#: a number as typed: ASCII digits (``int()`` and ``float()`` take fullwidth or
+#: Arabic-Indic digits, ``5_000``, `` 5`` and ``+5`` too; a number here is never one)
+_INTEGER = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
+def parse_integer(text: str) -> int:
+    """An integer typed in ASCII digits, with a leading ``-`` (refused by the
+    command's own check where it takes no negative number); ValueError else."""
+    if not _INTEGER.fullmatch(text):
+        raise ValueError(f"{text!r} is not an integer (ASCII digits only)")
+    return int(text)
+
+
+class Number:
+    """The parser of every numeric option and argument (``parser=Number(...)``):
+    :func:`parse_integer`, or with ``decimal=True`` ASCII digits with one ``.``;
+    outside ``min``-``max`` it is refused as click refuses a range ("-1 is not in
+    the range x>=0"). Each is one ``error:`` line, exit 2."""
+
+    def __init__(
+        self, *, min: float | None = None, max: float | None = None, decimal: bool = False
+    ) -> None:
+        self.min, self.max, self.decimal = min, max, decimal
+        self.__name__ = "decimal" if decimal else "integer"  # the help's metavar
+
+    def __call__(self, value: str | float) -> Any:
+        if isinstance(value, int | float):  # the default, already a number
+            return value
+        if not self.decimal:
+            try:
+                number: float = parse_integer(value)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc)) from None
+        elif _DECIMAL.fullmatch(value):
+            number = float(value)
+        else:
+            raise typer.BadParameter(f"{value!r} is not a number (ASCII digits and a '.' only)")
+        if (self.min is not None and number < self.min) or (
+            self.max is not None and number > self.max
+        ):
+            if self.max is None:
+                bounds = f"x>={self.min}"
+            elif self.min is None:
+                bounds = f"x<={self.max}"
+            else:
+                bounds = f"{self.min}<=x<={self.max}"
+            raise typer.BadParameter(f"{value} is not in the range {bounds}")
+        return number
+
+
 @overload
 def iso_time(value: str, name: str) -> datetime: ...
 @overload

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from tallybook.cli.options import NUMERIC_ARGS, NumericArgsCommand, StoreOption
+from tallybook.cli.options import NUMERIC_ARGS, Number, NumericArgsCommand, StoreOption
 from tallybook.cli.output import console, open_ledger, print_json, table
 from tallybook.errors import AlreadyExists
 
@@ -96,7 +96,10 @@ def threshold(
     fund: Annotated[str, typer.Argument(help="Fund name, e.g. cash.")],
     amount: Annotated[
         int | None,
-        typer.Argument(help="Minor units; LowBalance is raised below it. Omit with --clear."),
+        typer.Argument(
+            help="Minor units; LowBalance is raised below it. Omit with --clear.",
+            parser=Number(),
+        ),
     ] = None,
     clear: Annotated[bool, typer.Option("--clear", help="Raise no LowBalance for FUND.")] = False,
     store: StoreOption = None,

@@ -9,7 +9,7 @@ import typer
 from rich.progress import SpinnerColumn, TextColumn
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
-from tallybook.cli.options import StoreOption
+from tallybook.cli.options import Number, StoreOption
 from tallybook.cli.output import console, open_ledger, print_json, progress_bar, table
 from tallybook.domain.reports import ALL_KINDS
 from tallybook.jobs import REPORT_INTERVAL_ENV
@@ -135,7 +135,9 @@ def rerun(
 def list_reports(
     program: ProgramOption,
     kind: Annotated[KindChoice, typer.Option(help="Which report.")] = KindChoice.all,
-    limit: Annotated[int, typer.Option(help="At most this many, newest first (1-1000).")] = 50,
+    limit: Annotated[
+        int, typer.Option(help="At most this many, newest first (1-1000).", parser=Number())
+    ] = 50,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -7,17 +7,22 @@ from typing import Annotated
 
 import typer
 
-from tallybook.cli.options import StoreOption
+from tallybook.cli.options import Number, StoreOption
 from tallybook.cli.output import err_console
 from tallybook.errors import TallybookError
 
 
 def serve(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="TCP port.", min=0, max=65535)] = 8080,
+    port: Annotated[
+        int, typer.Option("--port", help="TCP port.", parser=Number(min=0, max=65535))
+    ] = 8080,
     store: StoreOption = None,
     max_body: Annotated[
-        int, typer.Option("--max-body", help="Largest request body accepted, in bytes.", min=1)
+        int,
+        typer.Option(
+            "--max-body", help="Largest request body accepted, in bytes.", parser=Number(min=1)
+        ),
     ] = 1024 * 1024,
     log_level: Annotated[
         str, typer.Option("--log-level", help="debug, info, warning or error.")

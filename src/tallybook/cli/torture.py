@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from tallybook.cli.options import StoreOption
+from tallybook.cli.options import Number, StoreOption
 from tallybook.cli.output import progress_bar, to_jsonable
 from tallybook.errors import ValidationError
 from tallybook.reliability.faults import FaultPlan
@@ -21,19 +21,33 @@ from tallybook.store.url import parse_store_url, resolve_store_url
 
 def torture(
     store: StoreOption = None,
-    ops: Annotated[int, typer.Option("--ops", help="Operations in total.", min=1)] = 2_000,
+    ops: Annotated[
+        int, typer.Option("--ops", help="Operations in total.", parser=Number(min=1))
+    ] = 2_000,
     threads: Annotated[
-        int, typer.Option("--threads", help="Python API client threads (per process).", min=0)
+        int,
+        typer.Option(
+            "--threads", help="Python API client threads (per process).", parser=Number(min=0)
+        ),
     ] = 4,
     http_threads: Annotated[
-        int, typer.Option("--http-threads", help="HTTP client threads.", min=0)
+        int, typer.Option("--http-threads", help="HTTP client threads.", parser=Number(min=0))
     ] = 2,
     processes: Annotated[
         int,
-        typer.Option("--processes", help="Extra worker processes of --threads clients.", min=0),
+        typer.Option(
+            "--processes",
+            help="Extra worker processes of --threads clients.",
+            parser=Number(min=0),
+        ),
     ] = 0,
     readers: Annotated[
-        int, typer.Option("--readers", help="Concurrent reader threads checking totals.", min=0)
+        int,
+        typer.Option(
+            "--readers",
+            help="Concurrent reader threads checking totals.",
+            parser=Number(min=0),
+        ),
     ] = 1,
     kills: Annotated[
         int,
@@ -41,20 +55,26 @@ def torture(
             "--kills",
             help="SQLite: serve HTTP from a `tallybook serve` process and SIGKILL it this "
             "many times mid-run (it is restarted; clients retry their keys).",
-            min=0,
+            parser=Number(min=0),
         ),
     ] = 0,
-    accounts: Annotated[int, typer.Option("--accounts", help="Accounts.", min=2, max=500)] = 12,
+    accounts: Annotated[
+        int, typer.Option("--accounts", help="Accounts.", parser=Number(min=2, max=500))
+    ] = 12,
     replay_rate: Annotated[
         float,
         typer.Option(
-            "--replay-rate", help="Share of operations that replay a done key.", min=0, max=1
+            "--replay-rate",
+            help="Share of operations that replay a done key.",
+            parser=Number(min=0, max=1, decimal=True),
         ),
     ] = 0.1,
     faults: Annotated[
         str, typer.Option("--faults", help="Fault plan at the storage port: standard or none.")
     ] = "standard",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of every random choice.")] = 1,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of every random choice.", parser=Number())
+    ] = 1,
     program: Annotated[
         str | None,
         typer.Option("--program", help="Program to create and use (default: torture-<time>)."),
@@ -66,7 +86,9 @@ def torture(
     max_seconds: Annotated[
         float,
         typer.Option(
-            "--max-seconds", help="Stop the clients after this long (0: run all --ops).", min=0
+            "--max-seconds",
+            help="Stop the clients after this long (0: run all --ops).",
+            parser=Number(min=0, decimal=True),
         ),
     ] = 0.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,

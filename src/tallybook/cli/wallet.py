@@ -16,6 +16,7 @@ from tallybook.cli import wallet_reads
 from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import (
     NUMERIC_ARGS,
+    Number,
     NumericArgsCommand,
     StoreOption,
     TxnIdAlias,
@@ -51,7 +52,9 @@ def grant(
     txn: TxnOption = None,
     txn_id: TxnIdAlias = None,
     expires: Annotated[str | None, typer.Option(help="Expiry (ISO time).")] = None,
-    expires_days: Annotated[int | None, typer.Option(help="Expiry in days from now.")] = None,
+    expires_days: Annotated[
+        int | None, typer.Option(help="Expiry in days from now.", parser=Number())
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -102,7 +105,9 @@ def credit_held(
     txn: TxnOption = None,
     txn_id: TxnIdAlias = None,
     release: Annotated[str | None, typer.Option(help="Release time (ISO).")] = None,
-    release_days: Annotated[int | None, typer.Option(help="Release in days from now.")] = None,
+    release_days: Annotated[
+        int | None, typer.Option(help="Release in days from now.", parser=Number())
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -166,7 +171,8 @@ def authorize(
     program: ProgramOption,
     hold_id: Annotated[str, typer.Option("--hold-id", help="Id of the new hold (idempotent).")],
     expires_in: Annotated[
-        int | None, typer.Option(help="Seconds until the hold expires (default: 7 days).")
+        int | None,
+        typer.Option(help="Seconds until the hold expires (default: 7 days).", parser=Number()),
     ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
@@ -187,7 +193,10 @@ def capture(
     hold_id: HoldArg,
     program: ProgramOption,
     amount: Annotated[
-        int | None, typer.Option(help="Amount to capture (default: all); the rest is released.")
+        int | None,
+        typer.Option(
+            help="Amount to capture (default: all); the rest is released.", parser=Number()
+        ),
     ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tallybook.cli.options import iso_time
+from tallybook.cli.options import Number, iso_time
 from tallybook.cli.output import console, print_json
 from tallybook.domain.wallet import Hold
 from tallybook.errors import ValidationError
@@ -15,7 +15,7 @@ from tallybook.services.wallet.holds import HoldResult
 from tallybook.services.wallet.records import WalletTransaction
 
 AccountArg = Annotated[str, typer.Argument(help="Account (owner) id.")]
-AmountArg = Annotated[int, typer.Argument(help="Amount in minor units (cents).")]
+AmountArg = Annotated[int, typer.Argument(help="Amount in minor units (cents).", parser=Number())]
 HoldArg = Annotated[str, typer.Argument(help="Hold id (the id given to authorize).")]
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
-from tallybook.cli.options import StoreOption
+from tallybook.cli.options import Number, StoreOption
 from tallybook.cli.output import console, open_ledger, print_json, table
 from tallybook.cli.wallet_output import AccountArg, HoldArg, print_hold, print_txn
 
@@ -91,7 +91,9 @@ def holds(
 def transactions(
     account: AccountArg,
     program: ProgramOption,
-    limit: Annotated[int, typer.Option(help="Transactions per page (1-1000).")] = 20,
+    limit: Annotated[
+        int, typer.Option(help="Transactions per page (1-1000).", parser=Number())
+    ] = 20,
     cursor: Annotated[str | None, typer.Option(help="Cursor from the previous page.")] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,

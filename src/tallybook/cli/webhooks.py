@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tallybook.cli.keys import JsonOption, ProgramOption
-from tallybook.cli.options import StoreOption
+from tallybook.cli.options import Number, StoreOption
 from tallybook.cli.output import console, err_console, open_ledger, print_json, table
 from tallybook.domain.webhooks import short_position
 from tallybook.errors import ValidationError
@@ -133,7 +133,8 @@ def deliveries(
     sub_id: SubArg,
     program: ProgramOption,
     limit: Annotated[
-        int, typer.Option("--limit", min=1, max=200, help="Deliveries per page (1-200).")
+        int,
+        typer.Option("--limit", parser=Number(min=1, max=200), help="Deliveries per page (1-200)."),
     ] = 20,
     cursor: Annotated[
         str | None, typer.Option(help="Cursor from the previous page (printed after it).")
@@ -234,7 +235,10 @@ def deliver(
         bool, typer.Option("--once", help="One pass, then exit (a scheduled job).")
     ] = False,
     interval: Annotated[
-        float, typer.Option("--interval", min=0.05, help="Seconds between idle passes.")
+        float,
+        typer.Option(
+            "--interval", help="Seconds between idle passes.", parser=Number(min=0.05, decimal=True)
+        ),
     ] = 1.0,
     store: StoreOption = None,
 ) -> None:

@@ -1,0 +1,127 @@
+"""CLI edges: how numbers are read, what a refused command leaves behind, exit
+codes, report kinds, rekey and paging.
+
+Commands run in-process through :func:`tallybook.cli.main` (the console script)
+on a SQLite file; what is asserted is what a user sees.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer.main
+
+from tallybook.cli import app
+from tallybook.ledger import Ledger
+
+from .test_cli_contract import _leaves
+from .test_ledger_cli import Cli
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'edges.db'}"
+
+
+@pytest.fixture
+def ledger(url: str) -> Ledger:
+    ledger = Ledger.open(url)
+    ledger.programs.create("shop")
+    ledger.accounts.open("shop", "alice")
+    return ledger
+
+
+@pytest.fixture
+def cli(url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
+    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM", "TALLYBOOK_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    return Cli(monkeypatch, capsys, url)
+
+
+def one_error(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: "), err
+    return lines[0]
+
+
+def _state(ledger: Ledger) -> object:
+    return ledger.accounts.get("shop", "alice"), ledger.programs.get("shop", fresh=True)
+
+
+# Python's int() and float() take all of these; a number typed here is ASCII digits
+NOT_ASCII_NUMBERS = ["\uff11\uff12", "\u0665", "5_000", " 5", "5 ", "+5", "0x10", "1e3", "nan"]
+
+
+@pytest.mark.parametrize("value", NOT_ASCII_NUMBERS)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["post", "credit", "alice", "cash", "{}", "--txn", "t1"],
+        ["wallet", "credit", "alice", "cash", "{}", "--txn", "t1"],
+        ["wallet", "authorize", "alice", "{}", "--hold-id", "h1"],
+        ["loyalty", "earn", "alice", "o-1", "{}"],
+        ["program", "threshold", "shop", "cash", "{}"],
+        ["history", "alice", "--fund", "cash", "--limit", "{}"],
+        ["loyalty", "expiring", "alice", "--days", "{}"],
+        ["wallet", "grant", "alice", "5", "--expires-days", "{}", "--txn", "g1"],
+        ["billing", "configure", "--bucket-minutes", "{}"],
+    ],
+    ids=lambda a: " ".join(a[:2]) + (" " + a[-2] if a[-2].startswith("--") else ""),
+)
+def test_a_number_that_is_not_ascii_digits_is_refused(
+    cli: Cli, ledger: Ledger, args: list[str], value: str
+) -> None:
+    # was: int() read fullwidth "12" as 12, "5_000" as 5000 and " 5" as 5, and the command ran
+    before = _state(ledger)
+    argv = [value if a == "{}" else a for a in args]
+    if argv[0] != "program":
+        argv += ["-p", "shop"]
+    code, out, err = cli(*argv)
+    assert code == 2, (out, err)
+    line = one_error(err)
+    assert "ASCII digits" in line, line
+    assert _state(ledger) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["webhooks", "deliver", "--once", "--interval", "nan"], "is not a number"),
+        (["webhooks", "deliver", "--once", "--interval", "inf"], "is not a number"),
+        (["webhooks", "deliver", "--once", "--interval", "\uff11"], "is not a number"),
+        (["torture", "--replay-rate", "0_5"], "is not a number"),
+        (["torture", "--replay-rate", "1.5"], "1.5 is not in the range 0<=x<=1"),
+        (["events", "ingest", "x.ndjson", "-p", "shop", "--show", "-1"], "x>=0"),
+        (["webhooks", "deliveries", "sub_x", "-p", "shop", "--limit", "\uff12"], "not an integer"),
+    ],
+)
+def test_decimal_options_are_ascii_too(cli: Cli, args: list[str], message: str) -> None:
+    # was: float("nan") passed --interval's minimum and time.sleep(nan) failed after a pass
+    code, _, err = cli(*args)
+    assert code == 2, err
+    assert message in one_error(err)
+
+
+def test_every_numeric_parameter_uses_the_one_parser() -> None:
+    # click's own INT and FLOAT call int() and float(): fullwidth digits and "5_000" pass
+    command = typer.main.get_command(app)
+    for path in _leaves():
+        ctx_command = command
+        for name in path:
+            ctx_command = ctx_command.commands[name]  # type: ignore[attr-defined]
+        for param in ctx_command.params:
+            kind = type(param.type).__name__
+            assert kind not in {"IntParamType", "IntRange", "FloatParamType", "FloatRange"}, (
+                path,
+                param.name,
+            )
+
+
+def test_ascii_numbers_still_work(cli: Cli, ledger: Ledger) -> None:
+    cli.ok("post", "credit", "alice", "cash", "500", "--txn", "t1", "-p", "shop")
+    cli.ok("post", "adjust", "alice", "cash", "-5", "--txn", "t2", "-p", "shop")
+    cli.ok("history", "alice", "--fund", "cash", "--limit", "007", "-p", "shop")
+    cli.ok("program", "threshold", "shop", "cash", "100")
+    assert ledger.accounts.get("shop", "alice").funds["cash"].balance == 495
