@@ -270,7 +270,9 @@ def test_rewards_report_counts_loyalty_earn_redeem_and_expiry_per_partner(
     }
     assert rows == {
         _w(t0, 0, 60): [",points,points,20,0,0,1", "acme,points,points,50,20,0,2"],
-        _w(t0, 25 * 60, 26 * 60): [",points,points,0,0,50,1"],
+        # the 50 expired are what is left of each partner's lots (the redeem took
+        # 20 of acme's, the oldest): each partner's expired points are its own
+        _w(t0, 25 * 60, 26 * 60): [",points,points,0,0,20,1", "acme,points,points,0,0,30,1"],
     }
 
 
@@ -314,3 +316,48 @@ def test_rerun_before_the_start_says_so(ledger: Ledger, clock: ManualClock, tmp_
     assert "not been reported yet" not in str(caught.value)
     with pytest.raises(InvalidState, match="has not been reported yet"):
         ledger.billing.reports.render("shop", "billing", _w(t0, 30, 45))
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
+def test_expired_points_are_filed_under_the_partner_that_issued_them(
+    ledger: Ledger, clock: ManualClock, tmp_path: Path
+) -> None:
+    """Expired points were filed under an empty partner whoever issued them; each
+    partner's are now its own, by the job and by a member's lazy expiry alike."""
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=1, start=t0)
+    ledger.loyalty.configure("shop", {"expiry": {"days": 1}})
+    for account in ("alice", "bob"):
+        ledger.accounts.open("shop", account)
+    clock.advance(MIN)
+    for account in ("alice", "bob"):
+        ledger.loyalty.earn("shop", account, f"{account}-1", 3000, metadata={"partner": "acme"})
+        ledger.loyalty.earn("shop", account, f"{account}-2", 700)  # no partner
+        ledger.loyalty.earn("shop", account, f"{account}-3", 500, metadata={"partner": "zeta"})
+        ledger.loyalty.earn("shop", account, f"{account}-4", 200, metadata={"partner": "acme"})
+    clock.set(t0 + 25 * 60 * MIN)
+    assert ledger.loyalty.status("shop", "bob").balance == 0  # bob's expire as he reads...
+    job = ledger.loyalty.expire("shop")  # ...alice's by the job
+    assert (job.points, job.lots, job.transactions) == (44, 4, 4)
+    assert ledger.accounts.get("shop", "alice").fund("points").balance == 0
+    clock.set(t0 + 27 * 60 * MIN)
+    out = tmp_path / "out"
+    results = ledger.billing.reports.run(
+        "shop", sink=DirectorySink(out), interval="1h", kinds=["rewards"]
+    )
+    rows = [
+        line
+        for r in results
+        if r.rows
+        for line in (out / "shop" / "rewards" / r.window / "rewards_issued.csv")
+        .read_text()
+        .splitlines()[1:]
+    ]
+    assert rows == [
+        ",points,points,14,0,0,2",
+        "acme,points,points,64,0,0,4",
+        "zeta,points,points,10,0,0,2",
+        ",points,points,0,0,14,2",
+        "acme,points,points,0,0,64,4",
+        "zeta,points,points,0,0,10,2",
+    ]

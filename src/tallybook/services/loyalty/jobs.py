@@ -150,14 +150,20 @@ class ExpiryJob:
             except NotFound:
                 return None
             state = MemberState.from_value(head.attributes.get("loyalty"))
-            expired, after = due_lots(
+            due, after = due_lots(
                 self.store, program, cfg.fund, account, state, now, limit=LOTS_PER_TXN
             )
-            following = None if after is None else expiry_text(after.expires)
-            if not expired:
+            if not due:
                 if not attempt:
                     self._recover(program, account, head, state)
-                return following
+                return None if after is None else expiry_text(after.expires)
+            # one partner's lots a transaction: the rewards report files expired
+            # points under the partner of the earn that issued them
+            cut = next((i for i, lot in enumerate(due) if lot.partner != due[0].partner), None)
+            expired = due if cut is None else due[:cut]
+            if cut is not None:
+                after = due[cut]
+            following = None if after is None else expiry_text(after.expires)
             last = expired[-1]
             txn_id = _expire_txn(account, last.cum_end)
             plan = self._planner(program, account, expired, txn_id, following)
@@ -171,7 +177,7 @@ class ExpiryJob:
                 report.lots += len(expired)
                 report.points += cast(int, txn.details["points"])
             announce(self.core, txn, account)
-            if len(expired) < LOTS_PER_TXN:
+            if cut is None and len(due) < LOTS_PER_TXN:
                 return following
         return None
 
@@ -219,6 +225,8 @@ class ExpiryJob:
             )
             new_state = with_next_expiry(new_state, following)
             p = Plan(type=TxnType.EXPIRE, owner=account)
+            if expired[0].partner:
+                p.metadata = {"partner": expired[0].partner}
             p.legs = [Leg(account, cfg.fund, -points), Leg(EXPIRY, cfg.fund, points)]
             balance = fund.balance - points
             decision = apply_tier(

@@ -62,6 +62,8 @@ class ExpiringLot:
     cum_end: int
     #: microseconds of the earn's history entry
     at_us: int
+    #: the earn's partner (its metadata ``partner``; empty when it named none)
+    partner: str = ""
 
 
 def expiry_day(expires: str) -> str:
@@ -101,6 +103,7 @@ def lot_of(item: Item, used: int) -> ExpiringLot:
         txn_id=cast(str, item["txn_id"]),
         cum_end=cum_end,
         at_us=keys.entry_us(cast(str, item["sk"])),
+        partner=cast(dict[str, str], item.get("metadata") or {}).get("partner", ""),
     )
 
 
