@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -181,4 +182,79 @@ def test_a_retry_after_reconcile_refunded_charges_a_new_key(
     assert t.charge is not None
     assert t.charge["amount"] == 150
     assert processor.net_charged == 150
+    assert_consistent(wallet, "alice")
+
+
+class InFlightProcessor:
+    """A processor whose first charge is held in flight (started, not yet landed)
+    until the test releases it, from another thread; a refund of a key not yet
+    charged finds nothing to undo, as at a real processor."""
+
+    def __init__(self) -> None:
+        self.charges: dict[str, list[int]] = {}  # key -> [amount, refunded]
+        self.in_flight = threading.Event()
+        self.land = threading.Event()
+        self._first = True
+        self._lock = threading.Lock()
+
+    def charge(self, *, key: str, account: str, amount: int, currency: str) -> str:
+        with self._lock:
+            first, self._first = self._first, False
+        if first:
+            self.in_flight.set()
+            assert self.land.wait(30)
+        with self._lock:
+            self.charges.setdefault(key, [amount, 0])
+        return f"ref-{key}"
+
+    def refund(self, *, key: str) -> None:
+        with self._lock:
+            if key in self.charges:
+                self.charges[key][1] = 1
+
+    @property
+    def net_charged(self) -> int:
+        with self._lock:
+            return sum(amount for amount, refunded in self.charges.values() if not refunded)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
+def test_a_charge_landing_after_reconcile_refunded_it_is_refunded_by_its_debit(
+    wallet: Ledger, clock: ManualClock
+) -> None:
+    """A debit's charge still in flight past the grace: reconcile cancels its intent
+    and refunds the key before the charge lands (nothing to undo yet), the client's
+    retry charges a key of its own and commits. The first attempt's commit then
+    replays the retry's debit: its own charge, landed after the refund, was
+    collected with no debit recording it (the customer paid the shortfall twice);
+    it is now refunded, and only the recorded charge is collected."""
+    processor = InFlightProcessor()
+    wallet.wallet.processor = processor
+    fund(wallet, "alice", cash=100)
+    first: list[object] = []
+
+    def debit() -> None:
+        try:
+            first.append(wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge"))
+        except Exception as exc:  # the test asserts what it was
+            first.append(exc)
+
+    thread = threading.Thread(target=debit)
+    thread.start()
+    try:
+        assert processor.in_flight.wait(30)
+        clock.advance(CHARGE_GRACE + timedelta(minutes=1))
+        assert wallet.wallet.reconcile(P).cancelled_charges == [("alice", "d1", 150)]
+        retry = wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
+    finally:
+        processor.land.set()
+        thread.join(30)
+    assert retry.charge is not None
+    assert retry.charge["amount"] == 150
+    assert len(processor.charges) == 2  # two keys were charged...
+    assert processor.net_charged == 150  # ...one is kept: the one the debit records
+    (answer,) = first
+    assert not isinstance(answer, Exception), answer
+    assert wallet.wallet.transaction(P, "d1").charge == retry.charge
+    assert wallet.wallet.reconcile(P).cancelled_charges == []
     assert_consistent(wallet, "alice")

@@ -55,11 +55,14 @@ from tallybook.services.wallet.records import (
     wallet_transaction,
 )
 from tallybook.store.port import Action, Value
+from tallybook.store.records.codec import transaction_from_item
 from tallybook.store.records.wallet import (
     CHARGE_PENDING,
     ChargeIntent,
     account_grants,
+    cancelling_charge,
     charge_put,
+    drop_charge,
     drop_pending_charge,
     intent_key,
     read_charge,
@@ -188,26 +191,56 @@ class DebitOps:
                 key=key, account=account, amount=charged, currency=prog.currency
             )
         except ChargeDeclined as exc:
-            self._drop_intent(program, account, txn_id)
+            self._drop_intent(program, account, txn_id, key)
             raise PaymentDeclined(f"the charge of {charged} was declined: {exc}") from None
         except ChargeTimeout:
-            self.processor().refund(key=key)
-            self._drop_intent(program, account, txn_id)
+            self._give_up(program, account, txn_id, key, None)
             raise PaymentDeclined(
                 f"the charge of {charged} timed out and was reversed; nothing was debited"
             ) from None
         try:
-            return self._commit(program, account, amount, txn_id, body, charged, reference)
+            done = self._commit(program, account, amount, txn_id, body, charged, reference, key)
         except LedgerError:
-            if self.engine.existing(program, txn_id) is None:
-                self.processor().refund(key=key)
-                self._drop_intent(program, account, txn_id)
+            self._give_up(program, account, txn_id, key, reference)
             raise
+        if done.replay and (done.charge or {}).get("reference") != reference:
+            # another attempt of this debit committed first, with a charge of its own
+            self._give_up(program, account, txn_id, key, reference)
+        return done
 
-    def _drop_intent(self, program: str, account: str, txn_id: str) -> None:
+    def _give_up(
+        self, program: str, account: str, txn_id: str, key: str, reference: str | None
+    ) -> None:
+        """Refund the charge made under ``key``, unless the debit committed with it.
+
+        The intent of ``key`` is taken first (``cancelling``, as reconcile takes it), so
+        no attempt sharing the key can commit it meanwhile, then refunded and removed.
+        With no intent of ``key`` left (a commit took it, or reconcile, whose refund may
+        have reached the processor before this charge did), the key is refunded unless
+        the committed debit records its charge (``reference`` None: a timeout, whose
+        reference is not known, leaves a committed charge alone)."""
+        at = intent_key(program, account, txn_id)
+        try:
+            self.store.transact_write([cancelling_charge(at, key)])
+        except ConditionFailed:
+            committed = self.engine.existing(program, txn_id)
+            done = (
+                None if committed is None else wallet_transaction(transaction_from_item(committed))
+            )
+            recorded = None if done is None or done.charge is None else done.charge.get("reference")
+            if recorded is not None and reference in (None, recorded):
+                return
+            self.processor().refund(key=key)
+            return
+        self.processor().refund(key=key)
+        with contextlib.suppress(ConditionFailed):
+            self.store.transact_write([drop_charge(at, key)])
+
+    def _drop_intent(self, program: str, account: str, txn_id: str, key: str) -> None:
         # gone already, or reconcile is cancelling it: either way not ours to delete
         with contextlib.suppress(ConditionFailed):
-            self.store.transact_write([drop_pending_charge(intent_key(program, account, txn_id))])
+            at = intent_key(program, account, txn_id)
+            self.store.transact_write([drop_pending_charge(at, key)])
 
     def _commit(
         self,
@@ -218,6 +251,7 @@ class DebitOps:
         body: dict[str, object],
         charged: int,
         reference: str | None,
+        key: str | None = None,
     ) -> WalletTransaction:
         def plan(snap: Snapshot) -> Plan:
             acct = snap.account(account)
@@ -257,14 +291,16 @@ class DebitOps:
             if charged:
                 at = intent_key(program, account, txn_id)
                 intent = read_charge(snap.store, at)
-                if intent is None or intent.status != CHARGE_PENDING:
+                # the intent of this attempt's charge: another attempt's (after
+                # reconcile cancelled this one's) records a charge of its own
+                if intent is None or intent.status != CHARGE_PENDING or intent.charge_key != key:
                     raise PaymentDeclined(
                         f"the charge for transaction {txn_id} was cancelled by reconcile; "
                         "retry the debit with a new transaction id"
                     )
                 legs.append(Leg(EXTERNAL, CASH, -charged))
                 redeemed[CASH] += charged
-                actions.append(drop_pending_charge(at))
+                actions.append(drop_pending_charge(at, key))
                 details["charge"] = {"amount": charged, "reference": reference}
             legs += [Leg(REDEMPTION, f, x) for f, x in redeemed.items()]
             marks = wallet_marks(

@@ -31,11 +31,13 @@ from tallybook.store.port import (
     ITEM_ABSENT,
     Add,
     Compare,
+    Condition,
     Delete,
     Exists,
     Item,
     ItemStore,
     Key,
+    NotExists,
     Put,
     Remove,
     Set,
@@ -390,18 +392,38 @@ def read_charge(store: ItemStore, key: Key) -> ChargeIntent | None:
     return None if item is None else charge_of(item)
 
 
-def drop_pending_charge(key: Key) -> Delete:
-    """Remove a charge intent still pending (a debit that committed or gave up)."""
-    return Delete(key, Compare("status", "=", CHARGE_PENDING))
+def _of_key(charge_key: str | None) -> list[Condition]:
+    """The intent is the one of ``charge_key`` (an intent written before keys were
+    per intent has no ``charge_key``: its key is the transaction's own)."""
+    if charge_key is None:
+        return []
+    return [any_of(Compare("charge_key", "=", charge_key), NotExists("charge_key"))]
 
 
-def cancelling_charge(key: Key) -> Update:
-    """Reconcile takes a pending charge intent (again, after a crash) to refund it."""
+def drop_pending_charge(key: Key, charge_key: str | None = None) -> Delete:
+    """Remove a charge intent still pending (a debit that committed or gave up), and
+    only the one of ``charge_key`` when given."""
+    return Delete(key, all_of(Compare("status", "=", CHARGE_PENDING), *_of_key(charge_key)))
+
+
+def cancelling_charge(key: Key, charge_key: str | None = None) -> Update:
+    """Reconcile (or the debit giving up on its charge) takes a pending charge intent
+    (again, after a crash) to refund it; only the one of ``charge_key`` when given."""
     return Update(
         key,
         (Set("status", CHARGE_CANCELLING),),
-        any_of(Compare("status", "=", CHARGE_PENDING), Compare("status", "=", CHARGE_CANCELLING)),
+        all_of(
+            any_of(
+                Compare("status", "=", CHARGE_PENDING), Compare("status", "=", CHARGE_CANCELLING)
+            ),
+            *_of_key(charge_key),
+        ),
     )
+
+
+def drop_charge(key: Key, charge_key: str) -> Delete:
+    """Remove the charge intent of ``charge_key`` once its charge was refunded."""
+    return Delete(key, all_of(Exists("status"), *_of_key(charge_key)))
 
 
 def read_charges(store: ItemStore, program: str, account: str) -> list[ChargeIntent]:
