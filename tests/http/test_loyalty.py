@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -145,3 +146,30 @@ def test_an_earn_naming_the_programs_currency_replays_one_that_left_it_out(
     assert other.status_code in (409, 422)
     balances = app_client.get("/v1/accounts/alice/balances", headers=write_headers).json()
     assert {b["fund"]: b["balance"] for b in balances["balances"]}["points"] == 10
+
+
+def test_an_earns_lot_expires_is_written_as_every_other_time(
+    app_client: TestClient,
+    write_headers: Headers,
+    admin_headers: Headers,
+    open_account: Callable[..., Any],
+) -> None:
+    """docs/http.md "Times": an earn answered its lot's expiry as ``...+00:00``
+    (its stored form) where every other time, the same lot's expiry on the
+    expiring page included, is ``...Z``; it is now ``...Z`` too, in the earn's
+    answer, its replay and its transaction's details."""
+    _setup(app_client, admin_headers, open_account)
+    body = {"order_id": "o-1", "amount": 12000}
+    first = app_client.post("/v1/accounts/alice/earn", json=body, headers=write_headers).json()
+    again = app_client.post("/v1/accounts/alice/earn", json=body, headers=write_headers).json()
+    lot = app_client.get("/v1/accounts/alice/expiring?days=10", headers=write_headers).json()
+    lot = lot["lots"][0]
+    # the format of the lot's earned_at (and of every time the store keeps)
+    form = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+    assert form.fullmatch(lot["earned_at"])
+    for answer in (first, again):
+        assert form.fullmatch(answer["lot_expires"]), answer["lot_expires"]
+        assert answer["transaction"]["details"]["lot_expires"] == answer["lot_expires"]
+        assert datetime.fromisoformat(answer["lot_expires"]) == datetime.fromisoformat(
+            lot["expires"]
+        )

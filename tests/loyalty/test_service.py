@@ -405,9 +405,7 @@ def test_a_used_up_lot_does_not_hold_back_the_expiry_of_later_ones(
     assert loyal.loyalty.earn("shop", "alice", "o3", 1000).lot_expires == "never"
     loyal.loyalty.redeem("shop", "alice", 30, "mug", txn_id="r1")  # every lot used up
     r = loyal.loyalty.earn("shop", "alice", "o4", 1000)
-    assert r.lot_expires == (clock.now() + timedelta(days=10)).strftime(
-        "%Y-%m-%dT%H:%M:%S.%f+00:00"
-    )
+    assert r.lot_expires == (clock.now() + timedelta(days=10)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     clock.advance(timedelta(days=11))
     assert loyal.loyalty.expire("shop").points == 10
     assert loyal.loyalty.status("shop", "alice").balance == 0

@@ -78,6 +78,7 @@ from tallybook.services.loyalty.values import (
     TierChangePage,
     config_of,
     load_toml,
+    lot_time,
     order_txn_id,
     scoped_txn_id,
 )
@@ -234,7 +235,7 @@ class LoyaltyService:
                     "multiplier": str(q.multiplier),
                     "bonus": q.bonus,
                     "campaigns": list(q.campaigns),
-                    "lot_expires": expires,
+                    "lot_expires": lot_time(expires),
                     "tier": decision.tier,
                     "previous_tier": decision.previous,
                 }

@@ -16,9 +16,11 @@ from typing import cast
 from tallybook.domain.ids import check_id
 from tallybook.domain.loyalty import LoyaltyConfig, parse_config
 from tallybook.domain.model import Program, Transaction
+from tallybook.domain.tiers import NEVER
 from tallybook.errors import ConfigError, ValidationError
-from tallybook.store.records.codec import LAYOUT
+from tallybook.store.records.codec import LAYOUT, iso
 from tallybook.store.records.loyalty import TierChange as TierChange
+from tallybook.store.records.loyalty import parse_expiry
 
 ORDER_PREFIX = "order:"
 MAX_ORDER_ID = 128 - len(ORDER_PREFIX)
@@ -39,6 +41,14 @@ def scoped_txn_id(prefix: str, account: str, suffix: str) -> str:
     if len(txn) <= 128:
         return txn
     return f"{prefix}:{hashlib.sha256(account.encode()).hexdigest()[:32]}:{suffix}"
+
+
+def lot_time(expires: str | None) -> str | None:
+    """A lot's expiry as the product writes times (``2026-01-31T12:00:00.000000Z``),
+    from its stored form (``...+00:00``, which sorts as text); ``never`` stays."""
+    if expires is None or expires == NEVER:
+        return expires
+    return iso(cast(datetime, parse_expiry(expires)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +75,7 @@ class EarnResult:
             points=d["points"],
             tier=d["tier"],
             previous_tier=d.get("previous_tier"),
-            lot_expires=d.get("lot_expires"),
+            lot_expires=lot_time(d.get("lot_expires")),
             campaigns=tuple(d.get("campaigns") or ()),
             transaction=txn,
         )
