@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 import pytest
 
@@ -11,7 +12,8 @@ from tallybook.ledger import Ledger
 from tallybook.reliability.faults import FaultyStore
 from tallybook.services.clock import ManualClock
 from tallybook.store import keys
-from tallybook.store.port import ItemStore, Key, Set
+from tallybook.store.forwarding import ForwardingStore
+from tallybook.store.port import Item, ItemStore, Key, Set
 
 from .ledger_helpers import PROGRAM, open_accounts
 
@@ -156,3 +158,35 @@ def _us_of(store: ItemStore, account: str, fund: str, seq: int) -> int:
         if sk.startswith(keys.entry_prefix(fund)) and item["seq"] == seq:
             return int(sk.split("#")[2])
     raise AssertionError("entry not found")
+
+
+class _KeysRead(ForwardingStore):
+    """Counts the keys each ``batch_get`` asks for."""
+
+    def __init__(self, inner: ItemStore) -> None:
+        super().__init__(inner)
+        self.batches: list[int] = []
+
+    def batch_get(self, keys: Sequence[Key], *, consistent: bool = True) -> list[Item]:
+        self.batches.append(len(keys))
+        return super().batch_get(keys, consistent=consistent)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
+def test_one_system_balance_reads_only_that_accounts_shards(
+    store: ItemStore, clock: ManualClock
+) -> None:
+    """``system_balance`` of one account read the shards of all five (80 keys);
+    it now reads its own 16, and the answer is the same."""
+    counted = _KeysRead(store)
+    ledger = Ledger(counted, clock=clock)
+    ledger.programs.create(PROGRAM)
+    _workload(ledger)
+    everything = ledger.transactions.system_balances(PROGRAM)
+    for system in SYSTEM_ACCOUNTS:
+        counted.batches.clear()
+        assert ledger.transactions.system_balance(PROGRAM, system) == everything[system]
+        shards = len(keys.system_shards(PROGRAM, system))
+        assert shards == 16
+        # the shards, then the heads of the program's 3 accounts
+        assert counted.batches == [shards, 3], system

@@ -295,21 +295,26 @@ class TransactionService:
         self.engine.programs.get(program)  # NotFound for an unknown program
         if account not in SYSTEM_ACCOUNTS:
             raise NotFound(f"unknown system account {account}")
-        return self.system_balances(program)[account]
+        return self._system_totals(program, (account,))[account]
 
     def system_balances(self, program: str) -> dict[str, dict[str, int]]:
         """Every system account's balance per fund (see :meth:`system_balance`)."""
         self.engine.programs.get(program)  # NotFound for an unknown program
-        totals: dict[str, dict[str, int]] = {a: {} for a in SYSTEM_ACCOUNTS}
-        for system in SYSTEM_ACCOUNTS:
+        return self._system_totals(program, SYSTEM_ACCOUNTS)
+
+    def _system_totals(self, program: str, systems: Sequence[str]) -> dict[str, dict[str, int]]:
+        """The balances per fund of ``systems``: their own shards (16 keys each), then
+        their side of the postings counted on every head of the program."""
+        totals: dict[str, dict[str, int]] = {a: {} for a in systems}
+        for system in systems:
             for fund, amount in records.system_shard_totals(self.store, program, system).items():
                 totals[system][fund] = totals[system].get(fund, 0) + amount
         ids = [str(i["account"]) for i in records.iter_directory(self.store, program)]
         for start in range(0, len(ids), 100):
             for head in records.read_heads(self.store, program, ids[start : start + 100]):
                 for (system, fund), amount in head.system.items():
-                    bucket = totals.setdefault(system, {})
-                    bucket[fund] = bucket.get(fund, 0) + amount
+                    if system in totals:
+                        totals[system][fund] = totals[system].get(fund, 0) + amount
         return totals
 
 
