@@ -515,3 +515,19 @@ def test_expiring_points_never_exceed_what_the_member_has_left(
     clock.advance(timedelta(days=3))
     assert loyal.loyalty.expire("shop").points == 20
     assert loyal.accounts.balances("shop", "alice")[0].balance == 0
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
+def test_the_warning_counts_every_lot_the_expiring_query_does(
+    loyal: Ledger, clock: ManualClock, events: list[LedgerEvent]
+) -> None:
+    """The PointsExpiring warning read at most 100 lots where the expiring query
+    (and the job) take every lot: with 120 lots due it warned of 100 of them."""
+    for i in range(120):
+        loyal.loyalty.earn("shop", "alice", f"o{i}", 100)  # 1 point each (2 at silver)
+    clock.advance(timedelta(days=8))  # within the 3-day warning
+    assert loyal.loyalty.expire("shop").warned == 1
+    warning = [e for e in events if e.type == "PointsExpiring"][-1]
+    page = loyal.loyalty.expiring_page("shop", "alice")
+    assert page.points == 140  # 100 at 1, then 20 at silver's 2
+    assert (warning.payload["points"], warning.payload["lots"]) == (140, 120)

@@ -30,7 +30,7 @@ from tallybook.errors import NotFound
 from tallybook.services.events import LedgerEvent
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
-from tallybook.services.loyalty.lots import due_lots, lots_until, within_available
+from tallybook.services.loyalty.lots import due_lots, expiring_lots
 from tallybook.services.loyalty.tiers import (
     announce,
     apply_tier,
@@ -264,10 +264,8 @@ class ExpiryJob:
             return 0
         state = MemberState.from_value(acct.attributes.get("loyalty"))
         cfg = config_of(self.core.programs.get(program))
-        lots = within_available(
-            lots_until(self.store, program, cfg.fund, account, state, horizon),
-            acct.fund(cfg.fund).available,
-        )
+        available = acct.fund(cfg.fund).available
+        lots = expiring_lots(self.store, program, cfg.fund, account, state, horizon, available)
         if not lots:
             return 0
         first = lots[0]
@@ -288,6 +286,16 @@ class ExpiryJob:
             )
         )
         return 1
+
+
+def settled_head(core: LedgerCore, program: str, head: Account) -> Account:
+    """The member's ``head`` once their lots past their date are expired (read again
+    only when ``head`` shows that one may be; NotFound if the account is gone)."""
+    state = MemberState.from_value(head.attributes.get("loyalty"))
+    if not lots_may_be_due(state, core.clock.now()):
+        return head
+    ExpiryJob(core).settle(program, head.id)
+    return core.accounts.get(program, head.id)
 
 
 def _expire_txn(account: str, last: int) -> str:
@@ -323,23 +331,15 @@ def review_tiers(
 def _review(core: LedgerCore, program: str, account: str) -> bool:
     """Apply the downgrade rule to one member; True when the tier changed."""
     try:
-        head = core.accounts.get(program, account)
+        before = core.accounts.get(program, account)
+        # points past their date count for nothing: expire them first (the expiry
+        # decides the tier too, and may be what moves it)
+        head = settled_head(core, program, before)
     except NotFound:
         return False
     cfg = config_of(core.programs.get(program))
     state = MemberState.from_value(head.attributes.get("loyalty"))
-    expired_moved = False
-    if lots_may_be_due(state, core.clock.now()):
-        # points past their date count for nothing: expire them first (the expiry
-        # decides the tier too, and may be what moves it)
-        ExpiryJob(core).settle(program, account)
-        try:
-            head = core.accounts.get(program, account)
-        except NotFound:
-            return False
-        tier = state.tier
-        state = MemberState.from_value(head.attributes.get("loyalty"))
-        expired_moved = state.tier != tier
+    expired_moved = state.tier != MemberState.from_value(before.attributes.get("loyalty")).tier
     now = core.clock.now()
     balance = head.fund(cfg.fund).balance
     qualifying = qualifying_points(cfg, state, now, balance)

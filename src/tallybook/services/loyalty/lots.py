@@ -6,6 +6,7 @@ expired yet: the plan raises :class:`LotsDue`, the caller expires them
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -63,6 +64,22 @@ def within_available(lots: list[ExpiringLot], available: int) -> list[ExpiringLo
         left -= points
         out.append(lot if points == lot.points else replace(lot, points=points))
     return out
+
+
+def expiring_lots(
+    store: ItemStore,
+    program: str,
+    fund: str,
+    account: str,
+    state: MemberState,
+    until: datetime,
+    available: int,
+) -> list[ExpiringLot]:
+    """Every lot due by ``until`` as the expiry job will take it (:func:`within_available`
+    of :func:`lots_until`, however many lots): what the expiring query, the
+    PointsExpiring warning and a posting's tier check count alike."""
+    lots = lots_until(store, program, fund, account, state, until, limit=sys.maxsize)
+    return within_available(lots, available)
 
 
 class LotsDue(Exception):

@@ -8,7 +8,6 @@ cumulative end of the last lot shown.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,7 +16,7 @@ from tallybook.domain.loyalty import LoyaltyConfig
 from tallybook.domain.model import Account
 from tallybook.domain.tiers import MemberState, qualifying_points
 from tallybook.errors import StoreValidationError
-from tallybook.services.loyalty.lots import lots_until, within_available
+from tallybook.services.loyalty.lots import expiring_lots
 from tallybook.services.loyalty.values import MemberStanding
 from tallybook.store.port import ItemStore, Value
 from tallybook.store.queries import cursor_number, encode_cursor
@@ -49,13 +48,11 @@ def expiring_page(
     cursor: str | None,
 ) -> ExpiringPage:
     """One page of lots expiring by ``horizon``, oldest first, with the total of all
-    (at most ``available``, the member's available points: :func:`within_available`)."""
+    (at most ``available``, the member's available points: :func:`expiring_lots`)."""
     after, position = cursor_number(cursor, "after") if cursor else (0, {})
     if position.get("account", account) != account:  # another member's: it would skip lots
         raise StoreValidationError("cursor does not belong to this query")
-    every = within_available(
-        lots_until(store, program, fund, account, state, horizon, limit=sys.maxsize), available
-    )
+    every = expiring_lots(store, program, fund, account, state, horizon, available)
     rest = [lot for lot in every if lot.cum_end > after]
     page = rest[:limit]
     more = len(rest) > limit

@@ -33,7 +33,6 @@ from tallybook.domain.postings import check_metadata
 from tallybook.domain.tiers import (
     MemberState,
     lot_expiry,
-    lots_may_be_due,
     record_earn,
 )
 from tallybook.domain.times import check_optional_time
@@ -55,6 +54,7 @@ from tallybook.services.loyalty.jobs import (
     Progress,
     ReviewReport,
     review_tiers,
+    settled_head,
 )
 from tallybook.services.loyalty.lots import LotsDue, Settled
 from tallybook.services.loyalty.pages import ExpiringPage, expiring_page
@@ -356,12 +356,7 @@ class LoyaltyService:
     def _settled_head(self, program: str, account: str) -> Account:
         """The member's account head once their lots past their date are expired
         (read again only when the head shows that one may be)."""
-        acct = self.core.accounts.get(program, account)
-        state = MemberState.from_value(acct.attributes.get("loyalty"))
-        if lots_may_be_due(state, self.core.clock.now()):
-            self._settle_due(program, account)
-            acct = self.core.accounts.get(program, account)
-        return acct
+        return settled_head(self.core, program, self.core.accounts.get(program, account))
 
     def _settling(
         self, program: str, account: str, settled: Settled, write: Callable[[], Transaction]

@@ -12,7 +12,6 @@ which the composition root hands the posting engine with :func:`attach`).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -34,7 +33,7 @@ from tallybook.services.events import EventBus, LedgerEvent
 from tallybook.services.ledger.accounts import check_limit
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Committed, Plan, PostingEngine, Snapshot
-from tallybook.services.loyalty.lots import lots_until, within_available
+from tallybook.services.loyalty.lots import expiring_lots
 from tallybook.services.loyalty.pages import standings
 from tallybook.services.loyalty.values import (
     MemberPage,
@@ -197,10 +196,8 @@ def _overdue(
 ) -> list[ExpiringLot]:
     """The member's lots past their date as the expiry job (or their next loyalty
     operation) will expire them: oldest first, at most what is available."""
-    lots = lots_until(
-        snap.store, snap.program.id, cfg.fund, account, state, snap.now, limit=sys.maxsize
-    )
-    return within_available(lots, acct.fund(cfg.fund).available)
+    available = acct.fund(cfg.fund).available
+    return expiring_lots(snap.store, snap.program.id, cfg.fund, account, state, snap.now, available)
 
 
 def attach(engine: PostingEngine, events: EventBus) -> None:
