@@ -212,10 +212,13 @@ class ExpiryJob:
             # points redeemed meanwhile moved lots_used: only the rest expires, and
             # never more than is available (points debited outside loyalty)
             points = max(0, min(last - state.lots_used, fund.available))
-            if not points:
-                # redeemed meanwhile, or debited outside loyalty: write nothing rather
-                # than an empty transaction in the member's history
+            if last <= state.lots_used:
+                # redeemed meanwhile: nothing expires and nothing moves, so write
+                # nothing rather than an empty transaction in the member's history
                 raise _NothingExpires
+            # points == 0: the lots' points were debited outside loyalty. Nothing
+            # expires, but the counters still move past the lots (a transaction
+            # without legs): left due, they would expire the member's next points
             new_state = replace(
                 state,
                 lots_used=max(state.lots_used, last),
@@ -224,10 +227,11 @@ class ExpiryJob:
                 next_expiry=None,
             )
             new_state = with_next_expiry(new_state, following)
-            p = Plan(type=TxnType.EXPIRE, owner=account)
+            p = Plan(type=TxnType.EXPIRE, owner=account, allow_empty=not points)
             if expired[0].partner:
                 p.metadata = {"partner": expired[0].partner}
-            p.legs = [Leg(account, cfg.fund, -points), Leg(EXPIRY, cfg.fund, points)]
+            if points:
+                p.legs = [Leg(account, cfg.fund, -points), Leg(EXPIRY, cfg.fund, points)]
             balance = fund.balance - points
             decision = apply_tier(
                 p,
