@@ -42,9 +42,13 @@ class EventBus:
     def subscribe(self, subscriber: Subscriber) -> None:
         self._subscribers.append(subscriber)
 
-    def publish(self, event: LedgerEvent) -> None:
+    def publish(self, event: LedgerEvent) -> bool:
+        """Hand ``event`` to every subscriber; False if one of them failed (logged)."""
+        ok = True
         for subscriber in self._subscribers:
             try:
                 subscriber(event)
             except Exception:
+                ok = False
                 log.exception("event subscriber failed for %s on %s", event.type, event.account)
+        return ok

@@ -13,6 +13,7 @@ to ``@expiry`` in the same transaction (see ``wallet_settle``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,6 +35,7 @@ from tallybook.domain.wallet import (
     hold_deadline,
 )
 from tallybook.errors import (
+    ConditionFailed,
     IdempotencyConflict,
     InsufficientFunds,
     InvalidState,
@@ -74,6 +76,7 @@ from tallybook.store.records.wallet import (
     read_holds,
     spend_grant,
     takes_value,
+    undue_settled_hold,
 )
 
 T = TypeVar("T")
@@ -377,23 +380,39 @@ class HoldOps:
             ) from None
 
     def expire(self, program: str, account: str, hold_id: str) -> HoldResult:
-        """Expire a debit hold or release a held credit, once its deadline passed."""
+        """Expire a debit hold or release a held credit, once its deadline passed.
+
+        The hold stays in the due index until its ``HoldExpired`` is raised (and the
+        engine's listeners dismissed a ``LowBalance`` it topped up): a crash in
+        between leaves it there, and the next job's call replays the settlement,
+        whose replay listeners and this raising (under the hold's key: once) make
+        up what was lost. A failing notification write also keeps it there."""
         hold = self.get(program, account, hold_id)
         op = "release" if hold.kind is HoldKind.CREDIT else "expire"
         try:
             result = self._settle(program, account, hold_id, op, None)
         except HoldNotActive as exc:
             return HoldResult(exc.hold, None)
-        if op == "expire" and result.transaction is not None and not result.transaction.replay:
-            self.events.publish(
+        txn = result.transaction
+        if txn is None:
+            return result
+        raised = True
+        if op == "expire":
+            raised = self.events.publish(
                 LedgerEvent(
                     program,
                     account,
                     "HoldExpired",
                     {"hold_id": hold_id, "amount": hold.amount, "deadline": iso(hold.deadline)},
                     source_id=hold_id,
+                    occurred_at=txn.created_at,
                 )
             )
+        if raised:
+            with contextlib.suppress(ConditionFailed):  # out of the index already
+                self.store.transact_write(
+                    [undue_settled_hold(hold_key(program, account, hold_id), result.hold.status)]
+                )
         return result
 
     def _settle(

@@ -131,7 +131,8 @@ class WalletJobs:
         return report
 
     def expire_holds(self, program: str, *, progress: Progress | None = None) -> ReconcileReport:
-        """Holds past their deadline: expire debits, release held credits."""
+        """Holds past their deadline: expire debits, release held credits; and raise
+        again what an expiry or release still in the index did not notify."""
         self.core.programs.get(program)
         report = ReconcileReport()
         for row in due_rows(self.store, program, DUE_HOLD, self.core.clock.now()):
@@ -141,6 +142,10 @@ class WalletJobs:
             if item is None:
                 continue
             hold = hold_from_item(item)
+            if hold.status in (HoldStatus.EXPIRED, HoldStatus.RELEASED) and is_due(item):
+                # settled, but what it notifies was not done (a crash): replay it
+                self.holds.expire(program, hold.account, hold.id)
+                continue
             if hold.status is not HoldStatus.ACTIVE:
                 continue
             if self.core.engine.existing(program, hold.id) is None:

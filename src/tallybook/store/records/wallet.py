@@ -306,8 +306,11 @@ def finish_hold(
     now: datetime,
     captured: dict[str, int] | None = None,
 ) -> Update:
-    """Settle an active hold: out of the due index, kept readable for a while."""
+    """Settle an active hold, kept readable for a while. A capture or void leaves the
+    due index with it; an expiry or release stays in it until what it notifies is
+    done (:func:`undue_settled_hold`), so a crash in between is found again."""
     captured = captured or {}
+    undue = () if status in _NOTIFIED_AFTER else _undue()
     return Update(
         keys.wallet_hold(program, hold.account, hold.id),
         (
@@ -316,10 +319,20 @@ def finish_hold(
             Set("captured_funds", cast(Value, captured)),
             Set("finished_at", iso(now)),
             Set("ttl", int((now + HOLD_RETENTION).timestamp())),
-            *_undue(),
+            *undue,
         ),
         Compare("status", "=", str(HoldStatus.ACTIVE)),
     )
+
+
+#: settlements whose notifications (``HoldExpired``, a ``LowBalance`` dismissal)
+#: the jobs raise again while the hold is still in the due index
+_NOTIFIED_AFTER = frozenset((HoldStatus.EXPIRED, HoldStatus.RELEASED))
+
+
+def undue_settled_hold(key: Key, status: HoldStatus) -> Update:
+    """An expired or released hold leaves the due index once its notifications are done."""
+    return Update(key, _undue(), all_of(Compare("status", "=", str(status)), Exists(_DUE_ATTRS[0])))
 
 
 def read_hold(store: ItemStore, program: str, account: str, hold_id: str) -> Hold | None:
