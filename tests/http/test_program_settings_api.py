@@ -45,6 +45,12 @@ def test_low_balance_threshold_over_http(
     assert [n["type"] for n in listed["notifications"]] == ["LowBalance"]
     r = app_client.put(URL, json={"threshold": None}, headers=admin_headers)
     assert r.json()["low_balance_threshold"] is None
+    # cleared: the LowBalance it raised is not true any more
+    listed = app_client.get("/v1/accounts/alice/notifications", headers=write_headers).json()
+    assert listed["notifications"] == []
+    history = app_client.get("/v1/accounts/alice/notifications/history", headers=write_headers)
+    (gone,) = history.json()["notifications"]
+    assert (gone["status"], gone["dismiss_reason"]) == ("dismissed", "threshold_changed")
     bad = [
         ("/v1/program/funds/miles/low-balance-threshold", {"threshold": 1}, 404),
         (URL, {"threshold": -1}, 422),

@@ -441,7 +441,10 @@ def test_an_expiry_given_in_another_zone_is_answered_in_utc(
         ({"by": 5}, "by must be a string of 1 to 128"),
         ({"by": ""}, "by must be a string of 1 to 128"),
         ({"by": "x" * 129}, "by must be a string of 1 to 128"),
-        ({"reason": "bogus"}, "reason must be one of superseded, user, rule, topped_up"),
+        (
+            {"reason": "bogus"},
+            "reason must be one of superseded, user, rule, topped_up, threshold_changed",
+        ),
         ({"reason": 5}, "reason must be one of"),
         # TypeError: 'int' object is not callable
         ({"where": 5}, "where must be a function"),

@@ -260,6 +260,8 @@ def dismissal(n: Notification) -> str:
             return f"Dismissed by notification {by}, whose type's rule dismisses {n.type}."
         case DismissReason.TOPPED_UP:
             return f"Dismissed when the fund was topped up again (transaction {by})."
+        case DismissReason.THRESHOLD_CHANGED:
+            return "Dismissed when the fund's low-balance threshold was cleared or lowered."
         case None:
             return "Expired." if n.status == Status.EXPIRED else ""
         case other:

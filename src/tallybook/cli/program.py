@@ -106,7 +106,9 @@ def threshold(
 ) -> None:
     """Set (or --clear) the balance below which FUND raises a LowBalance notification.
 
-    A top-up above it removes the notification again. Applies from the next posting.
+    A top-up above it removes the notification again. Applies from the next posting;
+    an active LowBalance about FUND is dismissed now if FUND is at or above the new
+    threshold, or the threshold is cleared.
 
     Example: tallybook program threshold shop cash 500
     """

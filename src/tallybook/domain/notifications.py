@@ -61,6 +61,9 @@ class DismissReason(StrEnum):
     RULE = "rule"
     #: the ledger saw the fund back at or above its threshold
     TOPPED_UP = "topped_up"
+    #: the fund's low-balance threshold was cleared, or changed to one the fund
+    #: is at or above now
+    THRESHOLD_CHANGED = "threshold_changed"
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -31,6 +31,9 @@ MAX_PROGRAM_NAME = 200
 #: rewrites the whole head, paying 1 WCU per KB)
 MAX_FUNDS = 100
 
+#: runs after a fund's low-balance threshold is set or cleared: (program, fund)
+ThresholdListener = Callable[[Program, str], None]
+
 
 class ProgramService:
     def __init__(self, store: ItemStore, clock: Clock) -> None:
@@ -38,6 +41,12 @@ class ProgramService:
         self.clock = clock
         self._cache: dict[str, tuple[float, Program]] = {}
         self._lock = threading.Lock()
+        self.threshold_listeners: list[ThresholdListener] = []
+
+    def on_threshold_change(self, listener: ThresholdListener) -> None:
+        """``listener`` runs after each :meth:`set_low_balance_threshold` (the
+        notifications dismiss the LowBalance the new threshold makes untrue)."""
+        self.threshold_listeners.append(listener)
 
     def create(
         self,
@@ -122,7 +131,11 @@ class ProgramService:
         self, program_id: str, fund: str, threshold: int | None
     ) -> Program:
         """Raise ``LowBalance`` when ``fund``'s available amount drops below ``threshold``
-        (minor units; ``None`` stops it). Applies to postings from now on."""
+        (minor units; ``None`` stops it). Applies to postings from now on; an active
+        ``LowBalance`` about the fund is dismissed by the listeners when the fund is
+        at or above the new threshold, or the threshold is cleared. A listener's
+        store error is raised after the threshold is stored: setting it again
+        (the same call) finishes the dismissals."""
         check_threshold(threshold)
         current = self.get(program_id, fresh=True)
         if current.fund(fund) is None:
@@ -131,7 +144,10 @@ class ProgramService:
             replace(f, low_balance_threshold=threshold) if f.name == fund else f
             for f in current.funds
         )
-        return self._store(replace(current, funds=funds))
+        updated = self._store(replace(current, funds=funds))
+        for listener in self.threshold_listeners:
+            listener(updated, fund)
+        return updated
 
     def _store(self, updated: Program) -> Program:
         self.store.transact_write([program_replace(updated)])

@@ -20,6 +20,7 @@ at or above its threshold now.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 from collections.abc import Callable
 from datetime import timedelta
@@ -38,6 +39,8 @@ from tallybook.domain.notifications import (
 )
 from tallybook.services.events import EventBus, LedgerEvent
 from tallybook.services.ledger.postings import Committed, PostingEngine, Replayed
+from tallybook.store.records import notifications as items
+from tallybook.store.records.accounts import account_ids
 
 if TYPE_CHECKING:
     from tallybook.services.notifications.service import NotificationService
@@ -64,9 +67,13 @@ def attach(service: NotificationService, *, engine: PostingEngine, events: Event
     def on_event(event: LedgerEvent) -> None:
         ledger_event(service, event)
 
+    def on_threshold(program: Program, fund: str) -> None:
+        threshold_changed(service, program, fund)
+
     engine.subscribe(on_committed)
     engine.subscribe_replays(on_replayed)
     events.subscribe(on_event)
+    service.programs.on_threshold_change(on_threshold)
 
 
 def low_balance(service: NotificationService, event: Committed) -> None:
@@ -121,6 +128,46 @@ def low_balance_replayed(service: NotificationService, event: Replayed) -> None:
                 _raise(service, program, account, fund, state, threshold, txn)
 
 
+def threshold_changed(service: NotificationService, program: Program, fund: str) -> int:
+    """Dismiss each active LowBalance about ``fund`` that the fund's new threshold
+    makes untrue: all of them when it was cleared, else those of accounts whose
+    available amount is at or above it now (reason ``threshold_changed``, by
+    ``threshold``). One that is still below stays, with the payload it was
+    raised with. How many were dismissed.
+
+    Reads the program's account directory, the accounts' active LowBalance rows
+    (one batch per 100 accounts) and the head of each account that has one about
+    the fund: a job's cost, paid once per change of a threshold."""
+    spec = program.fund(fund)
+    threshold = spec.low_balance_threshold if spec else None
+    dismissed = 0
+    ids = account_ids(service.store, program.id)
+    while batch := list(itertools.islice(ids, _BATCH)):
+        now = service.clock.now()
+        for row in items.read_active_of(service.store, program.id, batch, LOW_BALANCE):
+            n = items.from_item(row, now)
+            if not items.live(row, now) or n.payload.get("fund") != fund:
+                continue
+            if threshold is not None:
+                head = service.accounts.get(program.id, n.account)
+                if head.fund(fund).available < threshold:
+                    continue
+            done = service.dismiss_type(
+                program.id,
+                n.account,
+                LOW_BALANCE,
+                by="threshold",
+                reason=DismissReason.THRESHOLD_CHANGED,
+                where=_is(n.id),
+            )
+            dismissed += done is not None
+    return dismissed
+
+
+#: accounts whose active LowBalance rows one batch read asks for
+_BATCH = 100
+
+
 def available_deltas(txn: Transaction) -> dict[tuple[str, str], int]:
     """(account, fund) -> how much a transaction changed the available amount: its
     customer legs, minus what it held (``details.held`` of ``details.account``:
@@ -172,6 +219,11 @@ def ledger_event(service: NotificationService, event: LedgerEvent) -> None:
     key = event_key(event.type, event.source_id) if event.source_id else None
     payload = check_payload(dict(event.payload))
     service.add_to(program, event.account, check_type(event.type), payload, key, None)
+
+
+def _is(nid: str) -> Callable[[Notification], bool]:
+    """Only the notification read, not one raised since."""
+    return lambda n: n.id == nid
 
 
 def _about(fund: str) -> Callable[[Notification], bool]:

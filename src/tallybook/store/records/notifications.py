@@ -92,6 +92,13 @@ def read_actives(store: ItemStore, program: str, account: str, types: Sequence[s
     return store.batch_get([active_key(program, account, t) for t in types])
 
 
+def read_active_of(
+    store: ItemStore, program: str, accounts: Sequence[str], type_: str
+) -> list[Item]:
+    """The active rows of one type of several accounts (one batch)."""
+    return store.batch_get([active_key(program, a, type_) for a in accounts]) if accounts else []
+
+
 def active_rows(store: ItemStore, program: str, account: str) -> Iterable[Item]:
     """Every active row of the account (one query: they share a sort-key prefix)."""
     return store.query_all(
