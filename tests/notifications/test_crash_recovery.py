@@ -11,7 +11,7 @@ SQLite and DynamoDB.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -19,10 +19,12 @@ from typing import Any
 import pytest
 
 from tallybook.domain.model import default_funds
+from tallybook.errors import TransactionConflict
 from tallybook.ledger import Ledger
 from tallybook.reliability.faults import Crash, CrashMode, FaultyStore
 from tallybook.services.clock import ManualClock
 from tallybook.services.notifications.delivery import RecordingDelivery
+from tallybook.store.port import Action, action_key
 
 P = "wal"
 _ids = itertools.count()
@@ -476,3 +478,27 @@ def test_a_hold_expired_by_a_read_that_crashed_is_notified_by_the_job(
     ]
     assert (gone.dismissed_by, gone.dismiss_reason) == ("bob-h:expire", "topped_up")
     assert len(wal.notifications.history(P, "bob").notifications) == 2
+
+
+def _notification_writes(actions: Sequence[Action]) -> bool:
+    return any(action_key(a).sk.startswith("N#") for a in actions)
+
+
+def test_a_warning_that_kept_conflicting_is_reported_and_the_next_run_raises_it(
+    shop: Ledger, clock: ManualClock
+) -> None:
+    """Under contention the PointsExpiring add gives up (TooManyRetries, logged): the
+    run reports it as failed, not as warned, and the next run raises it, once."""
+    shop.loyalty.earn("shop", "alice", "o1", 5_000)  # 50 points, base
+    clock.advance(timedelta(days=8))
+    faulty = FaultyStore(shop.store)
+    conflict = lambda: TransactionConflict("a concurrent writer")  # noqa: E731
+    faulty.fail_request(times=1000, match=_notification_writes, error=conflict)
+    report = Ledger(faulty, clock=clock).loyalty.expire("shop")
+    assert (report.warned, report.warnings_failed) == (0, 1)
+    assert shop.notifications.list("shop", "alice") == []
+    for _ in range(2):
+        report = shop.loyalty.expire("shop")
+        assert (report.warned, report.warnings_failed) == (1, 0)
+    (warning,) = shop.notifications.history("shop", "alice").notifications
+    assert (warning.type, warning.payload["points"]) == ("PointsExpiring", 50)

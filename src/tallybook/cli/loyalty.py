@@ -315,4 +315,9 @@ def expire(program: ProgramOption, store: StoreOption = None, as_json: JsonOptio
     console.print(
         f"expired {report.points} points in {report.lots} lots of {report.accounts} accounts "
         f"({report.days} day(s) read); warned {report.warned} account(s)"
+        + (
+            f"; {report.warnings_failed} warning(s) failed (logged): run it again"
+            if report.warnings_failed
+            else ""
+        )
     )

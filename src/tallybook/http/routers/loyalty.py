@@ -245,6 +245,7 @@ def run_expire(principal: AdminPrincipal, _: NoBody, ledger: LedgerDep) -> Expir
         points=r.points,
         transactions=r.transactions,
         warned=r.warned,
+        warnings_failed=r.warnings_failed,
     )
 
 

@@ -151,6 +151,7 @@ class ExpiryReportOut(_Out):
     points: int
     transactions: int
     warned: int
+    warnings_failed: int
 
 
 class ReviewReportOut(_Out):

@@ -56,7 +56,11 @@ class ExpiryReport:
     lots: int = 0
     points: int = 0
     transactions: int = 0
+    #: accounts warned (PointsExpiring raised, or raised before for the same points)
     warned: int = 0
+    #: accounts whose warning failed (kept conflicting, or a store error): logged;
+    #: the next run warns them, while the points are still ahead
+    warnings_failed: int = 0
 
 
 @dataclass
@@ -113,7 +117,7 @@ class ExpiryJob:
                 for account in due:
                     if account not in warned:
                         warned.add(account)
-                        report.warned += self._warn(program, account, horizon)
+                        self._warn(program, account, horizon, report)
             if progress:
                 progress(done, total)
         if past:
@@ -125,7 +129,7 @@ class ExpiryJob:
             for account in self._accounts_due(program, day):
                 if account not in warned:
                     warned.add(account)
-                    report.warned += self._warn(program, account, horizon)
+                    self._warn(program, account, horizon, report)
             if progress:
                 progress(done, total)
         return report
@@ -261,24 +265,24 @@ class ExpiryJob:
 
         return plan
 
-    def _warn(self, program: str, account: str, horizon: datetime) -> int:
+    def _warn(self, program: str, account: str, horizon: datetime, report: ExpiryReport) -> None:
         try:
             acct = self.core.accounts.get(program, account)
         except NotFound:
-            return 0
+            return
         state = MemberState.from_value(acct.attributes.get("loyalty"))
         cfg = config_of(self.core.programs.get(program))
         available = acct.fund(cfg.fund).available
         lots = expiring_lots(self.store, program, cfg.fund, account, state, horizon, available)
         if not lots:
-            return 0
+            return
         first = lots[0]
         payload: dict[str, Value] = {
             "points": sum(lot.points for lot in lots),
             "expires": iso(first.expires) if first.expires else None,
             "lots": len(lots),
         }
-        self.core.events.publish(
+        raised = self.core.events.publish(
             LedgerEvent(
                 program,
                 account,
@@ -289,7 +293,10 @@ class ExpiryJob:
                 source_id=f"expiring:{first.cum_end}:{payload['points']}:{len(lots)}",
             )
         )
-        return 1
+        if raised:
+            report.warned += 1
+        else:
+            report.warnings_failed += 1
 
 
 def settled_head(core: LedgerCore, program: str, head: Account) -> Account:
