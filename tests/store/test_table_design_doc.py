@@ -96,6 +96,6 @@ def test_a_system_balance_reads_what_the_doc_says(tmp_path: Path) -> None:
     row = next(line for line in DOC.splitlines() if line.startswith("| a system account's"))
     assert "the directory (16 `Query`s)" in row
     assert snap["query"].requests == 16
-    assert "plus 16 shard keys per system account (80, read as for all five)" in row
-    # one BatchGetItem of the 3 heads, 80 shard keys in batches of at most 100 keys
-    assert snap["batch_get"].priced_read_units == 3 + 80
+    assert "plus its 16 shard keys" in row
+    # one BatchGetItem of the 3 heads, then its own 16 shard keys
+    assert snap["batch_get"].priced_read_units == 3 + 16
