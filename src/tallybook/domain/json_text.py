@@ -33,7 +33,18 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+#: one decoder for every call: ``json.loads(raw, object_pairs_hook=...)`` builds a
+#: decoder and its scanner each time, which cost more than parsing a small body
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique)
+
+
 def loads_unique(raw: str | bytes) -> Any:
     """``json.loads(raw)``, raising :class:`RepeatedKey` for a key given twice in
     one object (and whatever ``json.loads`` raises for text that is not JSON)."""
-    return json.loads(raw, object_pairs_hook=_unique)
+    if isinstance(raw, str):
+        if raw.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", raw, 0)
+        return _DECODER.decode(raw)
+    if not isinstance(raw, (bytes, bytearray)):
+        raise TypeError(f"the JSON object must be str or bytes, not {type(raw).__name__}")
+    return _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))

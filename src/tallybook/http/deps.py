@@ -1,4 +1,4 @@
-"""Request dependencies shared by every router: the ledger, the caller, limits.
+r"""Request dependencies shared by every router: the ledger, the caller, limits.
 
 Conventions every router follows:
 
@@ -9,7 +9,9 @@ Conventions every router follows:
 - a POST or DELETE that takes no body says so with a :data:`NoBody` parameter
   (after the principal, so that a missing key is still a 401 first);
 - errors are raised as :mod:`tallybook.errors` classes and rendered as RFC 9457
-  problem+json by the app; never build error responses by hand.
+  problem+json by the app; never build error responses by hand;
+- a router's routes are :class:`ParsedBodyRoute`\s (``route_class``), which take
+  the JSON body the request middleware parsed instead of parsing it again.
 
 The dependencies are ``async`` and shallow on purpose: FastAPI runs a sync
 dependency in its thread pool (a thread hop per dependency per request) and
@@ -19,12 +21,13 @@ solves nested ``Depends`` one by one, which together cost more than a posting.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
-from fastapi import Depends, Header, HTTPException, Request
+from fastapi import Depends, Header, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 
 from tallybook.domain.ids import MAX_ID_LENGTH
 from tallybook.errors import Forbidden, Unauthorized
@@ -39,6 +42,7 @@ __all__ = [
     "IdempotencyKey",
     "LedgerDep",
     "NoBody",
+    "ParsedBodyRoute",
     "Principal",
     "ReadPrincipal",
     "WritePrincipal",
@@ -50,6 +54,26 @@ __all__ = [
 
 SCOPES = ("read", "write", "admin")
 T = TypeVar("T")
+#: ``scope["state"]`` key of a ``/v1`` JSON body as the request middleware read it
+#: (checking that no object gives a key twice); absent where it did not parse one
+PARSED_BODY = "parsed_body"
+
+
+class ParsedBodyRoute(APIRoute):
+    """A route that validates the JSON body the request middleware already
+    parsed (:data:`PARSED_BODY`) instead of parsing the bytes a second time
+    (FastAPI reads a body through ``request.json()``, which this fills in)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            state = request.scope.get("state")
+            if state is not None and PARSED_BODY in state:
+                request._json = state[PARSED_BODY]  # what request.json() returns
+            return await handler(request)
+
+        return route
 
 
 async def get_ledger(request: Request) -> Ledger:

@@ -57,7 +57,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tallybook.domain.ids import check_id
 from tallybook.errors import TallybookError
-from tallybook.http.deps import Principal, authenticate, run_blocking
+from tallybook.http.deps import PARSED_BODY, Principal, authenticate, run_blocking
 from tallybook.http.metrics import Metrics
 from tallybook.http.problems import scope_problem
 from tallybook.ledger import Ledger
@@ -99,10 +99,16 @@ def _self_answering(routes: Iterable[Any]) -> tuple[re.Pattern[str], ...]:
     return tuple(found)
 
 
-def fingerprint(method: str, path: str, query: bytes, body: bytes) -> str:
+_UNPARSED = object()
+
+
+def fingerprint(method: str, path: str, query: bytes, body: bytes, parsed: Any = _UNPARSED) -> str:
+    """The digest a replay must match: method, path, query and the body as
+    canonical JSON; ``parsed`` is the body already parsed, if it was."""
     try:
+        value = json.loads(body) if parsed is _UNPARSED else parsed
         canonical = json.dumps(
-            json.loads(body), sort_keys=True, separators=(",", ":"), ensure_ascii=True
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=True
         ).encode()
     except (ValueError, UnicodeDecodeError, RecursionError):
         canonical = body  # the route answers 400 malformed-json for it
@@ -209,7 +215,9 @@ class IdempotencyMiddleware:
         """Replay the stored response for ``idem_key``, or run the route and store its answer."""
         state = scope.setdefault("state", {})
         body = cast(bytes, state.get("body", b""))
-        fp = fingerprint(scope["method"], scope["path"], scope.get("query_string", b""), body)
+        parsed = state.get(PARSED_BODY, _UNPARSED)
+        query = scope.get("query_string", b"")
+        fp = fingerprint(scope["method"], scope["path"], query, body, parsed)
         responses = self.ledger.responses
         stored = await run_blocking(self.ledger, responses.get, principal.program, idem_key)
         if stored is not None:

@@ -37,6 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tallybook.domain.json_text import RepeatedKey, loads_unique
 from tallybook.errors import TallybookError
+from tallybook.http.deps import PARSED_BODY
 from tallybook.http.idempotency import replay_receive
 from tallybook.http.metrics import Metrics
 from tallybook.http.problems import (
@@ -284,7 +285,7 @@ class RequestMiddleware:
                 "Unsupported media type",
             )
             return None
-        repeated = _repeated_key(scope, body)
+        repeated = _parse_unique(scope, body)
         if repeated is not None:  # which one counts would be a guess: refused, never ignored
             await send_problem(
                 scope,
@@ -386,15 +387,17 @@ async def _refuse_repeated_parameter(scope: Scope, send: Send, name: str) -> Non
     )
 
 
-def _repeated_key(scope: Scope, body: bytes) -> str | None:
+def _parse_unique(scope: Scope, body: bytes) -> str | None:
     """A key a JSON object of a ``/v1`` body gives twice (the SNS route answers its
     own envelopes); ``None`` when there is none or the body is not JSON (the
-    route answers that)."""
+    route answers that). A body that parses is kept as
+    ``scope["state"][PARSED_BODY]``: the routes and the idempotency fingerprint
+    read it instead of parsing the bytes again."""
     path = scope["path"]
     if not body or not path.startswith("/v1/") or path in TEXT_JSON_PATHS:
         return None
     try:
-        loads_unique(body)
+        scope["state"][PARSED_BODY] = loads_unique(body)
     except RepeatedKey as exc:
         return exc.key
     except (ValueError, UnicodeDecodeError, RecursionError):

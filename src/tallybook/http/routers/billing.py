@@ -17,7 +17,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Header, Path, Query, Response, status
 
 from tallybook.domain.reports import kind_of_file
-from tallybook.http.deps import AdminPrincipal, LedgerDep, ReadPrincipal, WritePrincipal
+from tallybook.http.deps import (
+    AdminPrincipal,
+    LedgerDep,
+    ParsedBodyRoute,
+    ReadPrincipal,
+    WritePrincipal,
+)
 from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
 from tallybook.http.schemas.billing import (
     BillingRecordIn,
@@ -32,7 +38,7 @@ from tallybook.jobs import report_interval, reports_out
 from tallybook.services.billing.sinks import open_sink
 from tallybook.services.ledger.accounts import MAX_PAGE
 
-router = APIRouter(prefix="/v1", tags=["billing"])
+router = APIRouter(prefix="/v1", tags=["billing"], route_class=ParsedBodyRoute)
 
 _MEDIA = {".csv": "text/csv; charset=utf-8", ".json": "application/json"}
 

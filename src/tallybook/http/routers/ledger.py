@@ -22,6 +22,7 @@ from tallybook.http.deps import (
     AdminPrincipal,
     IdempotencyKey,
     LedgerDep,
+    ParsedBodyRoute,
     Principal,
     ReadPrincipal,
     WritePrincipal,
@@ -53,7 +54,7 @@ from tallybook.http.schemas.ledger import (
 from tallybook.ledger import Ledger
 from tallybook.services.ledger.accounts import MAX_PAGE, balances_of
 
-router = APIRouter(prefix="/v1", tags=["ledger"])
+router = APIRouter(prefix="/v1", tags=["ledger"], route_class=ParsedBodyRoute)
 
 AccountId = Annotated[
     str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="account id")

@@ -18,6 +18,7 @@ from tallybook.http.deps import (
     IdempotencyKey,
     LedgerDep,
     NoBody,
+    ParsedBodyRoute,
     ReadPrincipal,
     WritePrincipal,
 )
@@ -43,7 +44,7 @@ from tallybook.http.schemas.loyalty import (
 from tallybook.services.ledger.accounts import MAX_PAGE
 from tallybook.services.loyalty.service import MAX_ORDER_ID
 
-router = APIRouter(prefix="/v1", tags=["loyalty"])
+router = APIRouter(prefix="/v1", tags=["loyalty"], route_class=ParsedBodyRoute)
 
 AccountId = Annotated[
     str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="account id")

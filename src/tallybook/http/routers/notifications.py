@@ -35,6 +35,7 @@ from tallybook.http.deps import (
     AdminPrincipal,
     LedgerDep,
     NoBody,
+    ParsedBodyRoute,
     Principal,
     ReadPrincipal,
     WritePrincipal,
@@ -56,7 +57,7 @@ from tallybook.http.schemas.notifications import (
 )
 from tallybook.ledger import Ledger
 
-router = APIRouter(prefix="/v1", tags=["notifications"])
+router = APIRouter(prefix="/v1", tags=["notifications"], route_class=ParsedBodyRoute)
 
 AccountId = Annotated[
     str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="account id")

@@ -19,6 +19,7 @@ from tallybook.http.deps import (
     IdempotencyKey,
     LedgerDep,
     NoBody,
+    ParsedBodyRoute,
     ReadPrincipal,
     WritePrincipal,
 )
@@ -50,7 +51,7 @@ PAYMENT_DECLINED: dict[int | str, dict[str, Any]] = {
     }
 }
 
-router = APIRouter(prefix="/v1", tags=["wallet"])
+router = APIRouter(prefix="/v1", tags=["wallet"], route_class=ParsedBodyRoute)
 
 AccountId = Annotated[
     str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="account id")

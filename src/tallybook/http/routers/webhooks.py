@@ -21,7 +21,7 @@ from fastapi import APIRouter, Path, Query, Response, status
 
 from tallybook.domain.webhooks import POSITION_PATTERN
 from tallybook.errors import ValidationError
-from tallybook.http.deps import AdminPrincipal, LedgerDep, NoBody
+from tallybook.http.deps import AdminPrincipal, LedgerDep, NoBody, ParsedBodyRoute
 from tallybook.http.routers.ledger import Cursor
 from tallybook.http.schemas.common import ID_PATTERN
 from tallybook.http.schemas.webhooks import (
@@ -35,7 +35,7 @@ from tallybook.http.schemas.webhooks import (
 )
 from tallybook.webhooks.service import MAX_PAGE
 
-router = APIRouter(prefix="/v1", tags=["webhooks"])
+router = APIRouter(prefix="/v1", tags=["webhooks"], route_class=ParsedBodyRoute)
 
 SubId = Annotated[
     str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="subscription id")
