@@ -12,6 +12,7 @@ and the CLI, on both engines.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -174,3 +175,33 @@ def test_python_api_and_cli_refuse_a_cursor_continued_in_the_other_order(
     assert exited.value.code == 2, (out, err)
     assert err.strip().splitlines() == [f"error: {FOREIGN}"], err
     assert "Traceback" not in out + err
+
+
+def test_a_webhook_deliveries_cursor_is_refused_by_another_subscription(
+    app_client: TestClient,
+    ledger: Ledger,
+    admin_headers: Headers,
+    idem: Callable[..., Headers],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TALLYBOOK_WEBHOOKS_ALLOW_HTTP", "1")
+    subs = []
+    for _ in range(2):
+        r = app_client.post(
+            "/v1/webhooks",
+            json={"url": "http://127.0.0.1:9/h", "allow_http": True},
+            headers=idem(admin_headers),
+        )
+        assert r.status_code == 201, r.text
+        subs.append(r.json()["id"])
+    for account in ("ann", "bob", "cy"):
+        ledger.accounts.open("shop", account)
+        ledger.transactions.credit("shop", account, "points", 5, txn_id=f"c-{account}")
+    ledger.webhooks.worker().run_once()  # nothing listens on port 9: failed attempts
+    url = f"/v1/webhooks/{subs[0]}/deliveries"
+    first, cursor = _first_page(app_client, url, {}, admin_headers)
+    _refused(app_client, f"/v1/webhooks/{subs[1]}/deliveries", {"cursor": cursor}, admin_headers)
+    rest = app_client.get(url, params={"cursor": cursor}, headers=admin_headers)
+    assert rest.status_code == 200, rest.text
+    assert rest.json()["deliveries"]
+    assert first[0] not in rest.json()["deliveries"]
