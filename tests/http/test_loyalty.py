@@ -173,3 +173,18 @@ def test_an_earns_lot_expires_is_written_as_every_other_time(
         assert datetime.fromisoformat(answer["lot_expires"]) == datetime.fromisoformat(
             lot["expires"]
         )
+
+
+def test_an_earn_dated_more_than_a_day_ahead_is_a_422(
+    app_client: TestClient,
+    write_headers: Headers,
+    admin_headers: Headers,
+    open_account: Callable[..., Any],
+) -> None:
+    _setup(app_client, admin_headers, open_account)
+    body = {"order_id": "o-1", "amount": 1000, "at": "2999-01-01T00:00:00Z"}
+    r = app_client.post("/v1/accounts/alice/earn", json=body, headers=write_headers)
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert "more than a day ahead" in r.json()["detail"]
+    assert app_client.get("/v1/orders/o-1", headers=write_headers).status_code == 404

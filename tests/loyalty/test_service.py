@@ -531,3 +531,25 @@ def test_the_warning_counts_every_lot_the_expiring_query_does(
     page = loyal.loyalty.expiring_page("shop", "alice")
     assert page.points == 140  # 100 at 1, then 20 at silver's 2
     assert (warning.payload["points"], warning.payload["lots"]) == (140, 120)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
+def test_an_order_dated_more_than_a_day_ahead_is_refused(loyal: Ledger, clock: ManualClock) -> None:
+    """An earn's ``at`` picks the campaigns: a date far ahead (a clock or unit error)
+    earned the bonus of a campaign that had not started; it is now refused, as a
+    billing record dated more than a day ahead is, and nothing is written."""
+    start = clock.now() + timedelta(days=30)
+    campaign = {
+        "id": "later",
+        "starts": start.isoformat(),
+        "ends": (start + timedelta(days=5)).isoformat(),
+        "bonus": 50,
+    }
+    loyal.loyalty.configure("shop", {**RULES, "campaigns": [campaign]})
+    with pytest.raises(ValidationError, match="more than a day ahead"):
+        loyal.loyalty.earn("shop", "alice", "o1", 1000, at=start + timedelta(days=1))
+    with pytest.raises(NotFound):
+        loyal.loyalty.order("shop", "o1")
+    assert loyal.loyalty.status("shop", "alice").balance == 0
+    soon = loyal.loyalty.earn("shop", "alice", "o2", 1000, at=clock.now() + timedelta(hours=23))
+    assert soon.points == 10  # within a day: clock skew between hosts

@@ -104,6 +104,11 @@ __all__ = [
 ]
 
 
+#: an order dated further ahead than this is refused (a clock or unit error), as a
+#: billing record is
+MAX_ORDER_AHEAD = timedelta(days=1)
+
+
 class LoyaltyService:
     def __init__(self, core: LedgerCore) -> None:
         self.core = core
@@ -187,6 +192,11 @@ class LoyaltyService:
             expected = cfg.earn.currency or snap.program.currency
             if currency is not None and currency != expected:
                 raise ValidationError(f"orders earn points in {expected}, not {currency}")
+            if at is not None and at > snap.now + MAX_ORDER_AHEAD:  # picks the campaigns
+                raise ValidationError(
+                    f"order {order_id} is dated more than a day ahead ({iso(at)}): "
+                    "at is when the order was placed"
+                )
             acct = snap.account(account)
             state = settled.state(MemberState.from_value(acct.attributes.get("loyalty")), snap.now)
             q = quote(cfg, amount, tier=tier_now(cfg, state, acct, snap.now), at=at or snap.now)
