@@ -14,6 +14,9 @@ from tallybook.reliability.faults import Crash
 from tallybook.services.clock import ManualClock
 from tallybook.services.wallet.charges import FakeChargeProcessor
 from tallybook.services.wallet.debit import CHARGE_GRACE
+from tallybook.store import keys
+from tallybook.store.forwarding import ForwardingStore
+from tallybook.store.port import Item, ItemStore, Key
 
 from .conftest import P, assert_consistent, available, fund
 
@@ -258,3 +261,75 @@ def test_a_charge_landing_after_reconcile_refunded_it_is_refunded_by_its_debit(
     assert wallet.wallet.transaction(P, "d1").charge == retry.charge
     assert wallet.wallet.reconcile(P).cancelled_charges == []
     assert_consistent(wallet, "alice")
+
+
+class _PausedIntentRead(ForwardingStore):
+    """Holds one thread at its first read of a charge intent until released: that
+    thread has found no transaction, and finds the intent only after another
+    attempt of the same debit committed."""
+
+    def __init__(self, inner: ItemStore, thread_name: str) -> None:
+        super().__init__(inner)
+        self.thread_name = thread_name
+        self.paused = threading.Event()
+        self.resume = threading.Event()
+
+    def get(self, key: Key, *, consistent: bool = True) -> Item | None:
+        mine = threading.current_thread().name == self.thread_name
+        if mine and key.sk.startswith(keys.WALLET_CHARGE_PREFIX) and not self.paused.is_set():
+            self.paused.set()
+            assert self.resume.wait(30)
+        return super().get(key, consistent=consistent)
+
+
+class _DiesAfterSecondCharge(AtMostOnceProcessor):
+    """Charges as the protocol says; the process charging the second key dies
+    right after the charge (before its debit could refund it)."""
+
+    def charge(self, *, key: str, account: str, amount: int, currency: str) -> str:
+        reference = super().charge(key=key, account=account, amount=amount, currency=currency)
+        if len(self.charges) == 2:
+            raise Crash("after the second charge")
+        return reference
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
+def test_reconcile_refunds_an_intent_left_beside_a_committed_debit(
+    store: ItemStore, clock: ManualClock
+) -> None:
+    """Two attempts of one debit: the late one found no transaction, then (the
+    first having committed meanwhile) no intent, so it charged a key of its own,
+    and died. Reconcile saw the debit committed and deleted that intent without a
+    refund: the customer paid the shortfall twice. A commit deletes its own intent,
+    so an intent left is no committed charge: reconcile now refunds it."""
+    paused = _PausedIntentRead(store, "late")
+    ledger = Ledger(paused, clock=clock)
+    ledger.programs.create(P)
+    processor = _DiesAfterSecondCharge()
+    ledger.wallet.processor = processor
+    fund(ledger, "alice", cash=100)
+    late: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            ledger.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
+        except BaseException as exc:  # the test asserts what it was
+            late.append(exc)
+
+    thread = threading.Thread(target=attempt, name="late")
+    thread.start()
+    try:
+        assert paused.paused.wait(30)
+        first = ledger.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
+    finally:
+        paused.resume.set()
+        thread.join(30)
+    assert [type(e) for e in late] == [Crash]
+    assert first.charge is not None
+    assert first.charge["amount"] == 150
+    assert processor.net_charged == 300  # the late attempt's charge, not recorded
+    clock.advance(CHARGE_GRACE + timedelta(minutes=1))
+    assert ledger.wallet.reconcile(P).cancelled_charges == [("alice", "d1", 150)]
+    assert processor.net_charged == 150  # was 300
+    assert ledger.wallet.reconcile(P).cancelled_charges == []
+    assert_consistent(ledger, "alice")

@@ -109,7 +109,8 @@ class WalletJobs:
     def cancel_stale_charges(
         self, program: str, *, progress: Progress | None = None
     ) -> ReconcileReport:
-        """Charge intents past their grace without a debit: refund and remove them."""
+        """Charge intents past their grace (none is a committed debit's charge, as a
+        commit deletes its own): refund and remove them."""
         self.core.programs.get(program)
         report = ReconcileReport()
         for row in due_rows(self.store, program, DUE_CHARGE, self.core.clock.now()):
@@ -119,14 +120,15 @@ class WalletJobs:
             intent = read_charge(self.store, key)
             if intent is None:
                 continue
-            account, txn_id = intent.account, intent.txn_id
-            if self.core.engine.existing(program, txn_id) is None:
-                try:
-                    self.store.transact_write([cancelling_charge(key)])
-                except ConditionFailed:
-                    continue  # committed (and removed) meanwhile
-                self.processor().refund(key=intent.charge_key)
-                report.cancelled_charges.append((account, txn_id, intent.amount))
+            # a debit's commit deletes its own charge's intent: one still here is no
+            # committed charge, even beside a committed debit (another attempt's
+            # charge, or none, was recorded), so its key is refunded either way
+            try:
+                self.store.transact_write([cancelling_charge(key, intent.charge_key)])
+            except ConditionFailed:
+                continue  # committed (and removed) meanwhile, or another intent now
+            self.processor().refund(key=intent.charge_key)
+            report.cancelled_charges.append((intent.account, intent.txn_id, intent.amount))
             self.store.delete(key)
         return report
 
