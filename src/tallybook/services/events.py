@@ -1,7 +1,10 @@
 """In-process events the ledger raises for other capabilities (notifications).
 
 Publishers (wallet, loyalty, the posting engine's listeners) never depend on
-subscribers; a failing subscriber is logged and does not undo a committed write.
+subscribers; a failing subscriber is logged and does not undo a committed write
+(a store error as one warning line, anything else with its traceback), and
+:meth:`EventBus.publish` tells the publisher, which may keep what makes it try
+again (a hold stays in the due index until its ``HoldExpired`` is written).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from tallybook.errors import TallybookError
 
 log = logging.getLogger("tallybook.events")
 
@@ -48,6 +53,15 @@ class EventBus:
         for subscriber in self._subscribers:
             try:
                 subscriber(event)
+            except TallybookError as exc:  # the store's answer: one line, no traceback
+                ok = False
+                log.warning(
+                    "%s of %s not written (%s: %s)",
+                    event.type,
+                    event.account,
+                    type(exc).__name__,
+                    exc,
+                )
             except Exception:
                 ok = False
                 log.exception("event subscriber failed for %s on %s", event.type, event.account)

@@ -37,6 +37,7 @@ from tallybook.domain.notifications import (
     parse_rules,
     threshold_crossing,
 )
+from tallybook.errors import TallybookError
 from tallybook.services.events import EventBus, LedgerEvent
 from tallybook.services.ledger.postings import Committed, PostingEngine, Replayed
 from tallybook.store.records import notifications as items
@@ -55,12 +56,27 @@ def attach(service: NotificationService, *, engine: PostingEngine, events: Event
     def on_committed(event: Committed) -> None:
         try:
             low_balance(service, event)
+        except TallybookError as exc:  # the store's answer: one line, no traceback
+            log.warning(
+                "low-balance notification of %s not written (%s: %s); "
+                "retrying the transaction raises it",
+                event.transaction.id,
+                type(exc).__name__,
+                exc,
+            )
         except Exception:
             log.exception("low-balance notification failed for %s", event.transaction.id)
 
     def on_replayed(event: Replayed) -> None:
         try:
             low_balance_replayed(service, event)
+        except TallybookError as exc:
+            log.warning(
+                "low-balance recovery of %s not written (%s: %s); retry the transaction again",
+                event.transaction.id,
+                type(exc).__name__,
+                exc,
+            )
         except Exception:
             log.exception("low-balance recovery failed for %s", event.transaction.id)
 
