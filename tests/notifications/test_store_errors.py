@@ -86,3 +86,30 @@ def test_a_hold_expired_lost_to_a_store_error_is_raised_by_the_next_job(
         assert err.wallet.expire_holds(P).expired_holds == []
     assert _types(err) == ["HoldExpired"]
     assert len(err.notifications.history(P, "bob").notifications) == 1
+
+
+def _undue_write(actions: Sequence[Action]) -> bool:
+    """The write that takes a settled hold out of the due index (alone, no record)."""
+    return len(actions) == 1 and action_key(actions[0]).sk == "H#h1"
+
+
+def test_a_store_error_taking_an_expired_hold_out_of_the_index_fails_nothing(
+    err: Ledger, clock: ManualClock
+) -> None:
+    """A read that expires a hold lazily answers even if that last write fails: the
+    hold stays in the due index, and the next job takes it out, raising nothing more."""
+    err.wallet.authorize(P, "bob", 100, hold_id="h1", expires_in=1)
+    clock.advance(timedelta(seconds=2))
+    faulty = FaultyStore(err.store)
+    faulty.fail_request(match=_undue_write, error=lambda: StoreUnavailable("down"))
+    view = Ledger(faulty, clock=clock).wallet.balance(P, "bob")
+    assert faulty.fired == 1
+    assert {f.fund: f.available for f in view.funds}["cash"] == 1000
+    assert err.wallet.hold(P, "h1").status == "expired"
+    assert _types(err) == ["HoldExpired"]
+    for _ in range(2):
+        assert err.wallet.expire_holds(P).expired_holds == []
+    assert len(err.notifications.history(P, "bob").notifications) == 1
+    faulty = FaultyStore(err.store, record_writes=True)
+    Ledger(faulty, clock=clock).wallet.expire_holds(P)
+    assert faulty.written == []  # out of the index: the job writes nothing for it

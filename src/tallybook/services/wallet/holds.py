@@ -35,11 +35,11 @@ from tallybook.domain.wallet import (
     hold_deadline,
 )
 from tallybook.errors import (
-    ConditionFailed,
     IdempotencyConflict,
     InsufficientFunds,
     InvalidState,
     NotFound,
+    StoreError,
     ValidationError,
 )
 from tallybook.services.events import LedgerEvent
@@ -409,7 +409,9 @@ class HoldOps:
                 )
             )
         if raised:
-            with contextlib.suppress(ConditionFailed):  # out of the index already
+            # out of the index already (ConditionFailed), or a store error: then it
+            # stays there, and the next job replays it (nothing more is raised)
+            with contextlib.suppress(StoreError):
                 self.store.transact_write(
                     [undue_settled_hold(hold_key(program, account, hold_id), result.hold.status)]
                 )
