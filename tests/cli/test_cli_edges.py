@@ -13,6 +13,7 @@ import pytest
 import typer.main
 
 from tallybook.cli import app
+from tallybook.errors import NotFound
 from tallybook.ledger import Ledger
 
 from .test_cli_contract import _leaves
@@ -165,3 +166,17 @@ def test_a_refused_command_keeps_a_store_that_exists(cli: Cli, url: str, tmp_pat
     code, _, err = cli("program", "create", "shop")
     assert code == 5, err
     assert Ledger.open(url).programs.get("shop").id == "shop"
+
+
+def test_loyalty_config_show_without_rules_is_not_found(cli: Cli, ledger: Ledger) -> None:
+    # was: exit 2 (bad input) for rules that do not exist; the README's exit 4 is not found
+    code, out, err = cli("loyalty", "config", "show", "-p", "shop")
+    assert code == 4, err
+    assert "program shop has no loyalty configuration" in one_error(err)
+    assert out == ""
+    with pytest.raises(NotFound, match="no loyalty configuration"):
+        ledger.loyalty.config("shop")
+    # a command that needs the rules is still refused as not configured (exit 2)
+    code, _, err = cli("loyalty", "earn", "alice", "o-1", "100", "-p", "shop")
+    assert code == 2
+    assert "no loyalty configuration" in one_error(err)

@@ -40,7 +40,8 @@ def test_rules_need_admin_and_are_validated(
     assert r.status_code == 400
     assert r.json()["type"].endswith("/invalid-config")
     assert "earn.rounding" in r.json()["detail"]
-    assert app_client.get("/v1/program/loyalty", headers=write_headers).status_code == 400
+    # no rules yet: nothing to read (was 400 invalid-config)
+    assert app_client.get("/v1/program/loyalty", headers=write_headers).status_code == 404
 
 
 def test_earn_redeem_tier_order_expiring(

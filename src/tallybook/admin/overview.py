@@ -49,7 +49,7 @@ def overview(ledger: Ledger, program: str) -> dict[str, Any]:
     tiers_error = reports_error = ""
     try:
         tiers = tier_counts(ledger, program)
-    except ConfigError:
+    except (ConfigError, NotFound):  # no rules (NotFound), or rules it cannot read
         tiers_error = "This program has no loyalty configuration."
     except TallybookError as exc:
         tiers_error = exc.message

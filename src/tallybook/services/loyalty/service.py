@@ -145,7 +145,15 @@ class LoyaltyService:
         return cfg
 
     def config(self, program_id: str) -> LoyaltyConfig:
-        return config_of(self.core.programs.get(program_id))
+        """The program's loyalty rules: NotFound when it has none (what is asked for
+        does not exist; the commands that need them refuse with a ConfigError)."""
+        program = self.core.programs.get(program_id)
+        if program.settings.get("loyalty") is None:
+            raise NotFound(
+                f"program {program_id} has no loyalty configuration; load one with "
+                "'tallybook loyalty config load FILE.toml'"
+            )
+        return config_of(program)
 
     # -- earn and redeem ----------------------------------------------------
 
@@ -385,7 +393,7 @@ class LoyaltyService:
     def status(self, program: str, account: str) -> MemberStatus:
         """A member's tier, qualifying points and balance: one read of the account head
         (lots past their date, which the expiry job has not reached yet, expire first)."""
-        cfg = self.config(program)
+        cfg = config_of(self.core.programs.get(program))
         return member_status(self.core, cfg, self._settled_head(program, account))
 
     def tier_history(
@@ -420,7 +428,7 @@ class LoyaltyService:
         """Lots with points left that expire within ``days`` (default: the warning horizon),
         oldest first, a page at a time (lots already past their date expire first, as the
         job would). ``points`` is the total over every such lot."""
-        cfg = self.config(program)
+        cfg = config_of(self.core.programs.get(program))
         horizon_days = cfg.expiry.warn_days if days is None else days
         if (
             isinstance(horizon_days, bool)
