@@ -7,6 +7,7 @@ on a SQLite file; what is asserted is what a user sees.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,36 @@ def test_loyalty_config_show_without_rules_is_not_found(cli: Cli, ledger: Ledger
     code, _, err = cli("loyalty", "earn", "alice", "o-1", "100", "-p", "shop")
     assert code == 2
     assert "no loyalty configuration" in one_error(err)
+
+
+def test_report_rerun_writes_every_kind_report_run_wrote(
+    cli: Cli, ledger: Ledger, tmp_path: Path
+) -> None:
+    # was: rerun defaulted to --kind billing where run defaults to all: the rewards
+    # report of a window run wrote was not written again
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
+    ledger.billing.configure("shop", grace_minutes=0, start=start)
+    at = start + timedelta(minutes=10)
+    ledger.billing.ingest(
+        "shop",
+        "r1",
+        partner="acme",
+        order_id="o-1",
+        amount=1000,
+        currency="USD",
+        rate="0.05",
+        time=at,
+    )
+    first, again = tmp_path / "first", tmp_path / "again"
+    code, out, err = cli("report", "run", "-p", "shop", "--interval", "1h", "--out", str(first))
+    assert code == 0, err
+    window = sorted(p.name for p in (first / "shop" / "billing").iterdir())[0]
+    code, out, err = cli("report", "rerun", "-p", "shop", "--window", window, "--out", str(again))
+    assert code == 0, err
+    for kind in ("billing", "rewards"):
+        written = {p.name: p.read_bytes() for p in (first / "shop" / kind / window).iterdir()}
+        rewritten = {p.name: p.read_bytes() for p in (again / "shop" / kind / window).iterdir()}
+        assert rewritten == written, kind
+    code, out, _ = cli("report", "rerun", "--help", store=False)
+    assert code == 0
+    assert "every kind reported for WINDOW" in " ".join(out.replace("│", " ").split())

@@ -12,7 +12,9 @@ from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import Number, StoreOption
 from tallybook.cli.output import console, open_ledger, print_json, progress_bar, table
 from tallybook.domain.reports import ALL_KINDS
+from tallybook.errors import NotFound
 from tallybook.jobs import REPORT_INTERVAL_ENV
+from tallybook.ledger import Ledger
 from tallybook.services.billing.reports import ReportResult
 from tallybook.services.billing.sinks import S3_ENDPOINT_ENV, open_sink
 
@@ -116,19 +118,39 @@ def rerun(
         typer.Option(help="The window, as named in the output: 20260101T000000Z_20260101T010000Z."),
     ],
     out: OutOption = DEFAULT_OUT,
-    kind: Annotated[KindChoice, typer.Option(help="Which report.")] = KindChoice.billing,
+    kind: Annotated[
+        KindChoice,
+        typer.Option(help="Which report; all (as report run): every kind reported for WINDOW."),
+    ] = KindChoice.all,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Write a reported window again: the same bytes as the first run.
 
+    By default every report written for the window (billing and rewards, as
+    report run writes them); --kind billing or rewards for one.
+
     Example: tallybook report rerun -p shop --window 20260101T000000Z_20260101T010000Z --out ./r
     """
-    kinds = list(ALL_KINDS) if kind is KindChoice.all else [kind.value]
     sink = open_sink(out)
     with open_ledger(store) as ledger:
-        results = [ledger.billing.reports.rerun(program, window, kind=k, sink=sink) for k in kinds]
+        reports = ledger.billing.reports
+        if kind is KindChoice.all:
+            # the kinds a run reported for this window; none: the rerun says why
+            kinds: list[str] = [k for k in ALL_KINDS if _reported(ledger, program, k, window)]
+            kinds = kinds or [ALL_KINDS[0]]
+        else:
+            kinds = [kind.value]
+        results = [reports.rerun(program, window, kind=k, sink=sink) for k in kinds]
     _print_results(results, as_json)
+
+
+def _reported(ledger: Ledger, program: str, kind: str, window: str) -> bool:
+    try:
+        ledger.billing.reports.get(program, kind, window)
+    except NotFound:
+        return False
+    return True
 
 
 @app.command("list")
