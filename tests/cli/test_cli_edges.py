@@ -16,6 +16,8 @@ import typer.main
 from tallybook.cli import app
 from tallybook.errors import NotFound
 from tallybook.ledger import Ledger
+from tallybook.store import keys
+from tallybook.webhooks.vault import KEY_ENV, RekeyIncomplete, keyring_for, new_key
 
 from .test_cli_contract import _leaves
 from .test_ledger_cli import Cli
@@ -214,3 +216,38 @@ def test_report_rerun_writes_every_kind_report_run_wrote(
     code, out, _ = cli("report", "rerun", "--help", store=False)
     assert code == 0
     assert "every kind reported for WINDOW" in " ".join(out.replace("│", " ").split())
+
+
+def test_webhooks_rekey_seals_every_secret_it_can_and_names_each_it_cannot(
+    cli: Cli, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # was: the first secret no key opened stopped the rekey; the ones after it stayed
+    # under the old key, which the operator was about to drop
+    old, lost, new = new_key(), new_key(), new_key()
+    for sub_id, key in (("s1", old), ("s2", lost), ("s3", old), ("s4", lost)):
+        monkeypatch.setenv(KEY_ENV, key)
+        ledger.webhooks.create("shop", "http://127.0.0.1:9/hook", allow_http=True, sub_id=sub_id)
+    monkeypatch.setenv(KEY_ENV, f"{new},{old}")
+    code, out, err = cli("webhooks", "rekey")
+    assert code == 2, err
+    lines = err.splitlines()
+    assert len(lines) == 2, err
+    for line, sub_id in zip(lines, ["s2", "s4"], strict=True):
+        assert line.startswith(f"error: the secret of subscription {sub_id} of program shop ")
+        assert "not among the 2 key(s)" in line
+    assert "2 subscription secret(s) sealed under the current key, 2 not" in out
+    current = keyring_for(ledger.store)
+    sealed = {
+        s: str(ledger.store.get(keys.webhook_subscription("shop", s))["secret_sealed"])  # type: ignore[index]
+        for s in ("s1", "s2", "s3", "s4")
+    }
+    assert [s for s, v in sealed.items() if current.is_current(v)] == ["s1", "s3"]
+    # the same through the Python API, and a second run is a no-op for those sealed
+    with pytest.raises(RekeyIncomplete) as raised:
+        ledger.webhooks.rekey("shop")
+    assert (raised.value.sealed, [f[1] for f in raised.value.failed]) == (0, ["s2", "s4"])
+    monkeypatch.setenv(KEY_ENV, f"{new},{old},{lost}")  # the missing key found
+    assert cli("webhooks", "rekey", "-p", "shop")[:2] == (
+        0,
+        "2 subscription secret(s) sealed under the current key\n",
+    )

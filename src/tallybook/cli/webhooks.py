@@ -221,11 +221,31 @@ def rekey(
 
     Moves secrets sealed with an older key (listed after the current one in
     TALLYBOOK_WEBHOOK_KEY) and plain-text secrets of older versions to it.
+    Without a key it touches nothing. A secret no listed key opens is left as
+    it is and named on one error line each, the others are sealed all the
+    same, and the exit is 2: add the missing key and run it again (safe: a
+    sealed secret is skipped). Do not drop an old key before a clean run.
 
     Example: tallybook webhooks rekey
     """
+    from tallybook.webhooks.vault import RekeyIncomplete
+
     with open_ledger(store) as ledger:
-        changed = ledger.webhooks.rekey(program)
+        try:
+            changed = ledger.webhooks.rekey(program)
+        except RekeyIncomplete as exc:
+            for _, _, why in exc.failed:  # why names the subscription and program
+                err_console.print(
+                    f"error: {why}",
+                    style="red",
+                    markup=False,
+                    highlight=False,
+                )
+            console.print(
+                f"{exc.sealed} subscription secret(s) sealed under the current key, "
+                f"{len(exc.failed)} not"
+            )
+            raise typer.Exit(exc.exit_code) from None
     console.print(f"{changed} subscription secret(s) sealed under the current key")
 
 

@@ -30,6 +30,7 @@ from tallybook.webhooks.fanout import MAX_SUBSCRIPTIONS
 from tallybook.webhooks.sender import Sender
 from tallybook.webhooks.subscriptions import MAX_DESCRIPTION, Created
 from tallybook.webhooks.subscriptions import SubscriptionStore as _Subs
+from tallybook.webhooks.vault import RekeyIncomplete
 
 if TYPE_CHECKING:
     from tallybook.webhooks.worker import DeliveryWorker
@@ -99,11 +100,21 @@ class WebhookService:
 
     def rekey(self, program: str | None = None) -> int:
         """Seal every subscription's secret under the current server key (plain-text
-        secrets of older versions too); how many changed. One program, or all."""
+        secrets of older versions too); how many changed. One program, or all.
+
+        Without a server key nothing is touched (:class:`WebhookKeyError`). A secret
+        no listed key opens does not stop the others: every one that opens is
+        sealed, then :class:`RekeyIncomplete` names each that did not. Each secret
+        is one write and a sealed one is skipped, so running it again is safe."""
         if program is not None:
             self.programs.get(program)  # an unknown program is NotFound, not "0 changed"
+        self.subs.keyring()  # no key at all: refused before any write
         programs = [program] if program is not None else self.programs.list()
-        return sum(self.subs.reseal(p) for p in programs)
+        failed: builtins.list[tuple[str, str, str]] = []
+        done = sum(self.subs.reseal(p, failed) for p in programs)
+        if failed:
+            raise RekeyIncomplete(done, failed)
+        return done
 
     def deliveries(
         self, program: str, sub_id: str, *, limit: int = 50, cursor: str | None = None

@@ -14,6 +14,7 @@ setting).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import ipaddress
 import secrets
@@ -199,11 +200,17 @@ class SubscriptionStore:
             self.keyring().seal(secret, _context(sub.program, sub.id)), secret_hint(secret)
         )
 
-    def reseal(self, program: str) -> int:
-        """Seal every secret of ``program`` under the current key; how many changed."""
+    def reseal(self, program: str, failed: builtins.list[tuple[str, str, str]]) -> int:
+        """Seal every secret of ``program`` under the current key; how many changed.
+        One no key opens is left as it is and added to ``failed`` as (program,
+        subscription id, why); the others are sealed all the same."""
         done = 0
         for stored in list_subscriptions(self.store, program):
-            changes = self._reseal(stored)
+            try:
+                changes = self._reseal(stored)
+            except WebhookKeyError as exc:
+                failed.append((program, stored.subscription.id, exc.message))
+                continue
             if not changes:
                 continue
             try:

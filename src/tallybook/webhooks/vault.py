@@ -62,6 +62,20 @@ class WebhookKeyError(ConfigError):
     status = 503
 
 
+class RekeyIncomplete(WebhookKeyError):
+    """A rekey sealed every secret it could open (``sealed``) but not those in
+    ``failed``: (program, subscription id, why), each still as it was."""
+
+    def __init__(self, sealed: int, failed: list[tuple[str, str, str]]) -> None:
+        names = ", ".join(f"{sub} ({program})" for program, sub, _ in failed)
+        super().__init__(
+            f"{len(failed)} subscription secret(s) could not be opened and were left as "
+            f"they are: {names}; {sealed} other(s) sealed under the current key"
+        )
+        self.sealed = sealed
+        self.failed = failed
+
+
 def new_key() -> str:
     """A fresh server key: 32 random bytes, URL-safe base64 (43 characters)."""
     return secrets.token_urlsafe(32)
