@@ -7,6 +7,7 @@ on a SQLite file; what is asserted is what a user sees.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import typer.main
 from tallybook.cli import app
 from tallybook.errors import NotFound
 from tallybook.ledger import Ledger
+from tallybook.services.loyalty.service import load_toml
 from tallybook.store import keys
 from tallybook.webhooks.vault import KEY_ENV, RekeyIncomplete, keyring_for, new_key
 
@@ -251,3 +253,49 @@ def test_webhooks_rekey_seals_every_secret_it_can_and_names_each_it_cannot(
         0,
         "2 subscription secret(s) sealed under the current key\n",
     )
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+NEXT_PAGE = re.compile(r"^next page: --cursor (\S+)$", re.M)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["history", "alice", "--fund", "points"],
+        ["wallet", "transactions", "alice"],
+        ["loyalty", "members", "member"],
+        ["loyalty", "expiring", "alice", "--days", "3660"],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
+def test_every_paged_list_prints_the_same_next_page_line(
+    cli: Cli, ledger: Ledger, args: list[str]
+) -> None:
+    # was: loyalty members and expiring printed "more: --cursor ..." on stderr where
+    # the others print "next page: --cursor ..." after the table
+    ledger.loyalty.configure("shop", load_toml(str(EXAMPLES / "loyalty.toml")))
+    ledger.accounts.open("shop", "bob")
+    for i, member in enumerate(["alice", "alice", "bob"]):
+        ledger.loyalty.earn("shop", member, f"o-{i}", 1000)
+    ledger.wallet.credit("shop", "alice", "cash", 5, txn_id="w1")
+    ledger.wallet.credit("shop", "alice", "cash", 5, txn_id="w2")
+    code, out, err = cli(*args, "--limit", "1", "-p", "shop")
+    assert code == 0, err
+    assert "--cursor" not in err
+    (cursor,) = NEXT_PAGE.findall(out)
+    assert out.rstrip().endswith(f"next page: --cursor {cursor}")
+    for _ in range(20):  # the line's cursor reads on, to a page without one
+        code, out, err = cli(*args, "--limit", "1", "--cursor", cursor, "-p", "shop")
+        assert code == 0, err
+        more = NEXT_PAGE.findall(out)
+        if not more:
+            break
+        cursor = more[0]
+    assert not more
+
+
+def test_only_one_helper_prints_the_next_page_line() -> None:
+    cli_dir = Path(__file__).resolve().parents[2] / "src" / "tallybook" / "cli"
+    spelled = [p.name for p in cli_dir.glob("*.py") if "--cursor {" in p.read_text()]
+    assert spelled == ["output.py"]

@@ -13,7 +13,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemaini
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import Number, StoreOption, iso_time
-from tallybook.cli.output import console, err_console, open_ledger, print_json, progress_bar, table
+from tallybook.cli.output import (
+    console,
+    err_console,
+    next_page,
+    open_ledger,
+    print_json,
+    progress_bar,
+    table,
+)
 from tallybook.errors import ValidationError
 
 app = typer.Typer(
@@ -217,5 +225,4 @@ def list_records(
             for r in page.records
         ],
     )
-    if page.cursor:
-        console.print(f"next page: --cursor {page.cursor}")
+    next_page(page.cursor)

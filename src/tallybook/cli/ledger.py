@@ -17,7 +17,7 @@ from tallybook.cli.options import (
     parse_integer,
     txn_of,
 )
-from tallybook.cli.output import console, open_ledger, print_json, progress_bar, table
+from tallybook.cli.output import console, next_page, open_ledger, print_json, progress_bar, table
 from tallybook.errors import ValidationError
 
 ProgramOption = Annotated[
@@ -236,8 +236,7 @@ def history(
                 for e in page.entries
             ],
         )
-        if page.cursor:
-            console.print(f"next page: --cursor {page.cursor}")
+        next_page(page.cursor)
 
 
 def check(

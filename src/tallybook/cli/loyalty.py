@@ -20,7 +20,14 @@ from tallybook.cli.options import (
     TxnOption,
     txn_of,
 )
-from tallybook.cli.output import console, err_console, open_ledger, print_json, progress_bar, table
+from tallybook.cli.output import (
+    console,
+    next_page,
+    open_ledger,
+    print_json,
+    progress_bar,
+    table,
+)
 from tallybook.domain.loyalty import instant
 from tallybook.errors import ValidationError
 from tallybook.services.loyalty.service import load_toml
@@ -217,8 +224,7 @@ def members(
         ["account", "points", "qualifying points"],
         [[m.account, m.points, m.qualifying_points] for m in page.members],
     )
-    if page.cursor:
-        err_console.print(f"more: --cursor {page.cursor}")
+    next_page(page.cursor)
 
 
 @app.command("expiring")
@@ -253,8 +259,7 @@ def expiring(
             for lot in page.lots
         ],
     )
-    if page.cursor:
-        err_console.print(f"more: --cursor {page.cursor}")
+    next_page(page.cursor)
 
 
 @app.command("order")

@@ -15,7 +15,14 @@ from rich.progress import BarColumn, DownloadColumn, TextColumn, TimeRemainingCo
 from rich.table import Table
 
 from tallybook.cli.options import Number, StoreOption, iso_time
-from tallybook.cli.output import console, err_console, open_ledger, print_json, progress_bar
+from tallybook.cli.output import (
+    console,
+    err_console,
+    next_page,
+    open_ledger,
+    print_json,
+    progress_bar,
+)
 from tallybook.domain.notifications import Notification, rules_to_settings
 from tallybook.errors import ValidationError
 
@@ -186,8 +193,7 @@ def history(
         print_json({"notifications": page.notifications, "cursor": page.cursor})
         return
     _table(f"{program}/{account} notification history", page.notifications, history=True)
-    if page.cursor:
-        console.print(f"next page: --cursor {page.cursor}")
+    next_page(page.cursor)
 
 
 @app.command("rules")

@@ -58,6 +58,14 @@ def print_json(value: Any) -> None:
     print(json.dumps(to_jsonable(value), indent=2, sort_keys=True))
 
 
+def next_page(cursor: str | None, *, stderr: bool = False) -> None:
+    """After a page with more to come: ``next page: --cursor CURSOR``, the option
+    that reads the next one (on stderr beside ``--json``, whose stdout is the page)."""
+    if cursor:
+        out = err_console if stderr else console
+        out.print(f"next page: --cursor {cursor}", markup=False, highlight=False)
+
+
 #: columns holding what another command takes (``webhooks deliveries ID``,
 #: ``report rerun --window W``, ``wallet transaction ID``, ``wallet hold ID``...):
 #: printed whole, never cut with an ellipsis, however narrow the terminal

@@ -9,7 +9,7 @@ import typer
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import Number, StoreOption
-from tallybook.cli.output import console, open_ledger, print_json, table
+from tallybook.cli.output import console, next_page, open_ledger, print_json, table
 from tallybook.cli.wallet_output import AccountArg, HoldArg, print_hold, print_txn
 
 
@@ -123,8 +123,7 @@ def transactions(
     ]
     columns = ["at", "id", "type", "funds", "charged", "available"]
     table(f"transactions of {account}", columns, rows)
-    if page.cursor:
-        console.print(f"next page: --cursor {page.cursor}")
+    next_page(page.cursor)
 
 
 def transaction(

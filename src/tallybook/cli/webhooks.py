@@ -11,7 +11,7 @@ import typer
 
 from tallybook.cli.keys import JsonOption, ProgramOption
 from tallybook.cli.options import Number, StoreOption
-from tallybook.cli.output import console, err_console, open_ledger, print_json, table
+from tallybook.cli.output import console, err_console, next_page, open_ledger, print_json, table
 from tallybook.domain.webhooks import short_position
 from tallybook.errors import ValidationError
 
@@ -151,11 +151,9 @@ def deliveries(
     """
     with open_ledger(store, create=False) as ledger:
         items, next_cursor = ledger.webhooks.deliveries(program, sub_id, limit=limit, cursor=cursor)
-    more = f"next page: --cursor {next_cursor}" if next_cursor else ""
     if as_json:
         print_json([d.public() for d in items])
-        if more:
-            err_console.print(more, markup=False, highlight=False)
+        next_page(next_cursor, stderr=True)
         return
     # positions without their leading zeros (`resend` takes them so); event ids and
     # latencies are in --json, errors only when there are some: at 80 columns there
@@ -176,8 +174,7 @@ def deliveries(
             for d in items
         ],
     )
-    if more:
-        console.print(more, markup=False, highlight=False)
+    next_page(next_cursor)
 
 
 @app.command("resend")
