@@ -33,7 +33,7 @@ from tallybook.http.schemas.billing import (
     ReportOut,
     ReportRunIn,
 )
-from tallybook.http.schemas.common import ID_PATTERN
+from tallybook.http.schemas.common import ASCII_DIGITS, ID_PATTERN
 from tallybook.jobs import report_interval, reports_out
 from tallybook.services.billing.sinks import open_sink
 from tallybook.services.ledger.accounts import MAX_PAGE
@@ -100,7 +100,7 @@ def list_records(
             "holding it is listed to its end)",
         ),
     ],
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE), ASCII_DIGITS] = 100,
     cursor: Annotated[str | None, Query(max_length=2048)] = None,
 ) -> BillingRecordPageOut:
     page = ledger.billing.records(principal.program, since, until, limit=limit, cursor=cursor)
@@ -139,7 +139,7 @@ def list_reports(
     principal: ReadPrincipal,
     ledger: LedgerDep,
     kind: Annotated[Literal["billing", "rewards"] | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE), ASCII_DIGITS] = 100,
 ) -> ReportListOut:
     infos = ledger.billing.reports.list(principal.program, kind=kind, limit=limit)
     return ReportListOut(reports=[ReportOut.of_info(i) for i in infos])

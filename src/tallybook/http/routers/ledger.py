@@ -29,7 +29,7 @@ from tallybook.http.deps import (
     run_blocking,
 )
 from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
-from tallybook.http.schemas.common import FUND_PATTERN, ID_PATTERN, Time
+from tallybook.http.schemas.common import ASCII_DIGITS, FUND_PATTERN, ID_PATTERN, Time
 from tallybook.http.schemas.ledger import (
     AccountOut,
     AdjustIn,
@@ -65,7 +65,9 @@ TxnId = Annotated[
 OrderId = Annotated[
     str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="order id")
 ]
-Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"page size, 1-{MAX_PAGE}")]
+Limit = Annotated[
+    int, Query(ge=1, le=MAX_PAGE, description=f"page size, 1-{MAX_PAGE}"), ASCII_DIGITS
+]
 Cursor = Annotated[
     str | None,
     Query(max_length=2048, description="the `cursor` of the previous page"),

@@ -23,7 +23,7 @@ from tallybook.http.deps import (
     WritePrincipal,
 )
 from tallybook.http.idempotency import REPLAYED_HEADER
-from tallybook.http.schemas.common import ID_PATTERN
+from tallybook.http.schemas.common import ASCII_DIGITS, ID_PATTERN
 from tallybook.http.schemas.ledger import TransactionOut
 from tallybook.http.schemas.loyalty import (
     EarnIn,
@@ -49,7 +49,9 @@ router = APIRouter(prefix="/v1", tags=["loyalty"], route_class=ParsedBodyRoute)
 AccountId = Annotated[
     str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="account id")
 ]
-Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"page size, 1-{MAX_PAGE}")]
+Limit = Annotated[
+    int, Query(ge=1, le=MAX_PAGE, description=f"page size, 1-{MAX_PAGE}"), ASCII_DIGITS
+]
 Cursor = Annotated[
     str | None, Query(max_length=2048, description="the `cursor` of the previous page")
 ]
@@ -178,7 +180,9 @@ def get_expiring(
     account: AccountId,
     principal: ReadPrincipal,
     ledger: LedgerDep,
-    days: Annotated[int | None, Query(ge=0, le=3660, description="default: warn_days")] = None,
+    days: Annotated[
+        int | None, Query(ge=0, le=3660, description="default: warn_days"), ASCII_DIGITS
+    ] = None,
     limit: Limit = 100,
     cursor: Cursor = None,
 ) -> ExpiringOut:

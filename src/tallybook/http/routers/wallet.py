@@ -25,7 +25,7 @@ from tallybook.http.deps import (
 )
 from tallybook.http.idempotency import REPLAYED_HEADER
 from tallybook.http.problems import problem_responses
-from tallybook.http.schemas.common import ID_PATTERN
+from tallybook.http.schemas.common import ASCII_DIGITS, ID_PATTERN
 from tallybook.http.schemas.wallet import (
     AuthorizeIn,
     CaptureIn,
@@ -131,7 +131,7 @@ def list_transactions(
     account: AccountId,
     principal: ReadPrincipal,
     ledger: LedgerDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    limit: Annotated[int, Query(ge=1, le=1000), ASCII_DIGITS] = 50,
     cursor: Annotated[str | None, Query(max_length=2048)] = None,
 ) -> WalletTransactionPageOut:
     page = ledger.wallet.transactions(principal.program, account, limit=limit, cursor=cursor)

@@ -23,7 +23,7 @@ from tallybook.domain.webhooks import POSITION_PATTERN
 from tallybook.errors import ValidationError
 from tallybook.http.deps import AdminPrincipal, LedgerDep, NoBody, ParsedBodyRoute
 from tallybook.http.routers.ledger import Cursor
-from tallybook.http.schemas.common import ID_PATTERN
+from tallybook.http.schemas.common import ASCII_DIGITS, ID_PATTERN
 from tallybook.http.schemas.webhooks import (
     ALLOW_HTTP_ENV,
     CreatedOut,
@@ -42,7 +42,9 @@ SubId = Annotated[
 ]
 Position = Annotated[str, Path(pattern=POSITION_PATTERN, description="delivery position")]
 #: a page of delivery records (each keeps its last attempts) is at most MAX_PAGE
-DeliveryLimit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"page size, 1-{MAX_PAGE}")]
+DeliveryLimit = Annotated[
+    int, Query(ge=1, le=MAX_PAGE, description=f"page size, 1-{MAX_PAGE}"), ASCII_DIGITS
+]
 
 
 @router.post(

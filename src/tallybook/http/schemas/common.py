@@ -10,6 +10,7 @@ refused before it reaches a service; the services check again.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated
 
@@ -41,3 +42,17 @@ def _not_a_number(value: object) -> object:
 
 #: a time given in a request: ISO 8601 text, never a number
 Time = Annotated[datetime, BeforeValidator(_not_a_number)]
+
+
+def _ascii_digits(value: object) -> object:
+    """A number in a query string is ASCII digits: pydantic's lax mode reads ``1_0``,
+    `` 5``, ``+5`` and ``5.0`` as integers too (as the CLI did with ``int()``)."""
+    if isinstance(value, str) and not re.fullmatch(r"-?[0-9]+", value, flags=re.ASCII):
+        raise ValueError("must be an integer in ASCII digits")
+    return value
+
+
+#: for an integer in a query string (a page size, a number of days), after its
+#: ``Query``: ``Annotated[int, Query(ge=1), ASCII_DIGITS]`` (before it, or nested in
+#: the type, FastAPI's OpenAPI document loses the bounds)
+ASCII_DIGITS = BeforeValidator(_ascii_digits)
