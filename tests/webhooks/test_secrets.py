@@ -202,3 +202,29 @@ def test_the_key_can_come_from_secrets_manager(monkeypatch: pytest.MonkeyPatch) 
         monkeypatch.setenv(KEY_SECRET_ENV, "no-such-secret")
         with pytest.raises(WebhookKeyError, match=f"cannot read {KEY_SECRET_ENV} no-such-secret"):
             keyring_for(MemoryStore())
+
+
+def test_rekey_seals_every_secret_that_opens_and_names_those_that_do_not(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # was: the first secret no key opened raised and the ones after it were not sealed
+    from tallybook.webhooks.vault import RekeyIncomplete
+
+    lost = new_key()
+    for sub_id, key in (("a1", OLD), ("a2", lost), ("a3", OLD)):
+        monkeypatch.setenv(KEY_ENV, key)
+        ledger.webhooks.create("shop", "http://127.0.0.1:9/h", allow_http=True, sub_id=sub_id)
+    monkeypatch.setenv(KEY_ENV, f"{NEW},{OLD}")
+    with pytest.raises(RekeyIncomplete) as raised:
+        ledger.webhooks.rekey()
+    assert raised.value.sealed == 2
+    assert [(p, s) for p, s, _ in raised.value.failed] == [("shop", "a2")]
+    assert raised.value.exit_code == 2
+    current = keyring_for(ledger.store)
+    assert [
+        s
+        for s in ("a1", "a2", "a3")
+        if current.is_current(str(_stored(ledger, s)["secret_sealed"]))
+    ] == ["a1", "a3"]
+    monkeypatch.setenv(KEY_ENV, f"{NEW},{lost}")  # OLD dropped: a1 and a3 still open
+    assert ledger.webhooks.rekey() == 1
