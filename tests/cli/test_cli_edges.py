@@ -299,3 +299,29 @@ def test_only_one_helper_prints_the_next_page_line() -> None:
     cli_dir = Path(__file__).resolve().parents[2] / "src" / "tallybook" / "cli"
     spelled = [p.name for p in cli_dir.glob("*.py") if "--cursor {" in p.read_text()]
     assert spelled == ["output.py"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["post", "credit", "alice", "cash", "9" * 5000, "--txn", "t1"],
+            "(5000 digits) is too large",
+        ),
+        (
+            ["history", "alice", "--fund", "cash", "--limit", "9" * 5000],
+            "(5000 digits) is too large",
+        ),
+        (["post", "credit", "alice", "cash", "x" * 500, "--txn", "t1"], "'xxxxxxxxxx"),
+    ],
+    ids=["amount digits", "limit digits", "amount text"],
+)
+def test_a_number_too_long_for_int_is_one_short_error_line(
+    cli: Cli, ledger: Ledger, args: list[str], message: str
+) -> None:
+    # was: int() refused 4300 digits and the line said "not an integer", quoting all 5000
+    code, _, err = cli(*args, "-p", "shop")
+    assert code == 2
+    line = one_error(err)
+    assert message in line
+    assert len(line) < 200, line

@@ -15,6 +15,7 @@ from tallybook.cli.options import (
     TxnOption,
     iso_time,
     parse_integer,
+    shown,
     txn_of,
 )
 from tallybook.cli.output import console, next_page, open_ledger, print_json, progress_bar, table
@@ -123,9 +124,12 @@ def post(
     """
     try:
         value = parse_integer(amount)
-    except ValueError:
+    except ValueError as exc:
+        if amount.isascii() and amount.lstrip("-").isdigit():  # digits, too many
+            raise ValidationError(f"amount {exc}") from None
         raise ValidationError(
-            f"amount must be an integer number of minor units in ASCII digits, got {amount!r}"
+            f"amount must be an integer number of minor units in ASCII digits, "
+            f"got {shown(amount)!r}"
         ) from None
     metadata = _metadata(meta)
     txn = txn_of(txn, txn_id)

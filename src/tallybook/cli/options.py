@@ -105,8 +105,19 @@ def parse_integer(text: str) -> int:
     """An integer typed in ASCII digits, with a leading ``-`` (refused by the
     command's own check where it takes no negative number); ValueError else."""
     if not _INTEGER.fullmatch(text):
-        raise ValueError(f"{text!r} is not an integer (ASCII digits only)")
+        raise ValueError(f"{shown(text)!r} is not an integer (ASCII digits only)")
+    if len(text) > _MAX_DIGITS:  # past any bound; int() refuses 4300 digits
+        raise ValueError(f"{text[:12]}... ({len(text)} digits) is too large")
     return int(text)
+
+
+#: more digits than any number a command takes could have
+_MAX_DIGITS = 100
+
+
+def shown(text: str) -> str:
+    """``text`` as an error line quotes it: at most 40 characters."""
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class Number:
