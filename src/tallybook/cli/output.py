@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -132,17 +131,9 @@ def _new_sqlite_files(store: str | None) -> list[Path]:
 def _remove_if_empty(files: list[Path]) -> None:
     """Remove the store file a refused command made (``files[0]``) and its side files,
     if it holds no item: one another process wrote to meanwhile is kept."""
-    try:
-        with contextlib.closing(sqlite3.connect(files[0])) as conn:
-            kept = (
-                conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'items'"
-                ).fetchone()
-                and conn.execute("SELECT 1 FROM items LIMIT 1").fetchone()
-            )
-    except sqlite3.Error:
-        return
-    if kept:
+    from tallybook.store.sqlite import holds_no_item
+
+    if not holds_no_item(files[0]):
         return
     for f in files:
         with contextlib.suppress(OSError):
