@@ -325,3 +325,11 @@ def test_a_number_too_long_for_int_is_one_short_error_line(
     line = one_error(err)
     assert message in line
     assert len(line) < 200, line
+
+
+def test_help_still_shows_the_range_of_a_bounded_number(cli: Cli) -> None:
+    # click's IntRange showed it; the one parser names its bounds in the metavar
+    code, out, _ = cli("torture", "--help", store=False)
+    assert code == 0
+    assert "<integer 2<=x<=500>" in out
+    assert "<decimal 0<=x<=1>" in out

@@ -130,7 +130,18 @@ class Number:
         self, *, min: float | None = None, max: float | None = None, decimal: bool = False
     ) -> None:
         self.min, self.max, self.decimal = min, max, decimal
-        self.__name__ = "decimal" if decimal else "integer"  # the help's metavar
+        kind = "decimal" if decimal else "integer"
+        bounds = self._bounds()
+        self.__name__ = f"{kind} {bounds}" if bounds else kind  # the help's metavar
+
+    def _bounds(self) -> str:
+        if self.min is None and self.max is None:
+            return ""
+        if self.max is None:
+            return f"x>={self.min}"
+        if self.min is None:
+            return f"x<={self.max}"
+        return f"{self.min}<=x<={self.max}"
 
     def __call__(self, value: str | float) -> Any:
         if isinstance(value, int | float):  # the default, already a number
@@ -147,13 +158,7 @@ class Number:
         if (self.min is not None and number < self.min) or (
             self.max is not None and number > self.max
         ):
-            if self.max is None:
-                bounds = f"x>={self.min}"
-            elif self.min is None:
-                bounds = f"x<={self.max}"
-            else:
-                bounds = f"{self.min}<=x<={self.max}"
-            raise typer.BadParameter(f"{value} is not in the range {bounds}")
+            raise typer.BadParameter(f"{value} is not in the range {self._bounds()}")
         return number
 
 
