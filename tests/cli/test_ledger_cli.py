@@ -280,6 +280,19 @@ def test_every_command_has_help_with_an_example() -> None:
         assert "Example" in result.output, f"tallybook {' '.join(path)} --help has no example"
 
 
+def test_no_help_shows_a_value_after_a_flag() -> None:
+    """A flag takes no value (``--json true`` is refused), so its help shows none:
+    typer 0.29 drew ``--json <bool>`` and ``--help <bool>`` in every command's help."""
+    runner = CliRunner()
+    for path in _commands(typer.main.get_command(app), []):
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "<bool>" not in result.output, f"tallybook {' '.join(path)} --help"
+        assert re.search(r"--help +Show this message", result.output), path
+    shown = runner.invoke(app, ["post", "--help"]).output
+    assert re.search(r"--json +Print JSON instead", shown), shown
+
+
 def test_every_command_summary_is_one_line() -> None:
     """A command's summary (its help's first paragraph) is what a group's
     ``--help`` lists; a line break in it shows as a break mid-sentence there."""

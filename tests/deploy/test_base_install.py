@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import venv
 import zipfile
 from pathlib import Path
@@ -154,6 +155,23 @@ def test_the_wheel_requires_boto3_only_and_puts_the_rest_in_extras(wheel: Path) 
         meta = zf.read(f"tallybook-{tallybook.__version__}.dist-info/METADATA").decode()
     assert f"Version: {tallybook.__version__}" in meta
     assert "License-Expression: Apache-2.0" in meta
+
+
+def test_the_installed_cli_extra_is_the_one_a_fresh_install_may_get() -> None:
+    """CI installs the cli extra beside the test extra, whose tools may hold typer
+    back; ``pip install 'tallybook[cli]'`` alone takes the newest its bounds allow.
+    So the versions tested here must satisfy those bounds (typer 0.29, unbounded,
+    drew ``--json <bool>`` in every help while CI tested 0.27)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for line in project["optional-dependencies"]["cli"]:
+        req = Requirement(line)
+        installed = importlib.metadata.version(req.name)
+        assert req.specifier.contains(installed), f"{req.name} {installed} is not {req}"
+    (typer,) = (
+        r for r in map(Requirement, project["optional-dependencies"]["cli"]) if r.name == "typer"
+    )
+    assert typer.specifier.contains("0.27.3")
+    assert not typer.specifier.contains("0.29.2")  # its help draws --json <bool>
 
 
 LIBRARY_RUN = """
