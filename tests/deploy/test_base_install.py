@@ -172,6 +172,7 @@ def test_the_installed_cli_extra_is_the_one_a_fresh_install_may_get() -> None:
     )
     assert typer.specifier.contains("0.27.3")
     assert not typer.specifier.contains("0.29.2")  # its help draws --json <bool>
+    assert not typer.specifier.contains("0.26.8")  # its errors name 'KIND:{credit|...}'
 
 
 LIBRARY_RUN = """
