@@ -4,7 +4,10 @@ the defaults (plus its `Promo`), and its storage table is the keys the store use
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -87,3 +90,37 @@ def test_a_payload_is_the_same_object_in_any_key_order(
     again = dict(reversed(list(sent.items())))
     replay = ledger.notifications.add("shop", "alice", "Promo", again, idempotency_key="k")
     assert (replay.replay, replay.id) == (True, added.id)
+
+
+def test_the_cli_examples_run_as_written_in_page_order(tmp_path: Path) -> None:
+    """The page's `sh` blocks that run tallybook (not the AWS one), in a fresh folder on
+    the default SQLite store, each line under ``set -e``; what they print is the page's."""
+    scripts = [b for b in re.findall(r"```sh\n(.*?)```", DOC, flags=re.S) if "aws " not in b]
+    assert len(scripts) == 3
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM"):
+        env.pop(name, None)
+    result = subprocess.run(
+        ["bash", "-c", "set -e\n" + "\n".join(scripts)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    added = re.search(r"^TierChanged (n-\d+-[0-9a-f]+) active$", out, flags=re.M)
+    assert added is not None, out
+    assert f"TierChanged {added[1]} dismissed" in out
+    assert "no active LowBalance notification" in out
+    assert "1 added, 0 replayed" in out
+    rules = json.loads((tmp_path / "rules.json").read_text())
+    assert rules["types"]["TopUp"]["dismisses"] == ["LowBalance"]
+    ledger = Ledger.open(f"sqlite:///{tmp_path / 'tallybook.db'}")
+    assert ledger.notifications.get("shop", "alice", added[1]).status.value == "dismissed"
+    (promo,) = ledger.notifications.list("shop", "alice")
+    assert (promo.type, promo.payload) == ("Promo", {"title": "2x points"})
