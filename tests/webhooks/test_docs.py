@@ -4,7 +4,12 @@ event types and retry schedule are the code's."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -136,3 +141,55 @@ def test_every_event_carries_the_data_fields_documented(tmp_path: Path) -> None:
     for type_, names in seen.items():
         assert names <= documented[type_], (type_, names - documented[type_])
         assert documented[type_] - names <= optional | {"account_seq"}, type_
+
+
+def test_the_cli_examples_run_as_written_in_page_order(tmp_path: Path) -> None:
+    """The page's `bash` blocks in a fresh folder on the default SQLite store: the
+    subscription commands under ``set -e``, then the worker that runs until stopped,
+    stopped with SIGTERM, then its one pass (the subscription is disabled by then, so
+    no delivery leaves the machine)."""
+    manage, worker = re.findall(r"```bash\n(.*?)```", DOC, flags=re.S)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM", "TALLYBOOK_WEBHOOK_KEY"):
+        env.pop(name, None)
+
+    def run(script: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", "set -e\n" + script],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    result = run(manage)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"^whsec_\S+$", result.stdout, flags=re.M), result.stdout
+    assert "subscription sub_0123456789abcdef disabled" in result.stdout
+    assert "sealed under the current key" in result.stdout
+    forever, once = [line for line in worker.splitlines() if line.startswith("tallybook")]
+    command = forever.split("#")[0].split()
+    assert command == ["tallybook", "webhooks", "deliver"]
+    started = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(3)
+    assert started.poll() is None  # runs until stopped
+    started.send_signal(signal.SIGTERM)
+    out, err = started.communicate(timeout=30)
+    assert started.returncode == 0, out + err
+    assert "Traceback" not in err
+    assert once.split("#")[0].split() == [*command, "--once"]
+    result = run(once)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("delivered 0, failed 0")
+    ledger = Ledger.open(f"sqlite:///{tmp_path / 'tallybook.db'}")
+    (sub,) = ledger.webhooks.list("shop")
+    assert (sub.id, sub.types) == (
+        "sub_0123456789abcdef",
+        ("transaction.posted", "hold.expired"),
+    )
