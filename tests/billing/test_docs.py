@@ -1,9 +1,12 @@
-"""docs/billing.md: its Python examples run as written, in page order, in one fresh
-namespace and folder, and print what the page says they print."""
+"""docs/billing.md: its Python and CLI examples run as written, in page order, in one
+fresh namespace and folder, and print what the page says they print."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +37,42 @@ def test_the_python_examples_run_as_written(
             assert reported.read_bytes() == again.read_bytes()
     totals = (tmp_path / "reports" / "shop" / "billing").glob("*/billing_totals.csv")
     assert sum("acme" in path.read_text() for path in totals) == 2  # r1 and r2's hours
+
+
+def test_the_cli_examples_run_as_written_after_the_python_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `bash` blocks under ``set -e`` on the default SQLite store, in a folder where
+    the Python examples ran first (as a reader following the page does)."""
+    monkeypatch.chdir(tmp_path)
+    scope: dict[str, Any] = {}
+    for code in re.findall(r"```python\n(.*?)```", DOC, flags=re.S):
+        exec(code, scope)
+    ingest, report = re.findall(r"```bash\n(.*?)```", DOC, flags=re.S)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM", "TALLYBOOK_REPORTS_OUT"):
+        env.pop(name, None)
+    outputs = []
+    for script in (ingest, report):
+        result = subprocess.run(
+            ["bash", "-c", "set -e\n" + script],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        outputs.append(result.stdout)
+    assert "1 created, 0 already ingested, 0 filed late, 0 rejected" in outputs[0]
+    assert re.search(r"│ r1 +│ acme +│ o1 ", outputs[0]), outputs[0]
+    window = "20260101T000000Z_20260102T000000Z"
+    for name in ("billing_totals.csv", "billing_line_items.csv", "billing.json"):
+        reported = tmp_path / "reports" / "shop" / "billing" / window / name
+        again = tmp_path / "again" / "shop" / "billing" / window / name
+        assert reported.read_bytes() == again.read_bytes()
+    totals = tmp_path / "reports" / "shop" / "billing" / window / "billing_totals.csv"
+    assert "acme,USD,1,1005,50" in totals.read_text()  # 1005 x 0.05 = 50.25 -> 50
