@@ -85,6 +85,16 @@ def test_dismiss_without_an_id_or_a_type_says_what_to_give(cli: Cli) -> None:
     assert "not both" in one_error(err)
 
 
+def test_dismiss_type_on_an_unknown_account_is_not_found(cli: Cli) -> None:
+    # was: "no active LowBalance notification" and exit 0, where HTTP answers 404
+    code, out, err = cli("notifications", "dismiss", "ghost", "--type", "LowBalance", "-p", "shop")
+    assert code == 4
+    assert one_error(err) == "error: account ghost not found in program shop"
+    assert out == ""
+    out = cli.ok("notifications", "dismiss", "alice", "--type", "LowBalance", "-p", "shop")
+    assert out.strip() == "no active LowBalance notification"
+
+
 def test_events_ingest_into_an_unknown_program_is_one_error(cli: Cli, tmp_path: Path) -> None:
     # was: every line "rejected" (not-found) and exit 0
     events = tmp_path / "events.ndjson"
