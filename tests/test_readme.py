@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -103,3 +104,31 @@ def test_store_urls_in_commands_are_quoted() -> None:
         )
     ]
     assert unquoted == []
+
+
+def test_the_backfill_example_runs_after_the_cli_walkthrough(tmp_path: Path) -> None:
+    """README's "Reports: grace period and backfill" block, under ``set -e`` in the folder
+    of the CLI walkthrough (its `shop`): it made no `history.ndjson`, so it failed."""
+    text = README.read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    cli = next(b for b in blocks if "tallybook program create" in b)
+    backfill = next(b for b in blocks if "--start 2026-01-01" in b)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM", "TALLYBOOK_REPORTS_OUT"):
+        env.pop(name, None)
+    for script in (cli, backfill):
+        result = subprocess.run(
+            ["bash", "-c", "set -e\n" + script],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 created, 0 already ingested" in result.stdout
+    day = tmp_path / "reports" / "shop" / "billing" / "20260101T000000Z_20260102T000000Z"
+    assert "acme,USD,1,1005,50" in (day / "billing_totals.csv").read_text()
