@@ -110,3 +110,22 @@ def test_type_only_imports_are_in_the_graph(
     monkeypatch.syspath_prepend(str(tmp_path))
     graph = _graph("typeonly")
     assert graph.find_modules_directly_imported_by("typeonly.service") == {"typeonly.root"}
+
+
+def test_the_python_examples_of_the_page_run_as_written() -> None:
+    """docs/architecture.md's two Python blocks, each in a fresh namespace: a service
+    built without a `Ledger`, and the contract suite subclassed for an engine."""
+    import re
+    from typing import Any
+
+    from tallybook.services.wallet.service import WalletService
+    from tallybook.store.testing import ItemStoreContract
+
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    service, contract = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+    scope: dict[str, Any] = {}
+    exec(service, scope)
+    assert isinstance(scope["wallet"], WalletService)
+    scope = {}
+    exec(contract, scope)
+    assert issubclass(scope["TestMyEngine"], ItemStoreContract)
