@@ -193,3 +193,24 @@ def test_the_cli_examples_run_as_written_in_page_order(tmp_path: Path) -> None:
         "sub_0123456789abcdef",
         ("transaction.posted", "hold.expired"),
     )
+
+
+def test_the_envelope_sample_is_what_a_credit_sends(tmp_path: Path) -> None:
+    """The page's JSON envelope is the body a credit of 1000 cash to alice (`t1`, her
+    first posting) sends, but for the event's own id and time."""
+    (sample,) = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", DOC, flags=re.S)]
+    clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
+    ledger = Ledger(SqliteStore(tmp_path / "t.db"), clock=clock)
+    ledger.programs.create("shop")
+    ledger.webhooks.create("shop", "https://example.com/hooks")
+    ledger.accounts.open("shop", "alice")
+    ledger.transactions.credit("shop", "alice", "cash", 1000, txn_id="t1")
+    receiver = _Receiver()
+    ledger.webhooks.worker(sender=receiver, now=lambda: clock.now().timestamp()).run_once()
+    (body,) = receiver.bodies
+    sent = json.loads(body)
+    assert re.fullmatch(r"evt_[0-9a-f]{32}", sent.pop("id"))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", sent.pop("timestamp"))
+    sample.pop("id")
+    sample.pop("timestamp")
+    assert sent == sample
