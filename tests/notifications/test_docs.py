@@ -92,9 +92,12 @@ def test_a_payload_is_the_same_object_in_any_key_order(
     assert (replay.replay, replay.id) == (True, added.id)
 
 
-def test_the_cli_examples_run_as_written_in_page_order(tmp_path: Path) -> None:
+def test_the_cli_examples_run_as_written_in_page_order(
+    engine: str, store: ItemStore, tmp_path: Path
+) -> None:
     """The page's `sh` blocks that run tallybook (not the AWS one), in a fresh folder on
-    the default SQLite store, each line under ``set -e``; what they print is the page's."""
+    the default SQLite store (or a fresh DynamoDB table named by ``$TALLYBOOK_STORE``),
+    each line under ``set -e``; what they print is the page's."""
     scripts = [b for b in re.findall(r"```sh\n(.*?)```", DOC, flags=re.S) if "aws " not in b]
     assert len(scripts) == 3
     env = {
@@ -103,6 +106,8 @@ def test_the_cli_examples_run_as_written_in_page_order(tmp_path: Path) -> None:
     }
     for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM"):
         env.pop(name, None)
+    if engine == "dynamodb":
+        env["TALLYBOOK_STORE"] = store.describe()
     result = subprocess.run(
         ["bash", "-c", "set -e\n" + "\n".join(scripts)],
         cwd=tmp_path,
@@ -120,7 +125,7 @@ def test_the_cli_examples_run_as_written_in_page_order(tmp_path: Path) -> None:
     assert "1 added, 0 replayed" in out
     rules = json.loads((tmp_path / "rules.json").read_text())
     assert rules["types"]["TopUp"]["dismisses"] == ["LowBalance"]
-    ledger = Ledger.open(f"sqlite:///{tmp_path / 'tallybook.db'}")
+    ledger = Ledger(store)
     assert ledger.notifications.get("shop", "alice", added[1]).status.value == "dismissed"
     (promo,) = ledger.notifications.list("shop", "alice")
     assert (promo.type, promo.payload) == ("Promo", {"title": "2x points"})

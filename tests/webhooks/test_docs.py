@@ -18,6 +18,7 @@ from typing import Any
 from tallybook.ledger import Ledger
 from tallybook.services.billing.sinks import DirectorySink
 from tallybook.services.clock import ManualClock
+from tallybook.store.port import ItemStore
 from tallybook.store.sqlite import SqliteStore
 from tallybook.webhooks import sign
 from tallybook.webhooks.delivery import RetryPolicy
@@ -25,6 +26,7 @@ from tallybook.webhooks.events import EVENT_TYPES
 from tallybook.webhooks.fanout import MAX_SUBSCRIPTIONS
 from tallybook.webhooks.sender import Response
 from tallybook.webhooks.signing import new_secret
+from tallybook.webhooks.vault import new_key as new_server_key
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "webhooks.md").read_text()
 
@@ -143,8 +145,12 @@ def test_every_event_carries_the_data_fields_documented(tmp_path: Path) -> None:
         assert documented[type_] - names <= optional | {"account_seq"}, type_
 
 
-def test_the_cli_examples_run_as_written_in_page_order(tmp_path: Path) -> None:
-    """The page's `bash` blocks in a fresh folder on the default SQLite store: the
+def test_the_cli_examples_run_as_written_in_page_order(
+    engine: str, store: ItemStore, tmp_path: Path
+) -> None:
+    """The page's `bash` blocks in a fresh folder on the default SQLite store (or a
+    fresh DynamoDB table named by ``$TALLYBOOK_STORE``, with the server key the page
+    says DynamoDB needs in ``$TALLYBOOK_WEBHOOK_KEY``): the
     subscription commands under ``set -e``, then the worker that runs until stopped,
     stopped with SIGTERM, then its one pass (the subscription is disabled by then, so
     no delivery leaves the machine)."""
@@ -155,6 +161,9 @@ def test_the_cli_examples_run_as_written_in_page_order(tmp_path: Path) -> None:
     }
     for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM", "TALLYBOOK_WEBHOOK_KEY"):
         env.pop(name, None)
+    if engine == "dynamodb":
+        env["TALLYBOOK_STORE"] = store.describe()
+        env["TALLYBOOK_WEBHOOK_KEY"] = new_server_key()
 
     def run(script: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -187,8 +196,7 @@ def test_the_cli_examples_run_as_written_in_page_order(tmp_path: Path) -> None:
     result = run(once)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("delivered 0, failed 0")
-    ledger = Ledger.open(f"sqlite:///{tmp_path / 'tallybook.db'}")
-    (sub,) = ledger.webhooks.list("shop")
+    (sub,) = Ledger(store).webhooks.list("shop")
     assert (sub.id, sub.types) == (
         "sub_0123456789abcdef",
         ("transaction.posted", "hold.expired"),
