@@ -3,14 +3,19 @@ the defaults (plus its `Promo`), and its storage table is the keys the store use
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
@@ -129,3 +134,66 @@ def test_the_cli_examples_run_as_written_in_page_order(
     assert ledger.notifications.get("shop", "alice", added[1]).status.value == "dismissed"
     (promo,) = ledger.notifications.list("shop", "alice")
     assert (promo.type, promo.payload) == ("Promo", {"title": "2x points"})
+
+
+def test_the_sns_examples_add_once_on_a_served_store(tmp_path: Path) -> None:
+    """The inbound events block's `curl` (its `aws sns subscribe` needs AWS) against a
+    server on a free port of 127.0.0.1 with a `write` key in ``$KEY``: added, then
+    replayed; the page's JSON message sample is accepted too."""
+    (block,) = [b for b in re.findall(r"```sh\n(.*?)```", DOC, flags=re.S) if "aws sns" in b]
+    curl = block[block.index("curl ") :]
+    (sample,) = [b for b in re.findall(r"```json\n(.*?)```", DOC, flags=re.S) if "TopicArn" in b]
+    url = f"sqlite:///{tmp_path / 'tallybook.db'}"
+    ledger = Ledger.open(url)
+    ledger.programs.create("shop")
+    ledger.accounts.open("shop", "alice")
+    _, secret = ledger.keys.create("shop", "write", "sns")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "KEY": secret,
+    }
+    env.pop("TALLYBOOK_STORE", None)
+    server = subprocess.Popen(
+        ["tallybook", "serve", "--port", str(port), "--store", url],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            with contextlib.suppress(httpx.TransportError):
+                httpx.get(f"{base}/openapi.json", timeout=5)  # any answer: up
+                break
+            time.sleep(0.1)
+        answers = []
+        for _ in range(2):
+            result = subprocess.run(
+                ["bash", "-c", "set -e\n" + curl.replace("http://127.0.0.1:8080", base)],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert result.returncode == 0, result.stdout + result.stderr
+            answers.append(json.loads(result.stdout))
+        assert [a["status"] for a in answers] == ["added", "replayed"]
+        assert answers[0]["notification"]["id"] == answers[1]["notification"]["id"]
+        posted = httpx.post(
+            f"{base}/v1/events/sns",
+            content=sample,
+            headers={"Content-Type": "text/plain"},
+            auth=("sns", secret),
+            timeout=10,
+        )
+        assert posted.status_code == 200, posted.text
+        assert posted.json()["notification"]["payload"] == {"amount": 500}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
