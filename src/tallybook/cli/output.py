@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console, JustifyMethod
 from rich.progress import Progress, ProgressColumn
 from rich.table import Table
 
-from tallybook.errors import TallybookError
 from tallybook.ledger import Ledger
-from tallybook.store.url import open_store, parse_store_url, resolve_store_url
+from tallybook.store.url import open_store
 
 #: soft wrap: a line of output is one line however narrow the terminal or pipe
 #: (rich would break it at 80 columns when stdout is not a terminal); tables still fit
@@ -90,51 +85,10 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     console.print(t)
 
 
-@contextmanager
-def open_ledger(store: str | None, *, create: bool = True) -> Iterator[Ledger]:
-    """The ledger of a store URL, closed at the end. A command that only reads passes
-    ``create=False``: a SQLite file that does not exist, or holds no store, is
-    refused, where opening it would make one (a mistyped path read as an empty
-    ledger). A command that writes makes the file; refused (an error, or a non-zero
-    exit) with nothing written, it removes what it made, as if it had never run."""
-    if not create:
-        with Ledger(open_store(store, create=False)) as ledger:
-            yield ledger
-        return
-    made = _new_sqlite_files(store)
-    try:
-        with Ledger.open(store) as ledger:
-            yield ledger
-    except Exception as exc:
-        if made and getattr(exc, "exit_code", 1) != 0:
-            _remove_if_empty(made)
-        raise
-
-
-#: what SQLite and tallybook's writer lock make next to a store file
-_SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal", "-writer.lock")
-
-
-def _new_sqlite_files(store: str | None) -> list[Path]:
-    """The files opening ``store`` would make: a SQLite file that does not exist yet,
-    and its side files; none for a file that exists or another engine."""
-    try:
-        parsed = parse_store_url(resolve_store_url(store))
-    except TallybookError:
-        return []  # refused when the store is opened
-    if parsed.engine != "sqlite" or Path(parsed.path).exists():
-        return []
-    files = [Path(parsed.path + suffix) for suffix in ("", *_SQLITE_SIDE_FILES)]
-    return [f for f in files if not f.exists()]
-
-
-def _remove_if_empty(files: list[Path]) -> None:
-    """Remove the store file a refused command made (``files[0]``) and its side files,
-    if it holds no item: one another process wrote to meanwhile is kept."""
-    from tallybook.store.sqlite import holds_no_item
-
-    if not holds_no_item(files[0]):
-        return
-    for f in files:
-        with contextlib.suppress(OSError):
-            f.unlink()
+def open_ledger(store: str | None, *, create: bool = True) -> Ledger:
+    """The ledger of a store URL. A command that only reads passes ``create=False``:
+    a SQLite file that does not exist, or holds no store, is refused, where opening
+    it would make one (a mistyped path read as an empty ledger)."""
+    if create:
+        return Ledger.open(store)
+    return Ledger(open_store(store, create=False))

@@ -143,19 +143,6 @@ def _refuse_to_create(path: str) -> None:
         )
 
 
-def holds_no_item(path: str | Path) -> bool:
-    """Whether the SQLite file ``path`` holds no tallybook item (no table yet, or an
-    empty one); False when it cannot be read."""
-    try:
-        with contextlib.closing(sqlite3.connect(path)) as conn:
-            table = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'items'"
-            ).fetchone()
-            return table is None or conn.execute("SELECT 1 FROM items LIMIT 1").fetchone() is None
-    except sqlite3.Error:
-        return False
-
-
 class SqliteStore(ItemStore):
     """Embedded engine; ``path`` is a file (``:memory:`` is refused: use a temp file),
     made with its table on first use unless ``create=False`` (a caller that only reads)."""
