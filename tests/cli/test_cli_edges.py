@@ -97,6 +97,10 @@ def test_a_number_that_is_not_ascii_digits_is_refused(
         (["webhooks", "deliver", "--once", "--interval", "nan"], "is not a number"),
         (["webhooks", "deliver", "--once", "--interval", "inf"], "is not a number"),
         (["webhooks", "deliver", "--once", "--interval", "\uff11"], "is not a number"),
+        (
+            ["webhooks", "deliver", "--interval", "100000000000000000000"],
+            "is not in the range 0.05<=x<=86400",
+        ),
         (["torture", "--replay-rate", "0_5"], "is not a number"),
         (["torture", "--replay-rate", "1.5"], "1.5 is not in the range 0<=x<=1"),
         (["events", "ingest", "x.ndjson", "-p", "shop", "--show", "-1"], "x>=0"),

@@ -246,6 +246,10 @@ def rekey(
     console.print(f"{changed} subscription secret(s) sealed under the current key")
 
 
+#: the longest --interval: a longer sleep (1e20 s) overflows time.sleep after a pass
+MAX_INTERVAL = 86_400
+
+
 @app.command("deliver")
 def deliver(
     once: Annotated[
@@ -254,7 +258,9 @@ def deliver(
     interval: Annotated[
         float,
         typer.Option(
-            "--interval", help="Seconds between idle passes.", parser=Number(min=0.05, decimal=True)
+            "--interval",
+            help="Seconds between idle passes (at most a day).",
+            parser=Number(min=0.05, max=MAX_INTERVAL, decimal=True),
         ),
     ] = 1.0,
     store: StoreOption = None,
