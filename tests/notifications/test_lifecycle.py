@@ -84,6 +84,17 @@ def test_dismiss_by_type(ledger: Ledger, clock: ManualClock, alice: str) -> None
     assert n.get("shop", alice, gone.id).status is Status.DISMISSED
 
 
+def test_dismiss_type_on_an_unknown_account_is_not_found(ledger: Ledger, alice: str) -> None:
+    # was None, while HTTP answers 404 and the CLI exits 4
+    n = ledger.notifications
+    ledger.programs.create("other")
+    ledger.accounts.open("other", "bob")
+    for account in ("nobody", "bob"):  # unknown anywhere, or of another program
+        with pytest.raises(NotFound, match=f"account {account}"):
+            n.dismiss_type("shop", account, "LowBalance")
+    assert n.dismiss_type("shop", alice, "LowBalance") is None  # none active: still None
+
+
 def test_rule_dismisses_other_type(ledger: Ledger, clock: ManualClock, alice: str) -> None:
     n = ledger.notifications
     low = n.add("shop", alice, "LowBalance", {"fund": "cash"})

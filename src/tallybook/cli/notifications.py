@@ -155,8 +155,6 @@ def dismiss(
         else:
             assert type_ is not None
             n = ledger.notifications.dismiss_type(program, account, type_)
-            if n is None:  # nothing to dismiss: on an account of this program (else 4)
-                ledger.accounts.get(program, account)
     if as_json:
         print_json({"dismissed": n})
     elif n is None:

@@ -144,8 +144,6 @@ def dismiss_type(
     type: Annotated[str, Query(pattern=TYPE_PATTERN, description="notification type")],
 ) -> DismissedOut:
     n = ledger.notifications.dismiss_type(principal.program, account, type)
-    if n is None:  # nothing to dismiss: on an account of this program (else 404)
-        ledger.accounts.get(principal.program, account)
     return DismissedOut(dismissed=NotificationOut.of(n) if n else None)
 
 

@@ -181,7 +181,9 @@ class NotificationService:
         """Dismiss the active notification of ``type``; ``None`` if there is none.
 
         ``by`` (1-128 characters) and ``reason`` (a :class:`DismissReason`) are
-        recorded; ``where``, if given, must accept the notification."""
+        recorded; ``where``, if given, must accept the notification. An account
+        the program does not have is :class:`NotFound` (checked only when
+        nothing was dismissed)."""
         check_id(account, "account id")
         check_type(type)
         if not isinstance(by, str) or not 0 < len(by) <= MAX_DISMISSED_BY:
@@ -192,18 +194,10 @@ class NotificationService:
         if where is not None and not callable(where):
             raise ValidationError("where must be a function of the notification, or None")
         self.programs.get(program)
-        with retrying(self.retry_policy) as tries:
-            for _ in tries:
-                now = self.clock.now()
-                active = items.read_active(self.store, program, account, type)
-                if active is None or not items.live(active, now):
-                    return None
-                if where is not None and not where(items.from_item(active, now)):
-                    return None
-                done = dismissing.dismiss_active(self.store, active, now, by, reason)
-                if done is not None:
-                    return done
-        raise TooManyRetries(f"dismissing {type} on {account} kept conflicting; retry it")
+        done = self.dismiss_from(program, account, type, by, reason, where)
+        if done is None:
+            self.accounts.get(program, account)
+        return done
 
     # -- reads -----------------------------------------------------------------
 
@@ -283,6 +277,30 @@ class NotificationService:
     ) -> Notification:
         """Add for ``program`` without checking the account (the ledger's own triggers)."""
         return adding.add(self, program, account, type_, payload, key, expires_at)
+
+    def dismiss_from(
+        self,
+        program: str,
+        account: str,
+        type_: str,
+        by: str,
+        reason: str,
+        where: Callable[[Notification], bool] | None,
+    ) -> Notification | None:
+        """Dismiss the active ``type_`` without checking the program or the account
+        (the ledger's own triggers); ``None`` if there is none or ``where`` refuses it."""
+        with retrying(self.retry_policy) as tries:
+            for _ in tries:
+                now = self.clock.now()
+                active = items.read_active(self.store, program, account, type_)
+                if active is None or not items.live(active, now):
+                    return None
+                if where is not None and not where(items.from_item(active, now)):
+                    return None
+                done = dismissing.dismiss_active(self.store, active, now, by, reason)
+                if done is not None:
+                    return done
+        raise TooManyRetries(f"dismissing {type_} on {account} kept conflicting; retry it")
 
     # defined last: inside the class body, ``list`` would shadow the builtin
     def list(self, program: str, account: str) -> list[Notification]:

@@ -168,13 +168,13 @@ def threshold_changed(service: NotificationService, program: Program, fund: str)
                 head = service.accounts.get(program.id, n.account)
                 if head.fund(fund).available < threshold:
                     continue
-            done = service.dismiss_type(
+            done = service.dismiss_from(
                 program.id,
                 n.account,
                 LOW_BALANCE,
-                by="threshold",
-                reason=DismissReason.THRESHOLD_CHANGED,
-                where=_is(n.id),
+                "threshold",
+                DismissReason.THRESHOLD_CHANGED,
+                _is(n.id),
             )
             dismissed += done is not None
     return dismissed
@@ -221,9 +221,7 @@ def _raise(
 
 
 def _dismiss(service: NotificationService, program: str, account: str, fund: str, by: str) -> None:
-    service.dismiss_type(
-        program, account, LOW_BALANCE, by=by, reason=DismissReason.TOPPED_UP, where=_about(fund)
-    )
+    service.dismiss_from(program, account, LOW_BALANCE, by, DismissReason.TOPPED_UP, _about(fund))
 
 
 def ledger_event(service: NotificationService, event: LedgerEvent) -> None:
