@@ -23,6 +23,7 @@ from rich.console import Console
 
 from tallybook import __version__
 from tallybook.cli import app, output
+from tallybook.cli import notifications as cli_notifications
 from tallybook.errors import ValidationError
 from tallybook.ledger import Ledger
 from tallybook.services.loyalty.service import load_toml
@@ -493,3 +494,45 @@ def test_python_m_tallybook_is_the_command(tmp_path: Path) -> None:
     shown = run("--store", "memory://m", "account", "show", "ann", "--program", "shop")
     assert shown.returncode == 4
     assert shown.stderr == "error: program shop not found\n"
+
+
+def test_tables_and_lines_print_times_as_the_http_api_and_json_do(
+    cli: Cli, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # was: Python's isoformat (2026-11-27T10:00:00.123456+00:00) in tables and
+    # lines, and "2026-11-27 10:00:00" in notification lists, where HTTP and
+    # --json print 2026-11-27T10:00:00.123456Z
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    ledger.loyalty.configure("shop", load_toml(str(examples / "loyalty.toml")))
+    ledger.loyalty.earn("shop", "alice", "order-1", 5000)
+    ledger.wallet.credit("shop", "alice", "cash", 2500, txn_id="t-1")
+    ledger.wallet.grant("shop", "alice", 300, expires_in_days=30, txn_id="g-1")
+    ledger.wallet.authorize("shop", "alice", 100, hold_id="h-1", expires_in=3600)
+    ledger.notifications.add("shop", "alice", "TierChanged", {"tier": "gold"})
+    cli.ok("keys", "create", "--name", "ops", "-p", "shop")
+    # wide enough that no table folds a time over two lines
+    wide = Console(width=200, soft_wrap=True)
+    monkeypatch.setattr(output, "console", wide)
+    monkeypatch.setattr(cli_notifications, "console", wide)  # its own table
+    commands = {
+        # command: a --json path to one time it shows
+        ("history", "alice", "-f", "cash", "-p", "shop"): ("entries", 0, "created_at"),
+        ("wallet", "transactions", "alice", "-p", "shop"): ("transactions", 0, "created_at"),
+        ("wallet", "holds", "alice", "-p", "shop"): (0, "deadline"),
+        ("wallet", "hold", "h-1", "-p", "shop"): ("deadline",),
+        ("wallet", "grants", "alice", "-p", "shop"): (0, "expires_at"),
+        ("loyalty", "tier", "alice", "--history", "-p", "shop"): ("history", 0, "at"),
+        ("loyalty", "expiring", "alice", "--days", "1000", "-p", "shop"): ("lots", 0, "expires"),
+        ("loyalty", "order", "order-1", "-p", "shop"): ("transaction", "created_at"),
+        ("notifications", "list", "alice", "-p", "shop"): ("notifications", 0, "created_at"),
+        ("keys", "list", "-p", "shop"): (0, "created_at"),
+    }
+    for args, path in commands.items():
+        found: Any = cli.json(*args, "--json")
+        for step in path:
+            found = found[step]
+        assert isinstance(found, str), (args, found)
+        assert found.endswith("Z"), (args, found)
+        out = cli.ok(*args)
+        assert "+00:00" not in out, args
+        assert found in out, (args, found, out)

@@ -81,9 +81,9 @@ def configure(
             [
                 ["bucket", f"{state.config.bucket_seconds // 60} min"],
                 ["grace", f"{state.config.grace_seconds // 60} min"],
-                ["start", from_epoch(state.start).isoformat()],
+                ["start", from_epoch(state.start)],
                 *[
-                    [f"reported until ({kind})", from_epoch(at).isoformat()]
+                    [f"reported until ({kind})", from_epoch(at)]
                     for kind, at in state.checkpoints.items()
                 ],
             ],
@@ -215,7 +215,7 @@ def list_records(
                 r.id,
                 r.partner,
                 r.order_id,
-                r.time.isoformat(),
+                r.time,
                 r.currency,
                 r.amount,
                 r.rate,

@@ -236,7 +236,7 @@ def history(
             f"{program}/{account}/{fund}",
             ["seq", "created_at", "type", "amount", "balance", "txn_id", "order_id"],
             [
-                [e.seq, e.created_at.isoformat(), e.type, e.amount, e.balance, e.txn_id, e.order_id]
+                [e.seq, e.created_at, e.type, e.amount, e.balance, e.txn_id, e.order_id]
                 for e in page.entries
             ],
         )

@@ -27,6 +27,7 @@ from tallybook.cli.output import (
     print_json,
     progress_bar,
     table,
+    time_text,
 )
 from tallybook.domain.loyalty import instant
 from tallybook.errors import ValidationError
@@ -197,7 +198,7 @@ def tier(
         table(
             "tier history",
             ["at", "from", "to", "reason", "transaction"],
-            [[c.at.isoformat(), c.previous, c.tier, c.reason, c.txn_id] for c in changes],
+            [[c.at, c.previous, c.tier, c.reason, c.txn_id] for c in changes],
         )
 
 
@@ -254,10 +255,7 @@ def expiring(
     table(
         f"{account}: {page.points} points expiring",
         ["expires", "points", "order"],
-        [
-            [lot.expires.isoformat() if lot.expires else "never", lot.points, lot.order_id]
-            for lot in page.lots
-        ],
+        [[lot.expires or "never", lot.points, lot.order_id] for lot in page.lots],
     )
     next_page(page.cursor)
 
@@ -280,7 +278,7 @@ def order(
         return
     console.print(
         f"order {order_id}: transaction {found.transaction.id}, account {found.account}, "
-        f"{found.points} points at {found.transaction.created_at.isoformat()}"
+        f"{found.points} points at {time_text(found.transaction.created_at)}"
     )
 
 

@@ -22,6 +22,7 @@ from tallybook.cli.output import (
     open_ledger,
     print_json,
     progress_bar,
+    time_text,
 )
 from tallybook.domain.notifications import Notification, rules_to_settings
 from tallybook.errors import ValidationError
@@ -59,11 +60,11 @@ def _table(title: str, items: list[Notification], *, history: bool = False) -> N
         t.add_column("status")
         t.add_column("dismissed by", overflow="fold")
         t.add_column("delivery")
-    t.add_column("created")
+    t.add_column("created", overflow="fold")  # a time cut short would read as another
     t.add_column("payload", overflow="fold")
     for n in items:
         extra = [str(n.status), n.dismissed_by or "", n.delivery or ""] if history else []
-        created = n.created_at.strftime("%Y-%m-%d %H:%M:%S")
+        created = time_text(n.created_at)
         payload = json.dumps(n.payload, sort_keys=True)
         if len(payload) > _PAYLOAD_CHARS:
             payload = payload[: _PAYLOAD_CHARS - 1] + "…"

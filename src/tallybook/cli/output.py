@@ -34,11 +34,16 @@ def progress_bar(
     )
 
 
+def time_text(t: datetime) -> str:
+    """A time as the HTTP API and ``--json`` print it: ``2026-01-31T12:00:00Z``."""
+    return t.isoformat().replace("+00:00", "Z")
+
+
 def to_jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, datetime):
-        return value.isoformat().replace("+00:00", "Z")
+        return time_text(value)
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, dict):
@@ -69,7 +74,7 @@ KEY_WIDTH = 128
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
-    cells = [["" if v is None else str(v) for v in r] for r in rows]
+    cells = [[_cell(v) for v in r] for r in rows]
     t = Table(title=title)
     for i, c in enumerate(columns):
         justify: JustifyMethod = (
@@ -78,11 +83,19 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
         if c in KEY_COLUMNS:
             widest = max((len(r[i]) for r in cells), default=0)
             t.add_column(c, justify=justify, no_wrap=True, min_width=min(widest, KEY_WIDTH))
+        elif any(isinstance(r[i], datetime) for r in rows):  # a time folds, never cut short
+            t.add_column(c, justify=justify, overflow="fold")
         else:
             t.add_column(c, justify=justify)
     for r in cells:
         t.add_row(*r)
     console.print(t)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    return time_text(value) if isinstance(value, datetime) else str(value)
 
 
 def open_ledger(store: str | None, *, create: bool = True) -> Ledger:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from tallybook.cli.options import Number, iso_time
-from tallybook.cli.output import console, print_json
+from tallybook.cli.output import console, print_json, time_text
 from tallybook.domain.wallet import Hold
 from tallybook.errors import ValidationError
 from tallybook.services.wallet.holds import HoldResult
@@ -52,7 +52,7 @@ def print_hold(h: Hold, as_json: bool) -> None:
     captured = f", captured {h.captured}" if h.captured else ""
     console.print(
         f"hold {h.id} of {h.account} ({h.kind}): {h.status}, {funds}{captured}; "
-        f"deadline {h.deadline.isoformat()}"
+        f"deadline {time_text(h.deadline)}"
     )
 
 

@@ -49,7 +49,7 @@ def grants(
     if as_json:
         print_json(found)
         return
-    rows = [[g.id, g.awarded, g.available, g.expires_at.isoformat()] for g in found]
+    rows = [[g.id, g.awarded, g.available, g.expires_at] for g in found]
     table(f"bonus grants of {account}", ["grant", "awarded", "available", "expires"], rows)
 
 
@@ -84,7 +84,7 @@ def holds(
     if as_json:
         print_json(found)
         return
-    rows = [[h.id, h.kind, h.status, h.amount, h.captured, h.deadline.isoformat()] for h in found]
+    rows = [[h.id, h.kind, h.status, h.amount, h.captured, h.deadline] for h in found]
     table(f"holds of {account}", ["hold", "kind", "status", "amount", "captured", "deadline"], rows)
 
 
@@ -112,7 +112,7 @@ def transactions(
         return
     rows = [
         [
-            t.created_at.isoformat(),
+            t.created_at,
             t.id,
             t.type,
             " ".join(f"{f}:{a:+d}" for f, a in t.funds.items()),
