@@ -258,3 +258,84 @@ def test_every_request_body_has_an_example_the_server_accepts(
     send("billing_ingest_record", "/v1/billing/records", write)
     send("billing_run_reports", "/v1/reports/run", admin)
     send("webhooks_create_subscription", "/v1/webhooks", admin)
+
+
+def _shape(value: Any, key: str = "") -> Any:
+    """An answer with its times, notification ids and cursor made placeholders."""
+    if isinstance(value, dict):
+        return {k: _shape(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(v) for v in value]
+    if isinstance(value, str):
+        if key == "cursor":
+            return "<cursor>"
+        if re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", value):
+            return "<time>"
+        if re.fullmatch(r"n-\d{16}-[0-9a-f]{10}", value):
+            return "<notification id>"
+    return value
+
+
+@sqlite_only
+def test_main_answers_have_an_example_that_is_the_servers_answer(
+    app_client, admin_headers, write_headers
+) -> None:
+    """The 2xx answers had no example; the main operations' now have one, valid against
+    the response schema and, times and generated ids aside, what the server answers to
+    the request examples posted in order (so an example cannot drift from the API)."""
+    import jsonschema
+
+    from tallybook.http.openapi import REQUEST_EXAMPLES, RESPONSE_EXAMPLES
+
+    spec = app_client.get("/openapi.json").json()
+    documented: dict[str, dict[str, Any]] = {}
+    for _, _, op in _operations(spec):
+        for code, response in op["responses"].items():
+            media = response.get("content", {}).get("application/json", {})
+            if code.startswith("2") and "example" in media:
+                schema = {"components": spec["components"], **media["schema"]}
+                jsonschema.validate(media["example"], schema)
+                documented[op["operationId"]] = {"schema": schema, "example": media["example"]}
+    assert set(documented) == set(RESPONSE_EXAMPLES)
+    main = {"ledger_post_transaction", "ledger_post_transfer", "wallet_post_debit"}
+    main |= {"ledger_get_account", "ledger_get_entries", "wallet_get_balance"}
+    main |= {"wallet_post_hold", "wallet_capture_hold", "wallet_void_hold", "wallet_post_credit"}
+    main |= {"loyalty_earn", "loyalty_redeem", "notifications_list_notifications"}
+    assert set(documented) == main
+
+    def call(path: str, headers: dict[str, str], op: str = "", key: str = "", **kw: Any) -> None:
+        method = kw.pop("method", "POST" if key else "GET")
+        sent = {**headers, "Idempotency-Key": key} if key else headers
+        r = app_client.request(method, path, json=kw.get("body"), headers=sent)
+        assert r.status_code < 300, (path, r.text)
+        if op:
+            jsonschema.validate(r.json(), documented[op]["schema"])
+            assert _shape(r.json()) == _shape(documented.pop(op)["example"]), op
+
+    rq, admin, write = REQUEST_EXAMPLES, admin_headers, write_headers
+    call("/v1/program/loyalty", admin, method="PUT", body=rq["loyalty_put_config"])
+    call("/v1/accounts", write, key="o1", body={"account": "alice"})
+    call("/v1/accounts", write, key="o2", body={"account": "bob"})
+    for op, path, key in [
+        ("ledger_post_transaction", "/v1/transactions", "txn-1001"),
+        ("ledger_post_transfer", "/v1/transfers", "tr-1"),
+        ("wallet_post_credit", "/v1/accounts/alice/wallet/credits", "topup-1"),
+        ("wallet_post_hold", "/v1/accounts/alice/wallet/holds", "h-1"),
+        ("wallet_capture_hold", "/v1/holds/h-1/capture", "cap-1"),
+    ]:
+        call(path, write, op, key, body=rq[op])
+    call("/v1/accounts/alice/wallet/holds", write, key="h-2", body={"amount": 100})
+    call("/v1/holds/h-2/void", write, "wallet_void_hold", "void-1")
+    for op, path, key in [
+        ("wallet_post_debit", "/v1/accounts/alice/wallet/debits", "debit-77"),
+        ("loyalty_earn", "/v1/accounts/alice/earn", "earn-1002"),
+        ("loyalty_redeem", "/v1/accounts/alice/redeem", "redeem-1"),
+    ]:
+        call(path, write, op, key, body=rq[op])
+    body = rq["notifications_add_notification"]
+    call("/v1/accounts/alice/notifications", write, key="n-1", body=body)
+    call("/v1/accounts/alice/notifications", write, "notifications_list_notifications")
+    call("/v1/accounts/alice/wallet", write, "wallet_get_balance")
+    call("/v1/accounts/alice", write, "ledger_get_account")
+    call("/v1/accounts/alice/entries?fund=points&limit=2", write, "ledger_get_entries")
+    assert not documented  # every example was compared

@@ -18,6 +18,9 @@
 - Every JSON request body has an ``example`` (:data:`REQUEST_EXAMPLES`), valid
   against its schema and accepted by the server in that order (a test posts
   each), so "Try it out" in ``/docs`` starts from a request that works.
+- The main operations' 2xx answers have an ``example`` too
+  (:data:`RESPONSE_EXAMPLES`), valid against the response schema and shaped
+  like the server's answer to the request examples (a test compares them).
 - ``/docs`` (Swagger UI) and ``/redoc`` load their scripts and styles from
   the app itself (``/docs-assets``, the files of the ``fastapi-offline``
   package), so they work without a network.
@@ -120,6 +123,360 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
         "url": "https://example.com/hooks",
         "types": ["transaction.posted", "hold.expired"],
         "description": "order service",
+    },
+}
+
+#: operationId -> the example of its 2xx JSON answer: real answers to the request
+#: examples above (posted in that order on a fresh program, one second apart, from
+#: 2026-01-31T12:00:00Z); a test compares each with the server's answer
+RESPONSE_EXAMPLES: dict[str, Any] = {
+    "ledger_post_transaction": {
+        "id": "txn-1001",
+        "program": "shop",
+        "type": "credit",
+        "legs": [
+            {
+                "account": "alice",
+                "fund": "points",
+                "unit": "points",
+                "amount": 250,
+                "balance": 250,
+                "seq": 1,
+            },
+            {
+                "account": "@external",
+                "fund": "points",
+                "unit": "points",
+                "amount": -250,
+                "balance": None,
+                "seq": None,
+            },
+        ],
+        "created_at": "2026-01-31T12:00:03Z",
+        "order_id": "order-1001",
+        "description": None,
+        "metadata": {},
+        "details": {},
+    },
+    "ledger_post_transfer": {
+        "id": "tr-1",
+        "program": "shop",
+        "type": "transfer",
+        "legs": [
+            {
+                "account": "alice",
+                "fund": "points",
+                "unit": "points",
+                "amount": -50,
+                "balance": 200,
+                "seq": 2,
+            },
+            {
+                "account": "bob",
+                "fund": "points",
+                "unit": "points",
+                "amount": 50,
+                "balance": 50,
+                "seq": 1,
+            },
+        ],
+        "created_at": "2026-01-31T12:00:04Z",
+        "order_id": None,
+        "description": None,
+        "metadata": {},
+        "details": {},
+    },
+    "ledger_get_account": {
+        "account": "alice",
+        "program": "shop",
+        "created_at": "2026-01-31T12:00:01Z",
+        "balances": [
+            {"fund": "points", "unit": "points", "balance": 225, "held": 0, "available": 225},
+            {"fund": "cash", "unit": "USD", "balance": 1950, "held": 0, "available": 1950},
+            {"fund": "store_credit", "unit": "USD", "balance": 0, "held": 0, "available": 0},
+            {"fund": "bonus", "unit": "USD", "balance": 0, "held": 0, "available": 0},
+        ],
+        "attributes": {},
+    },
+    "ledger_get_entries": {
+        "entries": [
+            {
+                "account": "alice",
+                "fund": "points",
+                "unit": "points",
+                "seq": 4,
+                "amount": -20,
+                "balance": 225,
+                "txn_id": "redeem-1",
+                "type": "redeem",
+                "created_at": "2026-01-31T12:00:12Z",
+                "order_id": None,
+                "description": None,
+                "metadata": {"reward_id": "mug"},
+            },
+            {
+                "account": "alice",
+                "fund": "points",
+                "unit": "points",
+                "seq": 3,
+                "amount": 45,
+                "balance": 245,
+                "txn_id": "order:order-1002",
+                "type": "earn",
+                "created_at": "2026-01-31T12:00:11Z",
+                "order_id": "order-1002",
+                "description": None,
+                "metadata": {},
+            },
+        ],
+        "cursor": (
+            "eyJmb3IiOiI3OTk5ZWM1ZmIwOTVlMmJmIiwicGsiOiJBQ0NUI3Nob3AjYWxpY2Ui"
+            "LCJzayI6IkUjcG9pbnRzIzE3Njk4NjA4MTEwMDAwMDAjMDAwMDAwMDAwMDAzIn0"
+        ),
+    },
+    "wallet_post_credit": {
+        "id": "topup-1",
+        "type": "credit",
+        "account": "alice",
+        "funds": {"cash": 2500},
+        "held": {},
+        "availability": {"bonus": 0, "store_credit": 0, "cash": 2500, "total": 2500},
+        "grants": [],
+        "hold_id": None,
+        "charge": None,
+        "order_id": None,
+        "description": None,
+        "created_at": "2026-01-31T12:00:05Z",
+        "replay": False,
+    },
+    "wallet_post_debit": {
+        "id": "debit-77",
+        "type": "debit",
+        "account": "alice",
+        "funds": {"cash": -300},
+        "held": {},
+        "availability": {"bonus": 0, "store_credit": 0, "cash": 1950, "total": 1950},
+        "grants": [],
+        "hold_id": None,
+        "charge": None,
+        "order_id": "order-77",
+        "description": None,
+        "created_at": "2026-01-31T12:00:10Z",
+        "replay": False,
+    },
+    "wallet_get_balance": {
+        "account": "alice",
+        "funds": [
+            {"fund": "bonus", "unit": "USD", "total": 0, "withheld": 0, "available": 0},
+            {"fund": "store_credit", "unit": "USD", "total": 0, "withheld": 0, "available": 0},
+            {"fund": "cash", "unit": "USD", "total": 1950, "withheld": 0, "available": 1950},
+        ],
+        "total_available": 1950,
+        "as_of": "2026-01-31T12:00:15Z",
+    },
+    "wallet_post_hold": {
+        "hold": {
+            "hold_id": "h-1",
+            "account": "alice",
+            "kind": "debit",
+            "status": "active",
+            "amount": 400,
+            "amounts": {"cash": 400},
+            "captured": 0,
+            "captured_funds": {},
+            "deadline": "2026-01-31T13:00:06Z",
+            "created_at": "2026-01-31T12:00:06Z",
+            "finished_at": None,
+        },
+        "transaction": {
+            "id": "h-1",
+            "type": "authorize",
+            "account": "alice",
+            "funds": {},
+            "held": {"cash": 400},
+            "availability": {"bonus": 0, "store_credit": 0, "cash": 2100, "total": 2100},
+            "grants": [],
+            "hold_id": "h-1",
+            "charge": None,
+            "order_id": None,
+            "description": None,
+            "created_at": "2026-01-31T12:00:06Z",
+            "replay": False,
+        },
+    },
+    "wallet_capture_hold": {
+        "hold": {
+            "hold_id": "h-1",
+            "account": "alice",
+            "kind": "debit",
+            "status": "captured",
+            "amount": 400,
+            "amounts": {"cash": 400},
+            "captured": 250,
+            "captured_funds": {"cash": 250},
+            "deadline": "2026-01-31T13:00:06Z",
+            "created_at": "2026-01-31T12:00:06Z",
+            "finished_at": "2026-01-31T12:00:07Z",
+        },
+        "transaction": {
+            "id": "h-1:capture",
+            "type": "capture",
+            "account": "alice",
+            "funds": {"cash": -250},
+            "held": {"cash": -400},
+            "availability": {"bonus": 0, "store_credit": 0, "cash": 2250, "total": 2250},
+            "grants": [],
+            "hold_id": "h-1",
+            "charge": None,
+            "order_id": None,
+            "description": None,
+            "created_at": "2026-01-31T12:00:07Z",
+            "replay": False,
+        },
+    },
+    "wallet_void_hold": {
+        "hold": {
+            "hold_id": "h-2",
+            "account": "alice",
+            "kind": "debit",
+            "status": "voided",
+            "amount": 100,
+            "amounts": {"cash": 100},
+            "captured": 0,
+            "captured_funds": {},
+            "deadline": "2026-01-31T13:00:08Z",
+            "created_at": "2026-01-31T12:00:08Z",
+            "finished_at": "2026-01-31T12:00:09Z",
+        },
+        "transaction": {
+            "id": "h-2:void",
+            "type": "void",
+            "account": "alice",
+            "funds": {},
+            "held": {"cash": -100},
+            "availability": {"bonus": 0, "store_credit": 0, "cash": 2250, "total": 2250},
+            "grants": [],
+            "hold_id": "h-2",
+            "charge": None,
+            "order_id": None,
+            "description": None,
+            "created_at": "2026-01-31T12:00:09Z",
+            "replay": False,
+        },
+    },
+    "loyalty_earn": {
+        "order_id": "order-1002",
+        "account": "alice",
+        "points": 45,
+        "tier": "member",
+        "previous_tier": None,
+        "lot_expires": "2028-01-31T12:00:11.000000Z",
+        "campaigns": [],
+        "transaction": {
+            "id": "order:order-1002",
+            "program": "shop",
+            "type": "earn",
+            "legs": [
+                {
+                    "account": "alice",
+                    "fund": "points",
+                    "unit": "points",
+                    "amount": 45,
+                    "balance": 245,
+                    "seq": 3,
+                },
+                {
+                    "account": "@issuance",
+                    "fund": "points",
+                    "unit": "points",
+                    "amount": -45,
+                    "balance": None,
+                    "seq": None,
+                },
+            ],
+            "created_at": "2026-01-31T12:00:11Z",
+            "order_id": "order-1002",
+            "description": None,
+            "metadata": {},
+            "details": {
+                "tier_changed": True,
+                "account": "alice",
+                "points": 45,
+                "amount": 4599,
+                "currency": "USD",
+                "multiplier": "1",
+                "bonus": 0,
+                "campaigns": [],
+                "lot_expires": "2028-01-31T12:00:11.000000Z",
+                "tier": "member",
+                "previous_tier": None,
+            },
+        },
+    },
+    "loyalty_redeem": {
+        "account": "alice",
+        "reward_id": "mug",
+        "points": 20,
+        "balance": 225,
+        "tier": "member",
+        "previous_tier": "member",
+        "transaction": {
+            "id": "redeem-1",
+            "program": "shop",
+            "type": "redeem",
+            "legs": [
+                {
+                    "account": "alice",
+                    "fund": "points",
+                    "unit": "points",
+                    "amount": -20,
+                    "balance": 225,
+                    "seq": 4,
+                },
+                {
+                    "account": "@redemption",
+                    "fund": "points",
+                    "unit": "points",
+                    "amount": 20,
+                    "balance": None,
+                    "seq": None,
+                },
+            ],
+            "created_at": "2026-01-31T12:00:12Z",
+            "order_id": None,
+            "description": None,
+            "metadata": {"reward_id": "mug"},
+            "details": {
+                "tier_changed": False,
+                "account": "alice",
+                "reward_id": "mug",
+                "points": 20,
+                "balance": 225,
+                "tier": "member",
+                "previous_tier": "member",
+            },
+        },
+    },
+    "notifications_list_notifications": {
+        "notifications": [
+            {
+                "id": "n-1769860813000000-de6f5199d3",
+                "account": "alice",
+                "type": "TierChanged",
+                "payload": {"tier": "gold"},
+                "created_at": "2026-01-31T12:00:13Z",
+                "status": "active",
+                "listed": True,
+                "expires_at": None,
+                "dismissed_at": None,
+                "dismissed_by": None,
+                "dismiss_reason": None,
+                "delivery": "delivered",
+                "delivered_at": "2026-01-31T12:00:13Z",
+                "delivery_error": None,
+                "source": "n-1",
+            }
+        ]
     },
 }
 
@@ -253,9 +610,15 @@ def _document_idempotency(schema: dict[str, Any]) -> None:
 
 
 def _document_examples(schema: dict[str, Any]) -> None:
-    """Put each request body's example (:data:`REQUEST_EXAMPLES`) on its media type."""
+    """Put each request body's example (:data:`REQUEST_EXAMPLES`) on its media type,
+    and each answer's (:data:`RESPONSE_EXAMPLES`) on its 2xx JSON response."""
     for operations in schema.get("paths", {}).values():
         for operation in operations.values():
+            answer = RESPONSE_EXAMPLES.get(str(operation.get("operationId")))
+            for code, response in operation.get("responses", {}).items():
+                media = response.get("content", {}).get("application/json")
+                if answer is not None and code.startswith("2") and media is not None:
+                    media["example"] = answer
             example = REQUEST_EXAMPLES.get(str(operation.get("operationId")))
             content = operation.get("requestBody", {}).get("content", {})
             if example is None:
