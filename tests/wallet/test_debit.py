@@ -12,7 +12,7 @@ from tallybook.errors import IdempotencyConflict, InsufficientFunds, PaymentDecl
 from tallybook.ledger import Ledger
 from tallybook.reliability.faults import Crash
 from tallybook.services.clock import ManualClock
-from tallybook.services.wallet.charges import FakeChargeProcessor
+from tallybook.services.wallet.charges import ChargeTimeout, FakeChargeProcessor
 from tallybook.services.wallet.debit import CHARGE_GRACE
 from tallybook.store import keys
 from tallybook.store.forwarding import ForwardingStore
@@ -333,3 +333,91 @@ def test_reconcile_refunds_an_intent_left_beside_a_committed_debit(
     assert processor.net_charged == 150  # was 300
     assert ledger.wallet.reconcile(P).cancelled_charges == []
     assert_consistent(ledger, "alice")
+
+
+class _TimesOutInFlight(InFlightProcessor):
+    """The first charge is held in flight, then lands and times out: collected at
+    the processor, its reference never known to the debit that asked for it."""
+
+    def charge(self, *, key: str, account: str, amount: int, currency: str) -> str:
+        with self._lock:
+            first = self._first
+        reference = super().charge(key=key, account=account, amount=amount, currency=currency)
+        if first:
+            raise ChargeTimeout("processor timed out")
+        return reference
+
+
+def _first_attempt_in_flight(
+    wallet: Ledger, processor: InFlightProcessor, then: Callable[[], None]
+) -> list[object]:
+    """Debit d1 (250 on 100 cash) in a thread whose charge is held in flight, run
+    ``then`` meanwhile, land the charge and return what the first attempt answered."""
+    wallet.wallet.processor = processor
+    fund(wallet, "alice", cash=100)
+    first: list[object] = []
+
+    def debit() -> None:
+        try:
+            first.append(wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge"))
+        except Exception as exc:  # the test asserts what it was
+            first.append(exc)
+
+    thread = threading.Thread(target=debit)
+    thread.start()
+    try:
+        assert processor.in_flight.wait(30)
+        then()
+    finally:
+        processor.land.set()
+        thread.join(30)
+    return first
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
+def test_a_timed_out_charge_landing_after_reconcile_refunded_it_is_refunded(
+    wallet: Ledger, clock: ManualClock
+) -> None:
+    """As above, but the first attempt's charge lands and then times out: its
+    attempt found no intent and a committed debit recording a charge, took that
+    charge for its own and left its key collected, unrecorded (the shortfall paid
+    twice). The debit records its charge's key: a key it does not record is refunded."""
+    processor = _TimesOutInFlight()
+
+    def reconcile_then_retry() -> None:
+        clock.advance(CHARGE_GRACE + timedelta(minutes=1))
+        assert wallet.wallet.reconcile(P).cancelled_charges == [("alice", "d1", 150)]
+        wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
+
+    (answer,) = _first_attempt_in_flight(wallet, processor, reconcile_then_retry)
+    assert isinstance(answer, PaymentDeclined)
+    assert len(processor.charges) == 2  # two keys were charged...
+    assert processor.net_charged == 150  # ...one is kept: the one the debit records
+    charge = wallet.wallet.transaction(P, "d1").charge
+    assert charge is not None
+    assert charge["amount"] == 150
+    assert list(charge) == ["amount", "reference"]  # the key it records is not shown
+    assert wallet.wallet.reconcile(P).cancelled_charges == []
+    assert_consistent(wallet, "alice")
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
+def test_a_timed_out_charge_a_sibling_attempt_committed_is_kept(wallet: Ledger) -> None:
+    """Two attempts of d1 share one intent and key: the second charges it (the
+    processor answers the same charge) and commits; the first's charge then times
+    out. The debit records that key's charge: it is not refunded."""
+    processor = _TimesOutInFlight()
+    retried: list[object] = []
+
+    def retry() -> None:
+        retried.append(wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge"))
+
+    (answer,) = _first_attempt_in_flight(wallet, processor, retry)
+    assert isinstance(answer, PaymentDeclined)
+    assert len(processor.charges) == 1
+    assert processor.net_charged == 150  # the recorded charge, kept
+    assert wallet.wallet.transaction(P, "d1").charge == {
+        "amount": 150,
+        "reference": "ref-" + next(iter(processor.charges)),
+    }
+    assert_consistent(wallet, "alice")

@@ -217,24 +217,35 @@ class DebitOps:
         no attempt sharing the key can commit it meanwhile, then refunded and removed.
         With no intent of ``key`` left (a commit took it, or reconcile, whose refund may
         have reached the processor before this charge did), the key is refunded unless
-        the committed debit records its charge (``reference`` None: a timeout, whose
-        reference is not known, leaves a committed charge alone)."""
+        the committed debit records its charge: its key is ``key`` (a debit committed
+        before charges recorded their key: its reference is ``reference``, or
+        ``reference`` is None, a timeout, which leaves such a charge alone)."""
         at = intent_key(program, account, txn_id)
         try:
             self.store.transact_write([cancelling_charge(at, key)])
         except ConditionFailed:
-            committed = self.engine.existing(program, txn_id)
-            done = (
-                None if committed is None else wallet_transaction(transaction_from_item(committed))
-            )
-            recorded = None if done is None or done.charge is None else done.charge.get("reference")
-            if recorded is not None and reference in (None, recorded):
-                return
-            self.processor().refund(key=key)
+            if not self._records_charge(program, txn_id, key, reference):
+                self.processor().refund(key=key)
             return
         self.processor().refund(key=key)
         with contextlib.suppress(ConditionFailed):
             self.store.transact_write([drop_charge(at, key)])
+
+    def _records_charge(self, program: str, txn_id: str, key: str, reference: str | None) -> bool:
+        """Whether the committed debit ``txn_id`` records the charge made under ``key``."""
+        committed = self.engine.existing(program, txn_id)
+        if committed is None:
+            return False
+        recorded = transaction_from_item(committed).details.get("charge")
+        if not isinstance(recorded, dict):
+            return False
+        if recorded.get("key") is not None:
+            return bool(recorded["key"] == key)
+        # recorded before debits kept their charge's key: go by the reference
+        return recorded.get("reference") is not None and reference in (
+            None,
+            recorded["reference"],
+        )
 
     def _drop_intent(self, program: str, account: str, txn_id: str, key: str) -> None:
         # gone already, or reconcile is cancelling it: either way not ours to delete
@@ -301,7 +312,8 @@ class DebitOps:
                 legs.append(Leg(EXTERNAL, CASH, -charged))
                 redeemed[CASH] += charged
                 actions.append(drop_pending_charge(at, key))
-                details["charge"] = {"amount": charged, "reference": reference}
+                # its key too: an attempt that timed out tells its own charge from another's
+                details["charge"] = {"amount": charged, "reference": reference, "key": key}
             legs += [Leg(REDEMPTION, f, x) for f, x in redeemed.items()]
             marks = wallet_marks(
                 acct,

@@ -67,8 +67,9 @@ def wallet_transaction(txn: Transaction) -> WalletTransaction:
 
 
 def _charge(charge: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``amount`` then ``reference``, as written (a DynamoDB map comes back in any order)."""
-    return None if charge is None else dict(sorted(charge.items()))
+    """``amount`` then ``reference``, as written (a DynamoDB map comes back in any order);
+    the processor key the debit records beside them is the wallet's own, not shown."""
+    return None if charge is None else {k: v for k, v in sorted(charge.items()) if k != "key"}
 
 
 def availability_after(
