@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import cast
 
 import pytest
 
@@ -16,7 +17,7 @@ from tallybook.services.wallet.charges import ChargeTimeout, FakeChargeProcessor
 from tallybook.services.wallet.debit import CHARGE_GRACE
 from tallybook.store import keys
 from tallybook.store.forwarding import ForwardingStore
-from tallybook.store.port import Item, ItemStore, Key
+from tallybook.store.port import Action, Item, ItemStore, Key, Put, Value
 
 from .conftest import P, assert_consistent, available, fund
 
@@ -421,3 +422,46 @@ def test_a_timed_out_charge_a_sibling_attempt_committed_is_kept(wallet: Ledger) 
         "reference": "ref-" + next(iter(processor.charges)),
     }
     assert_consistent(wallet, "alice")
+
+
+class _RecordsNoChargeKey(ForwardingStore):
+    """Writes debits as they were before a charged debit recorded its charge's key."""
+
+    def transact_write(self, actions: Sequence[Action], *, token: str | None = None) -> None:
+        def strip(value: Value) -> Value:
+            if isinstance(value, dict):
+                charge = "reference" in value and "amount" in value
+                return {k: strip(v) for k, v in value.items() if not (charge and k == "key")}
+            if isinstance(value, list):
+                return [strip(v) for v in value]
+            return value
+
+        actions = [
+            Put(cast(Item, strip(dict(a.item))), a.condition) if isinstance(a, Put) else a
+            for a in actions
+        ]
+        super().transact_write(actions, token=token)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
+def test_a_timed_out_charge_keeps_a_debit_recorded_without_its_key(
+    store: ItemStore, clock: ManualClock
+) -> None:
+    """A debit committed before debits recorded their charge's key: a sibling
+    attempt's timed-out charge of the same key leaves it alone, as before."""
+    ledger = Ledger(_RecordsNoChargeKey(store), clock=clock)
+    ledger.programs.create(P)
+    processor = _TimesOutInFlight()
+
+    def retry() -> None:
+        ledger.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
+
+    (answer,) = _first_attempt_in_flight(ledger, processor, retry)
+    assert isinstance(answer, PaymentDeclined)
+    assert len(processor.charges) == 1
+    assert processor.net_charged == 150
+    assert ledger.transactions.get(P, "d1").details["charge"] == {
+        "amount": 150,
+        "reference": "ref-" + next(iter(processor.charges)),
+    }
+    assert_consistent(ledger, "alice")
