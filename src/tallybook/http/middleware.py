@@ -363,11 +363,8 @@ async def _refuse_repeated_key_header(scope: Scope, send: Send) -> None:
 def _repeated_parameter(query: bytes) -> str | None:
     """A name the query string gives more than once (every ``/v1`` parameter
     takes one value), else ``None``."""
-    names = [name for name, _ in parse_qsl(query.decode("latin-1"), keep_blank_values=True)]
-    if len(names) == len(set(names)):
-        return None
     seen: set[str] = set()
-    for name in names:
+    for name, _ in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
         if name in seen:
             return name
         seen.add(name)

@@ -232,10 +232,9 @@ def allowed_methods(request: Request) -> list[str]:
     if not found:
         return []
     literal = max(_literal_segments(template) for template in found)
-    methods = set().union(*(m for t, m in found.items() if _literal_segments(t) == literal))
-    if "GET" in methods:  # answered as GET without the body (the request middleware)
-        methods.add("HEAD")
-    return sorted(methods)
+    return _with_head(
+        set().union(*(m for t, m in found.items() if _literal_segments(t) == literal))
+    )
 
 
 def _routes_at(
@@ -279,12 +278,17 @@ def literal_paths(routes: Iterable[Any]) -> tuple[tuple[re.Pattern[str], frozens
 
 
 def allow_header(methods: Iterable[str]) -> str:
-    """``Allow`` for a path serving ``methods`` (HEAD wherever GET is: the request
-    middleware answers it as GET without the body)."""
+    """``Allow`` for a path serving ``methods``, HEAD included wherever GET is."""
+    return ", ".join(_with_head(methods))
+
+
+def _with_head(methods: Iterable[str]) -> list[str]:
+    """``methods`` sorted, with HEAD wherever GET is: the request middleware
+    answers it as GET without the body."""
     allowed = set(methods)
     if "GET" in allowed:
         allowed.add("HEAD")
-    return ", ".join(sorted(allowed))
+    return sorted(allowed)
 
 
 def _literal_segments(template: str) -> int:

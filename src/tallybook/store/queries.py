@@ -15,9 +15,10 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from tallybook.errors import StoreValidationError
-from tallybook.store.port import INDEXES, KEY_ATTRS, Item, Page, Query, Value
+from tallybook.store.port import INDEXES, KEY_ATTRS, Item, Page, Query
 
 
 def key_attrs(index: str | None) -> tuple[str, str]:
@@ -40,24 +41,16 @@ def query_attrs(partition: str, index: str | None, limit: int | None) -> tuple[s
     return attrs
 
 
-def encode_cursor(last_key: Mapping[str, Value]) -> str:
+def encode_cursor(last_key: Mapping[str, object]) -> str:
     raw = json.dumps(dict(last_key), sort_keys=True, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def decode_cursor(cursor: str) -> dict[str, str]:
-    if not isinstance(cursor, str):
-        raise StoreValidationError("malformed cursor: a cursor is the string a page returned")
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise StoreValidationError("malformed cursor") from exc
-    if not isinstance(data, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
-    ):
+    data = _position(cursor)
+    if not all(isinstance(v, str) for v in data.values()):
         raise StoreValidationError("malformed cursor")
-    return data
+    return cast(dict[str, str], data)
 
 
 #: the attribute of a bound cursor that names its listing
@@ -70,6 +63,7 @@ def _listing_tag(listing: tuple[object, ...]) -> str:
 
 
 def _position(cursor: str) -> dict[str, object]:
+    """The JSON object a cursor encodes (:func:`encode_cursor`), its values as they are."""
     if not isinstance(cursor, str):
         raise StoreValidationError("malformed cursor: a cursor is the string a page returned")
     try:
@@ -89,8 +83,7 @@ def bind_cursor(cursor: str | None, *listing: object) -> str | None:
         return None
     position = _position(cursor)
     position[_LISTING] = _listing_tag(listing)
-    raw = json.dumps(position, sort_keys=True, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return encode_cursor(position)
 
 
 def unbind_cursor(cursor: str | None, *listing: object) -> str | None:
@@ -102,8 +95,7 @@ def unbind_cursor(cursor: str | None, *listing: object) -> str | None:
     position = _position(cursor)
     if position.pop(_LISTING, None) != _listing_tag(listing):
         raise StoreValidationError("cursor does not belong to this query")
-    raw = json.dumps(position, sort_keys=True, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return encode_cursor(position)
 
 
 def cursor_number(cursor: str, name: str, below: int | None = None) -> tuple[int, dict[str, str]]:
