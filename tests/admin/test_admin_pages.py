@@ -7,11 +7,16 @@ import re
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from fastapi.testclient import TestClient
 
 from tallybook.admin.session import SESSION_COOKIE
+from tallybook.http.app import create_app
 from tallybook.ledger import Ledger
+from tallybook.reliability.faults import FaultPlan, FaultyStore
+from tallybook.services.clock import ManualClock
+from tallybook.store.port import ItemStore
 
-from .conftest import AdminClient
+from .conftest import AdminClient, csrf_of
 from .seeding import Seeded
 
 #: the page's own logic (forms, CSRF, filters) does not depend on the engine, and
@@ -133,6 +138,36 @@ def test_a_revoked_key_is_signed_out_on_the_next_request(
     assert r.headers["location"] == "/admin/login"
     login = admin.client.get("/admin/login")
     assert "revoked" in login.text
+
+
+@SQLITE_ONLY
+def test_a_busy_store_is_a_page_saying_so_and_keeps_the_session(
+    store: ItemStore, clock: ManualClock, seeded: Seeded
+) -> None:
+    """The store throttling the read of the agent's key is not a sign-out ("your API
+    key no longer exists"), nor at sign-in an "unknown key": the page says the ledger
+    could not answer, and the session holds once the store answers again."""
+    faulty = FaultyStore(store)
+    with TestClient(create_app(Ledger(faulty, clock=clock))) as client:
+        admin = AdminClient(client)
+        assert admin.login(seeded.admin_secret).status_code == 303
+        faulty.plan = FaultPlan(throttle=1.0, throttle_burst=1_000_000)
+        for path in ("/admin/", "/admin/accounts/alice", "/admin/webhooks"):
+            r = client.get(path, follow_redirects=False)
+            assert r.status_code in (429, 503), path
+            assert r.headers["content-type"].startswith("text/html")
+            assert "could not answer just now; try again" in r.text
+            assert "no longer exists" not in r.text
+            assert SESSION_COOKIE not in r.headers.get("set-cookie", "")
+        client.cookies.delete(SESSION_COOKIE)
+        token = csrf_of(client.get("/admin/login").text)
+        r = client.post("/admin/login", data={"api_key": seeded.admin_secret, "csrf": token})
+        assert r.status_code in (429, 503)
+        assert "Unknown or revoked" not in r.text
+        assert "could not answer just now" in r.text
+        faulty.armed = False
+        assert admin.login(seeded.admin_secret).status_code == 303
+        assert client.get("/admin/accounts/alice").status_code == 200
 
 
 def test_logout_ends_the_session(admin: AdminClient, seeded: Seeded) -> None:

@@ -23,9 +23,11 @@ from tallybook.admin.web import (
     set_flash,
     signer_of,
 )
-from tallybook.errors import TallybookError
+from tallybook.errors import TallybookError, Unauthorized
 
 router = APIRouter()
+
+_UNAVAILABLE = "The ledger could not answer just now; try again in a moment"
 
 
 def _login_page(request: Request, error: str = "", status_code: int = 200) -> HTMLResponse:
@@ -66,8 +68,10 @@ def login(
         return _login_page(request, "The form expired; please try again.", 403)
     try:
         key = ledger_of(request).keys.authenticate(api_key.strip())
-    except TallybookError:
+    except Unauthorized:
         return _login_page(request, "Unknown or revoked API key.", 401)
+    except TallybookError as exc:  # the store, not the key: say so, and that it may pass
+        return _login_page(request, f"{_UNAVAILABLE} ({exc.message}).", exc.status)
     if not is_admin_key(key):
         return _login_page(request, "This API key lacks the admin scope.", 403)
     session = signer.new_session(key.id, key.program)
@@ -111,6 +115,25 @@ def install_handlers(app: FastAPI) -> None:
             "Go back, reload and try again.",
         )
 
+    async def ledger_error(request: Request, exc: Exception) -> Response:
+        """A ledger or store error no view handled (the store busy or unavailable while
+        the agent's key or the program is read) is a page saying so; the session stays.
+        The API's routes keep their problem+json."""
+        if not on_page(request) or not isinstance(exc, TallybookError):
+            return await api_answer(api_ledger_error, request, exc)
+        busy = exc.status in (429, 503)
+        response = render(
+            request,
+            "error.html",
+            status_code=exc.status,
+            title="Not available" if busy else "Request refused",
+            message=f"{_UNAVAILABLE} ({exc.message})." if busy else exc.message,
+        )
+        if busy:
+            response.headers["Retry-After"] = "1"
+        return response
+
+    api_ledger_error = app.exception_handlers.get(TallybookError)
     api_validation_error = app.exception_handlers.get(RequestValidationError)
     api_http_error = app.exception_handlers.get(StarletteHTTPException)
 
@@ -162,6 +185,7 @@ def install_handlers(app: FastAPI) -> None:
 
     app.add_exception_handler(LoginRequired, login_required)
     app.add_exception_handler(CsrfFailed, csrf_failed)
+    app.add_exception_handler(TallybookError, ledger_error)
     app.add_exception_handler(RequestValidationError, invalid_input)
     app.add_exception_handler(StarletteHTTPException, no_such_page)
 

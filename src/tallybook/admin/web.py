@@ -24,7 +24,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from tallybook.admin.money import format_amount
 from tallybook.admin.session import SESSION_COOKIE, Session, SessionSigner
-from tallybook.errors import TallybookError
+from tallybook.errors import NotFound
 from tallybook.ledger import Ledger
 from tallybook.services.apikeys import ApiKey
 
@@ -153,7 +153,7 @@ def current_agent(request: Request) -> Agent:
         raise LoginRequired("please sign in" if SESSION_COOKIE in request.cookies else "")
     try:
         key = ledger_of(request).keys.get(session.key_id)
-    except TallybookError:
+    except NotFound:  # a store error is not a sign-out: it is shown, the session kept
         raise LoginRequired("your API key no longer exists; sign in again") from None
     if not is_admin_key(key) or key.program != session.program:
         raise LoginRequired("your API key was revoked or lost its admin scope")
