@@ -33,6 +33,7 @@ SHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
 LAPTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 SIZES = {"laptop": LAPTOP, "phone": PHONE}
+LONG_URL = "https://hooks.example.com/tallybook/" + "x" * 300
 #: one customer per test that changes things, so tests do not depend on their order
 CUSTOMERS = ("layout", "desk-laptop", "desk-phone")
 ARGS = [
@@ -77,6 +78,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Seed
         seeded = seed(seeding, clock, root / "reports")
         for account in CUSTOMERS:
             customer(seeding, clock, account)
+        # a subscription whose URL is one long word: its pages must still fit
+        seeding.webhooks.create("shop", LONG_URL, sub_id="sub_long_url")
         for account in ("alice", "bob"):  # an order on two accounts: the search lists both
             seeding.transactions.credit(
                 "shop", account, "cash", 5, txn_id=f"refund-{account}", order_id="o-77"
@@ -182,6 +185,8 @@ def test_every_page_fits_the_screen(server: tuple[str, Seeded], browser: Any, si
         "confirm-capture": f"{acct}/holds/hold-layout/capture?amount=2.50",
         "confirm-void": f"{acct}/holds/hold-layout/void",
         "tier": f"{base}/admin/tiers/member",
+        "webhooks": f"{base}/admin/webhooks",
+        "webhook-deliveries": f"{base}/admin/webhooks/sub_long_url",
         "error": f"{base}/admin/accounts/nobody",
     }
     for name, url in pages.items():
