@@ -296,6 +296,21 @@ def test_capture_and_void_ask_for_confirmation_first(
     assert "is captured; nothing to void" in admin.client.get("/admin/accounts/alice").text
 
 
+@SQLITE_ONLY
+def test_capturing_more_than_is_held_is_refused_in_the_customers_currency(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    """The confirmation page's form posts whatever amount it was given: the capture
+    itself refuses more than is held the way the confirmation does, not in cents."""
+    admin.login(seeded.admin_secret)
+    r = admin.post(f"/admin/accounts/alice/holds/{seeded.hold}/capture", {"amount": "1,400.00"})
+    assert r.status_code == 303
+    page = admin.client.get("/admin/accounts/alice").text
+    assert "Capture failed: the amount to capture is more than the $7.00 held" in page
+    assert "140000" not in page
+    assert ledger.wallet.hold("shop", seeded.hold).status == "active"
+
+
 def test_payloads_read_as_text_and_dismissals_as_sentences(
     admin: AdminClient, seeded: Seeded, ledger: Ledger
 ) -> None:

@@ -96,6 +96,15 @@ def _capture_amount(text: str, currency: str) -> int | None:
     return parse_amount(text, currency, "the amount to capture") if text.strip() else None
 
 
+def _within(hold: Hold, value: int | None, currency: str) -> None:
+    """Refuse capturing more than is held, in the customer's currency (the wallet's
+    own refusal names minor units)."""
+    if value is not None and value > hold.amount:
+        raise ValidationError(
+            f"the amount to capture is more than the {format_amount(hold.amount, currency)} held"
+        )
+
+
 @router.get("/accounts/{account}/holds/{hold_id}/{action}", response_class=HTMLResponse)
 def confirm_hold_action(
     request: Request,
@@ -113,11 +122,7 @@ def confirm_hold_action(
         hold = _own_hold(request, agent.program, account, hold_id)
         if not actionable(hold):
             raise ValidationError(f"hold {hold_id} is {hold.status}; nothing to {action}")
-        if value is not None and value > hold.amount:
-            raise ValidationError(
-                f"the amount to capture is more than the "
-                f"{format_amount(hold.amount, currency)} held"
-            )
+        _within(hold, value, currency)
     except TallybookError as exc:
         verb = action.capitalize()
         return redirect(
@@ -164,7 +169,7 @@ def capture_hold(
     def run() -> str:
         currency = _currency(request, agent)
         value = _capture_amount(amount, currency)
-        _own_hold(request, agent.program, account, hold_id)
+        _within(_own_hold(request, agent.program, account, hold_id), value, currency)
         hold = ledger_of(request).wallet.capture(agent.program, hold_id, value).hold
         return (
             f"Hold {hold_id} is {hold.status}: {format_amount(hold.captured, currency)} captured."
