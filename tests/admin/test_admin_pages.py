@@ -371,6 +371,7 @@ def test_an_unknown_admin_address_is_an_html_page_and_the_api_keeps_problem_json
     for path in (
         "/admin/reports/billing/..%2F..%2Fetc/passwd",  # traversal in a report download
         "/admin/static/..%2fweb.py",
+        "/admin/static/no-such.css",
         f"/admin/accounts/{seeded.account}/holds/{seeded.hold}",
         "/admin/no-such-page",
     ):
@@ -378,6 +379,9 @@ def test_an_unknown_admin_address_is_an_html_page_and_the_api_keeps_problem_json
         assert r.status_code == 404, path
         assert r.headers["content-type"].startswith("text/html"), path
         assert "There is no such page." in r.text
+        # its links lead to the page's own addresses, also under the static files' mount
+        assert 'href="/admin/static/admin.css"' in r.text, path
+        assert 'href="/admin/">Back to the search' in r.text, path
         assert r.headers["x-frame-options"] == "DENY"
     wrong_method = admin.client.get("/admin/logout")
     assert wrong_method.status_code == 405

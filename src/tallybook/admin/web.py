@@ -124,7 +124,10 @@ class Agent:
 
 
 def base_path(request: Request) -> str:
-    return f"{request.scope.get('root_path', '')}/admin"
+    """``/admin`` under the app's root path; under a mount (``/admin/static``) the
+    scope's ``root_path`` holds the mount too, ``app_root_path`` the app's own."""
+    scope = request.scope
+    return f"{scope.get('app_root_path', scope.get('root_path', ''))}/admin"
 
 
 def signer_of(request: Request) -> SessionSigner:
