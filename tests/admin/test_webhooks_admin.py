@@ -3,6 +3,10 @@ per account, and resend (a CSRF-checked form)."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from tallybook.ledger import Ledger
 
 from .conftest import AdminClient
@@ -44,3 +48,20 @@ def test_resend_needs_the_form_token(admin: AdminClient, seeded: Seeded, ledger:
     )
     assert r.status_code == 403
     assert admin.client.get("/admin/webhooks/nope").status_code == 404
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_an_unknown_subscription_or_account_is_a_titled_error_page(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    admin.login(seeded.admin_secret)
+    for query in ("nope", "nope?account=%3Cb%3E"):
+        r = admin.client.get(f"/admin/webhooks/{query}")
+        assert r.status_code == 404
+        assert re.search(r"<h1>Webhook deliveries</h1>", r.text), query
+        assert "<title>Webhook deliveries · tallybook</title>" in r.text
+    sub = ledger.webhooks.create("shop", "https://example.com/h")
+    bad = admin.client.get(f"/admin/webhooks/{sub.subscription.id}?account=%3Cb%3E")
+    assert bad.status_code == 422
+    assert "<h1>Webhook deliveries</h1>" in bad.text
+    assert "&lt;b&gt;" in bad.text

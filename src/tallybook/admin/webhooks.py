@@ -43,7 +43,14 @@ def deliveries(
             agent.program, sub_id, limit=MAX_PAGE if account else 50, cursor=cursor
         )
     except TallybookError as exc:
-        return render(request, "error.html", agent, status_code=exc.status, message=exc.message)
+        return render(
+            request,
+            "error.html",
+            agent,
+            status_code=exc.status,
+            title="Webhook deliveries",
+            message=exc.message,
+        )
     if account:
         found = [d for d in found if account in d.accounts]
     return render(
