@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tallybook.admin.money import MINUS, exponent, format_amount, parse_amount
+from tallybook.admin.money import MINUS, example, exponent, format_amount, parse_amount
 from tallybook.errors import ValidationError
 
 
@@ -72,3 +72,13 @@ def test_parse(text: str, unit: str, minor: int) -> None:
 def test_parse_refuses_rather_than_rounds(text: str, unit: str, message: str) -> None:
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_amount(text, unit)
+
+
+@pytest.mark.parametrize(
+    ("unit", "typed", "minor"),
+    [("USD", "14.50", 1450), ("JPY", "14", 14), ("KWD", "14.500", 14_500), ("points", "14", 14)],
+)
+def test_the_example_amount_is_one_the_currency_takes(unit: str, typed: str, minor: int) -> None:
+    """The adjust form's hint and placeholder: an amount typed as the currency is."""
+    assert example(unit) == typed
+    assert parse_amount(typed, unit) == minor

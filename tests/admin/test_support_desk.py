@@ -143,8 +143,8 @@ def _transaction_times(ledger: Ledger, account: str) -> dict[str, datetime]:
     }
 
 
-def _adjust_form(admin: AdminClient) -> dict[str, str]:
-    html = admin.client.get("/admin/accounts/alice").text
+def _adjust_form(admin: AdminClient, account: str = "alice") -> dict[str, str]:
+    html = admin.client.get(f"/admin/accounts/{account}").text
     match = _ADJUST_ID.search(html)
     assert match, "no adjust form on the page"
     return {"txn": match.group(1)}
@@ -222,6 +222,36 @@ def test_adjust_needs_a_reason_an_amount_and_the_csrf_token(
     assert no_id.status_code == 303
     assert "no valid adjustment id" in admin.client.get("/admin/accounts/alice").text
     assert ledger.wallet.balance("shop", "alice").fund("cash").total == before
+
+
+@SQLITE_ONLY
+def test_the_adjust_form_shows_an_amount_as_the_currency_is_typed(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    """The form's hint and placeholder follow the currency's minor-unit exponent: a
+    yen amount has no decimals (``14.50`` yen is refused), a dinar amount three."""
+    admin.login(seeded.admin_secret)
+    usd = admin.client.get("/admin/accounts/alice").text
+    assert 'placeholder="14.50"' in usd
+    assert "Amounts in USD (e.g. 14.50)" in usd
+    for program, currency, shown, minor in (
+        ("yen", "JPY", "14", 14),
+        ("dinar", "KWD", "14.500", 14_500),
+    ):
+        ledger.programs.create(program, currency=currency)
+        ledger.accounts.open(program, "taro")
+        _, secret = ledger.keys.create(program, "admin", "desk")
+        admin.client.cookies.clear()
+        admin.login(secret)
+        html = admin.client.get("/admin/accounts/taro").text
+        assert (
+            f'id="adjust-amount" required inputmode="decimal" maxlength="32" placeholder="{shown}"'
+            in html
+        )
+        assert f"Amounts in {currency} (e.g. {shown})" in html
+        form = {**_adjust_form(admin, "taro"), "fund": "cash", "amount": shown, "reason": "test"}
+        admin.post("/admin/accounts/taro/adjust", form)
+        assert ledger.accounts.get(program, "taro").funds["cash"].balance == minor
 
 
 @SQLITE_ONLY

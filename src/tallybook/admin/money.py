@@ -55,6 +55,13 @@ def format_amount(value: int, unit: str, *, signed: bool = False) -> str:
     return "+" + number if signed and value > 0 else number
 
 
+def example(unit: str) -> str:
+    """An amount as an agent would type it in ``unit``: ``14.50`` USD, ``14`` JPY,
+    ``14.500`` KWD, ``14`` points (the form's hint and placeholder)."""
+    digits = exponent(unit)
+    return "14." + "5".ljust(digits, "0") if digits else "14"
+
+
 def parse_amount(text: str, unit: str, what: str = "the amount") -> int:
     """What an agent typed (``14``, ``14.5``, ``$1,400.00``) as a positive number of minor
     units of ``unit``; more decimals than the currency has, or points with decimals,
@@ -63,7 +70,11 @@ def parse_amount(text: str, unit: str, what: str = "the amount") -> int:
     cleaned = text.strip().replace(",", "").replace(" ", "")
     cleaned = cleaned.removeprefix(_SYMBOLS.get(unit, "\0")).removesuffix(unit)
     if not _INPUT.fullmatch(cleaned):
-        kind = f"a positive number of {unit}, like 14.00" if digits else f"a whole number of {unit}"
+        kind = (
+            f"a positive number of {unit}, like {example(unit)}"
+            if digits
+            else f"a whole number of {unit}"
+        )
         raise ValidationError(f"{what} must be {kind}")
     try:
         number = Decimal(cleaned)

@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from tallybook.admin.money import format_amount
+from tallybook.admin.money import example, format_amount
 from tallybook.admin.session import SESSION_COOKIE, Session, SessionSigner
 from tallybook.errors import NotFound
 from tallybook.ledger import Ledger
@@ -71,7 +71,9 @@ def _readable(payload: Any) -> list[tuple[str, str]]:
     ]
 
 
-_env.filters.update(when=_when, num=_num, stamp=_stamp, money=_money, readable=_readable)
+_env.filters.update(
+    when=_when, num=_num, stamp=_stamp, money=_money, readable=_readable, example=example
+)
 templates = Jinja2Templates(env=_env)
 
 #: sent with every admin page: no framing, no inline script, nothing cached
