@@ -66,12 +66,17 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Seeded]]:
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("admin-e2e") / "tallybook.db"
+
+
+@pytest.fixture(scope="module")
+def server(store_path: Path) -> Iterator[tuple[str, Seeded]]:
     """A seeded store served on 127.0.0.1; yields (base URL, what was seeded)."""
     import uvicorn
 
-    root = tmp_path_factory.mktemp("admin-e2e")
-    path = root / "tallybook.db"
+    path = store_path
+    root = path.parent
     clock = ManualClock(datetime.now(UTC).replace(microsecond=0) - timedelta(days=12))
     with Ledger(SqliteStore(path), clock=clock) as seeding:
         seeding.programs.create("shop")
@@ -149,6 +154,49 @@ def no_dialogs(page: Any) -> list[str]:
 
     page.on("dialog", record)
     return seen
+
+
+#: ids and names as long as they may be, each one word: no page may scroll for them
+LONG_ACCOUNT = "acct-" + "w" * 123
+LONG_ORDER = "order-" + "o" * 122
+
+
+@pytest.fixture(scope="module")
+def long_key(server: tuple[str, Seeded], store_path: Path) -> str:
+    """The secret of an admin key with a 64-character name, on a program with an
+    account, an order on two accounts and a gold member whose ids are 128 characters."""
+    with Ledger(SqliteStore(store_path)) as ledger:
+        ledger.accounts.open("shop", LONG_ACCOUNT)
+        for account in (LONG_ACCOUNT, "alice"):
+            ledger.transactions.credit(
+                "shop", account, "cash", 5, txn_id=f"long-{account[:8]}", order_id=LONG_ORDER
+            )
+        ledger.loyalty.earn("shop", LONG_ACCOUNT, "long-order", 900_000)  # gold
+        _, secret = ledger.keys.create("shop", "admin", "K" * 64)
+    return secret
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_long_ids_and_names_fit_the_screen(
+    server: tuple[str, Seeded], browser: Any, long_key: str, size: str
+) -> None:
+    base, _ = server
+    context = browser.new_context(viewport=SIZES[size])
+    page = context.new_page()
+    login(page, base, long_key)
+    page.wait_for_url(f"{base}/admin/")
+    for name, url in {
+        "home": "/admin/",
+        "account": f"/admin/accounts/{LONG_ACCOUNT}",
+        "tier": "/admin/tiers/gold",
+        "order-on-two-accounts": f"/admin/search?q={LONG_ORDER}",
+        "search-not-found": "/admin/search?q=" + "q" * 128,
+        "account-not-found": "/admin/accounts/" + "n" * 128,
+    }.items():
+        page.goto(base + url)
+        fits(page)
+        shot(page, f"{size}-long-{name}")
+    context.close()
 
 
 def test_a_wrong_key_is_refused(server: tuple[str, Seeded], browser: Any) -> None:
