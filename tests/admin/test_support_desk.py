@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from tallybook.admin.money import MINUS
+from tallybook.admin.money import MINUS, format_amount
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 
@@ -252,6 +252,23 @@ def test_the_adjust_form_shows_an_amount_as_the_currency_is_typed(
         form = {**_adjust_form(admin, "taro"), "fund": "cash", "amount": shown, "reason": "test"}
         admin.post("/admin/accounts/taro/adjust", form)
         assert ledger.accounts.get(program, "taro").funds["cash"].balance == minor
+
+
+@SQLITE_ONLY
+def test_taking_more_than_is_available_is_refused_in_the_funds_currency(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    """The ledger's refusal says "available 1200, needed 100000000" (minor units); the
+    page says it in dollars, what is available being what the balances table shows."""
+    admin.login(seeded.admin_secret)
+    cash = ledger.wallet.balance("shop", "alice").fund("cash")
+    form = {"fund": "cash", "direction": "remove", "amount": "10000", "reason": "test"}
+    admin.post("/admin/accounts/alice/adjust", {**_adjust_form(admin), **form})
+    page = admin.client.get("/admin/accounts/alice").text
+    shown = format_amount(cash.available, "USD")
+    assert f"Adjust failed: cash has {shown} available; $10,000.00 cannot be taken" in page
+    assert "1000000" not in page
+    assert ledger.wallet.balance("shop", "alice").fund("cash") == cash
 
 
 @SQLITE_ONLY

@@ -33,7 +33,7 @@ from tallybook.admin.web import (
     render,
 )
 from tallybook.domain.wallet import BONUS, Hold
-from tallybook.errors import NotFound, TallybookError, ValidationError
+from tallybook.errors import InsufficientFunds, NotFound, TallybookError, ValidationError
 
 router = APIRouter()
 
@@ -231,15 +231,24 @@ def adjust_balance(
         metadata = {"reason": why, "agent_key": agent.key.id}
         if agent.key.name:
             metadata["agent"] = agent.key.name[:64]
-        t = ledger_of(request).transactions.adjust(
-            agent.program,
-            account,
-            fund,
-            signed,
-            txn_id=txn,
-            description="balance adjustment",
-            metadata=metadata,
-        )
+        ledger = ledger_of(request)
+        try:
+            t = ledger.transactions.adjust(
+                agent.program,
+                account,
+                fund,
+                signed,
+                txn_id=txn,
+                description="balance adjustment",
+                metadata=metadata,
+            )
+        except InsufficientFunds:  # the ledger's refusal names minor units
+            state = ledger.accounts.get(agent.program, account).funds.get(fund)
+            available = format_amount(state.available if state else 0, spec.unit)
+            raise InsufficientFunds(
+                f"{fund} has {available} available; "
+                f"{format_amount(value, spec.unit)} cannot be taken from it"
+            ) from None
         again = " (already applied)" if t.replay else ""
         change = format_amount(signed, spec.unit, signed=True)
         return f"{fund} adjusted by {change}{again}: {why}"
