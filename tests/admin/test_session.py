@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tallybook.admin.session import LOGIN_TTL, SESSION_TTL, SessionSigner
+from tallybook.errors import ConfigError
 
 NOW = 1_800_000_000.0
 
@@ -58,7 +59,7 @@ def test_the_secret_comes_from_the_environment_and_must_be_long_enough(
     a, b = SessionSigner(), SessionSigner()
     session = a.new_session("abcdef0123456789", "shop")
     assert b.loads(a.dumps(session)) == session  # shared across processes
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError, match="at least 16 bytes"):
         SessionSigner("short")
 
 

@@ -199,6 +199,18 @@ def test_serve_on_a_port_in_use_is_one_error(cli: Cli, url: str) -> None:
     assert one_error(err).startswith("error: cannot listen on no-such-host.invalid:")
 
 
+def test_serve_refuses_a_short_session_secret_in_one_line(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # was: "error: unexpected ValueError: TALLYBOOK_SESSION_SECRET must hold ..." (exit 1),
+    # the way an unforeseen failure is reported, for a setting the operator got wrong
+    monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: None)
+    monkeypatch.setenv("TALLYBOOK_SESSION_SECRET", "short")
+    code, _, err = cli("serve", "--port", "0")
+    assert code == 2
+    assert one_error(err) == "error: TALLYBOOK_SESSION_SECRET must hold at least 16 bytes"
+
+
 def test_reconcile_prints_its_result_alone_on_stdout(cli: Cli) -> None:
     # was: "\nreconcile: nothing to do\n": the progress display ended on stdout
     code, out, _ = cli("reconcile", "-p", "shop")

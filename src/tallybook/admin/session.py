@@ -90,7 +90,7 @@ class SessionSigner:
             secret = shared or secrets.token_bytes(32)
         raw = secret.encode("utf-8") if isinstance(secret, str) else secret
         if len(raw) < _MIN_SECRET:
-            raise ValueError(f"{SECRET_ENV} must hold at least {_MIN_SECRET} bytes")
+            raise ConfigError(f"{SECRET_ENV} must hold at least {_MIN_SECRET} bytes")
         self._secret = raw
 
     def _mac(self, purpose: str, data: str) -> str:
