@@ -4,16 +4,20 @@ page, and its actions."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from fastapi.testclient import TestClient
 
 from tallybook.admin.session import SESSION_COOKIE
+from tallybook.errors import StoreUnavailable
 from tallybook.http.app import create_app
 from tallybook.ledger import Ledger
 from tallybook.reliability.faults import FaultPlan, FaultyStore
 from tallybook.services.clock import ManualClock
+from tallybook.store.forwarding import ForwardingStore
 from tallybook.store.port import ItemStore
 
 from .conftest import AdminClient, csrf_of
@@ -23,6 +27,7 @@ from .seeding import Seeded
 #: DynamoDB Local is slow: those tests run on SQLite; the ones reading and writing
 #: through each capability run on both engines
 SQLITE_ONLY = pytest.mark.parametrize("engine", ["sqlite"])
+T = TypeVar("T")
 
 
 @SQLITE_ONLY
@@ -167,6 +172,44 @@ def test_a_busy_store_is_a_page_saying_so_and_keeps_the_session(
         assert "could not answer just now" in r.text
         faulty.armed = False
         assert admin.login(seeded.admin_secret).status_code == 303
+        assert client.get("/admin/accounts/alice").status_code == 200
+
+
+class ReadsFail(ForwardingStore):
+    """Answers ``answered`` more reads, then refuses every read as unavailable."""
+
+    answered: int | None = None  # None: every read is answered
+
+    def around_read(self, read: Callable[[], T]) -> T:
+        if self.answered is not None:
+            if self.answered <= 0:
+                raise StoreUnavailable("injected: the store did not answer")
+            self.answered -= 1
+        return read()
+
+
+@SQLITE_ONLY
+def test_a_store_failing_after_the_sign_in_check_is_a_503_page_not_a_500(
+    store: ItemStore, clock: ManualClock, seeded: Seeded
+) -> None:
+    """The agent's key is read (the first read of a request); the page's own reads then
+    fail: the account, tier, search and report pages answer 503 saying so, not 500 or
+    422 ("not valid")."""
+    failing = ReadsFail(store)
+    with TestClient(create_app(Ledger(failing, clock=clock))) as client:
+        assert AdminClient(client).login(seeded.admin_secret).status_code == 303
+        for path in (
+            "/admin/accounts/alice",
+            "/admin/tiers/member",
+            "/admin/search?q=alice",
+            "/admin/reports/billing/20260101T000000Z_20260101T010000Z/billing.json",
+        ):
+            failing.answered = 1
+            r = client.get(path, follow_redirects=False)
+            assert r.status_code == 503, path
+            assert r.headers["content-type"].startswith("text/html"), path
+            assert "the store did not answer" in r.text, path
+        failing.answered = None
         assert client.get("/admin/accounts/alice").status_code == 200
 
 

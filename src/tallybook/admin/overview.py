@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from tallybook.admin.web import AgentDep, ledger_of, render
+from tallybook.admin.web import AgentDep, error_status, ledger_of, render
 from tallybook.errors import ConfigError, NotFound, TallybookError
 from tallybook.ledger import Ledger
 
@@ -78,9 +78,13 @@ def tier_members(
     try:
         page = ledger.loyalty.members(agent.program, tier, limit=MEMBER_PAGE, cursor=cursor)
     except TallybookError as exc:
-        status = 404 if isinstance(exc, NotFound) else 422
         return render(
-            request, "error.html", agent, status_code=status, title=tier, message=exc.message
+            request,
+            "error.html",
+            agent,
+            status_code=error_status(exc),
+            title=tier,
+            message=exc.message,
         )
     return render(request, "tier.html", agent, tier=tier, page=page)
 
@@ -99,9 +103,13 @@ def download_report(
         if file not in files:
             raise NotFound(f"report {kind} {window} has no file {file}")
     except TallybookError as exc:
-        status = exc.status if exc.status in (404, 409, 422) else 500
         return render(
-            request, "error.html", agent, status_code=status, title="Report", message=exc.message
+            request,
+            "error.html",
+            agent,
+            status_code=error_status(exc),
+            title="Report",
+            message=exc.message,
         )
     media = _MEDIA.get(file[file.rfind(".") :], "application/octet-stream")
     return Response(

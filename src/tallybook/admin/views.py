@@ -12,7 +12,15 @@ from tallybook.admin import account_view
 from tallybook.admin.account_view import HistoryFilter
 from tallybook.admin.actions import new_adjust_id
 from tallybook.admin.overview import overview
-from tallybook.admin.web import AgentDep, IdPath, account_path, ledger_of, redirect, render
+from tallybook.admin.web import (
+    AgentDep,
+    IdPath,
+    account_path,
+    error_status,
+    ledger_of,
+    redirect,
+    render,
+)
 from tallybook.domain.ids import check_id, is_system_account
 from tallybook.domain.wallet import BONUS
 from tallybook.errors import NotFound, TallybookError, ValidationError
@@ -58,9 +66,14 @@ def search(
             request, "search.html", agent, q=term, by=by, order=term, txns=txns, accounts=accounts
         )
     except TallybookError as exc:
-        status = 404 if isinstance(exc, NotFound) else 422
         return render(
-            request, "search.html", agent, status_code=status, q=term, by=by, error=exc.message
+            request,
+            "search.html",
+            agent,
+            status_code=error_status(exc),
+            q=term,
+            by=by,
+            error=exc.message,
         )
 
 
@@ -94,9 +107,13 @@ def account_page(
         flt.bounds()  # a malformed date is the whole page's error
         page = account_view.build(ledger, agent.program, account, flt, ncursor or None)
     except TallybookError as exc:
-        status = exc.status if exc.status in (404, 422) else 500
         return render(
-            request, "error.html", agent, status_code=status, title="Account", message=exc.message
+            request,
+            "error.html",
+            agent,
+            status_code=error_status(exc),
+            title="Account",
+            message=exc.message,
         )
     return render(
         request,

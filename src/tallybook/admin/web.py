@@ -24,7 +24,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from tallybook.admin.money import example, format_amount
 from tallybook.admin.session import SESSION_COOKIE, Session, SessionSigner
-from tallybook.errors import NotFound
+from tallybook.errors import NotFound, TallybookError
 from tallybook.ledger import Ledger
 from tallybook.services.apikeys import ApiKey
 
@@ -181,6 +181,15 @@ PostingAgent = Annotated[Agent, Depends(posting_agent)]
 
 
 # -- responses -------------------------------------------------------------------
+
+
+def error_status(exc: TallybookError) -> int:
+    """The status of a page that shows ``exc``: its own when it says what happened
+    (404, 409, 422; 429 and 503: the store could not answer, try again), 422 for
+    another refusal, 500 for a fault."""
+    if exc.status in (404, 409, 422, 429, 503):
+        return exc.status
+    return 422 if exc.status < 500 else 500
 
 
 def secure(response: Response) -> Response:
