@@ -255,6 +255,28 @@ def test_account_page_shows_every_section(admin: AdminClient, seeded: Seeded) ->
 
 
 @SQLITE_ONLY
+def test_a_held_credit_shows_when_it_is_released_not_a_capture_deadline(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    """A held credit (sale proceeds) is released on its date; "Captured $0.00" and a
+    "Deadline" told the agent of a capture that never comes."""
+    held = ledger.wallet.credit_held(
+        "shop", "alice", "store_credit", 2_500, release_in_days=3, txn_id="sale-1"
+    ).hold
+    admin.login(seeded.admin_secret)
+    page = admin.client.get("/admin/accounts/alice").text
+    card = page.split('data-hold="sale-1"')[1].split("</li>")[0]
+    assert "<dt>Releases (UTC)</dt>" in card
+    assert held.deadline.strftime("%Y-%m-%d %H:%M:%S") in card
+    assert "Captured" not in card
+    assert "Deadline" not in card
+    assert "Capture…" not in card  # released by the reconcile job, not by an agent
+    debit = page.split(f'data-hold="{seeded.hold}"')[1].split("</li>")[0]
+    assert "<dt>Captured</dt>" in debit
+    assert "<dt>Deadline (UTC)</dt>" in debit
+
+
+@SQLITE_ONLY
 def test_history_pages_and_filters(admin: AdminClient, seeded: Seeded) -> None:
     admin.login(seeded.admin_secret)
     first = admin.client.get("/admin/accounts/alice", params={"fund": "cash", "limit": 1})
