@@ -11,14 +11,18 @@ from __future__ import annotations
 import base64
 import re
 import zlib
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from urllib.parse import unquote
 
 import pytest
 
 from tallybook.admin.money import MINUS, format_amount
+from tallybook.admin.timeline import timeline
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
+from tallybook.store.forwarding import ForwardingStore
+from tallybook.store.port import ItemStore, Page, Query
 
 from .conftest import AdminClient
 from .seeding import Seeded, split_payment
@@ -132,6 +136,56 @@ def test_a_split_payment_in_the_same_microsecond_as_other_entries_is_never_cut_i
             assert cursor is not None
             params["cursor"] = unquote(cursor.group(1))
         assert sorted(seen) == sorted(_transaction_times(ledger, "dave")), order
+
+
+class WriteDuringPage(ForwardingStore):
+    """Runs ``write`` once, right after the ``after``-th query: between a timeline
+    page's first read of each fund and its second read of one."""
+
+    def __init__(self, inner: ItemStore, after: int, write: Callable[[], object]) -> None:
+        super().__init__(inner)
+        self.left = after
+        self.write = write
+
+    def run_query(self, q: Query) -> Page:
+        page = self.inner.run_query(q)
+        self.left -= 1
+        if self.left == 0:
+            self.write()
+        return page
+
+
+@SQLITE_ONLY
+def test_a_timeline_page_is_not_repeated_when_the_account_is_written_meanwhile(
+    ledger: Ledger, store: ItemStore, clock: ManualClock
+) -> None:
+    """The first page, newest first, reads each fund from its newest entry; a fund not
+    shown whole is read again for its position. A credit committed in between moved
+    that position one entry up, and the next page showed an entry of this one again."""
+    ledger.accounts.open("shop", "erin")
+    for i in range(4):
+        ledger.wallet.credit("shop", "erin", "cash", 100, txn_id=f"e-cash-{i}")
+        clock.advance(timedelta(minutes=1))
+        ledger.wallet.credit("shop", "erin", "store_credit", 100, txn_id=f"e-gift-{i}")
+        clock.advance(timedelta(minutes=1))
+    before = set(_transaction_times(ledger, "erin"))
+    funds = ["points", "cash", "store_credit", "bonus"]
+
+    def credit() -> None:
+        clock.advance(timedelta(minutes=1))
+        ledger.wallet.credit("shop", "erin", "cash", 100, txn_id="e-cash-late")
+
+    racing = Ledger(WriteDuringPage(store, len(funds), credit), clock=clock)
+    first = timeline(racing, "shop", "erin", funds, limit=3)
+    seen = [e.txn_id for e in first.events]
+    assert seen == ["e-gift-3", "e-cash-3", "e-gift-2"]
+    cursor = first.cursor
+    while cursor:
+        page = timeline(ledger, "shop", "erin", funds, limit=3, cursor=cursor)
+        seen += [e.txn_id for e in page.events]
+        cursor = page.cursor
+    assert len(seen) == len(set(seen)), seen
+    assert set(seen) == before  # the late credit is newer than the first page
 
 
 def _transaction_times(ledger: Ledger, account: str) -> dict[str, datetime]:

@@ -12,7 +12,8 @@ every fund they touch still has read entries, so an event is never cut in two.
 The cursor holds each fund's position after what was shown; a position that
 stops inside a read page is found again by reading that fund once more with
 the number of entries shown (store cursors are opaque), so a page costs at
-most two reads per fund.
+most two reads per fund (more only when the fund was written to meanwhile:
+see ``position_after``).
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ from datetime import datetime
 from tallybook.domain.model import Entry
 from tallybook.errors import ValidationError
 from tallybook.ledger import Ledger
-from tallybook.services.ledger.accounts import EntryPage
+from tallybook.services.ledger.accounts import MAX_PAGE, EntryPage
 
 #: a fund with no more entries in the range
 _DONE = "-"
+#: reads past entries written during a page, at most (each read catches up on all so far)
+_REREADS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,13 +178,28 @@ def timeline(
     for group in groups:
         for e in group:
             shown[e.fund] += 1
+
+    def position_after(fund: str, count: int) -> str:
+        """The fund's position after its first ``count`` entries read, read again.
+
+        Newest first from the top, entries written since the first read come first
+        and push it down: read again past them (a fund's sequence numbers have no
+        gaps, so their number is the gap between the last entries of both reads)."""
+        last = streams[fund][count - 1].seq
+        again = read(fund, positions[fund], count)
+        for _ in range(_REREADS):
+            if not again.entries or again.entries[-1].seq == last:
+                break
+            count += abs(again.entries[-1].seq - last)
+            again = read(fund, positions[fund], min(count, MAX_PAGE))
+        return again.cursor or _DONE
+
     nxt = dict(positions)
     for fund, count in shown.items():
         if count == len(streams[fund]):
             nxt[fund] = after[fund] or _DONE
         elif count:
-            again = read(fund, positions[fund], count)
-            nxt[fund] = again.cursor or _DONE
+            nxt[fund] = position_after(fund, count)
     more = any(v != _DONE for v in nxt.values())
     events = [_event(group) for group in groups]
     return TimelinePage(events, _encode(nxt) if more and events else None)
