@@ -205,3 +205,35 @@ def test_cli_ingest_rejects_a_line_that_is_not_utf8_and_goes_on(
         "r1",
         "r2",
     ]
+
+
+def test_cli_ingest_rejects_json_the_http_api_refuses_line_by_line(
+    ledger: Ledger, store: ItemStore, clock: ManualClock, tmp_path: Path
+) -> None:
+    """Was: a number past int()'s 4300 digits or nesting past the recursion limit
+    stopped the run with 'unexpected ValueError' / 'RecursionError' (exit 1, the
+    batch before it never written); a key given twice was read as its last value
+    (an amount of 900 where HTTP refuses the body). Each is now that line's error."""
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", start=t0 - 180 * MIN)
+    good = [json.dumps(record(f"r{i}", t0 - (170 - i) * MIN)) for i in range(3)]
+    twice = json.dumps(record("rx", t0 - 160 * MIN, amount=1)).replace(
+        '"amount": 1,', '"amount": 1, "amount": 900,'
+    )
+    huge = json.dumps(record("ry", t0 - 160 * MIN)).replace("1000", "1" * 5000)
+    deep = "[" * 100_000 + "]" * 100_000
+    data = tmp_path / "records.ndjson"
+    data.write_text("\n".join([good[0], twice, huge, good[1], deep, good[2]]) + "\n")
+    result = CliRunner().invoke(
+        app, ["--store", store.describe(), "billing", "ingest", str(data), "-p", "shop", "--json"]
+    )
+    assert result.exit_code == 2, result.output
+    summary = json.loads(result.stdout[result.stdout.index("{") :])
+    assert summary["created"] == 3
+    assert summary["errors"] == [
+        {"line": 2, "error": "not valid JSON ('amount' is given more than once)"},
+        {"line": 3, "error": "not valid JSON (a number is too large)"},
+        {"line": 5, "error": "not valid JSON (nested too deeply)"},
+    ]
+    listed = ledger.billing.records("shop", t0 - 180 * MIN, t0).records
+    assert [r.id for r in listed] == ["r0", "r1", "r2"]

@@ -22,6 +22,7 @@ from tallybook.cli.output import (
     progress_bar,
     table,
 )
+from tallybook.domain.json_text import RepeatedKey, loads_unique
 from tallybook.errors import ValidationError
 
 app = typer.Typer(
@@ -98,11 +99,18 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
                 continue
             try:
                 line.encode("utf-8")
-                yield number, json.loads(line)
+                row = loads_unique(line)
             except UnicodeEncodeError:
-                yield number, ValidationError("not valid UTF-8")
+                row = ValidationError("not valid UTF-8")
             except json.JSONDecodeError as exc:
-                yield number, ValidationError(f"not valid JSON ({exc.msg})")
+                row = ValidationError(f"not valid JSON ({exc.msg})")
+            except RepeatedKey as exc:  # which one counts would be a guess, as over HTTP
+                row = ValidationError(f"not valid JSON ({exc.key[:40]!r} is given more than once)")
+            except ValueError:  # an integer past int()'s 4300 digits
+                row = ValidationError("not valid JSON (a number is too large)")
+            except RecursionError:
+                row = ValidationError("not valid JSON (nested too deeply)")
+            yield number, row
 
 
 def _count_lines(path: Path) -> int:
