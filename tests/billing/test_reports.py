@@ -361,3 +361,43 @@ def test_expired_points_are_filed_under_the_partner_that_issued_them(
         "acme,points,points,0,0,64,4",
         "zeta,points,points,0,0,10,2",
     ]
+
+
+def test_a_partner_that_starts_a_formula_is_text_in_the_rewards_csv(
+    ledger: Ledger, clock: ManualClock, tmp_path: Path
+) -> None:
+    """A partner is free text in transaction metadata: one named ``=HYPERLINK(...)``
+    or ``@SUM(...)`` was written as is, and a spreadsheet opening the CSV ran it.
+    Such a cell now starts with ``'``; quoting stays RFC 4180 and the JSON keeps
+    the partner as given."""
+    import csv
+    import io
+    import json
+
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=1, start=t0)
+    ledger.loyalty.configure("shop", {"expiry": {"days": 1}})
+    partners = ['=HYPERLINK("http://x.test")', "@SUM(1+1)", "+1", "-1", "\tx", 'a,"b"\nc', "ok"]
+    clock.advance(MIN)
+    for i, partner in enumerate(partners):
+        ledger.accounts.open("shop", f"m{i}")
+        ledger.loyalty.earn("shop", f"m{i}", f"o{i}", 1000, metadata={"partner": partner})
+    clock.set(t0 + 16 * MIN)
+    out = tmp_path / "out"
+    [result] = ledger.billing.reports.run("shop", sink=DirectorySink(out), kinds=["rewards"])
+    folder = out / "shop" / "rewards" / result.window
+    rows = list(csv.reader(io.StringIO((folder / "rewards_issued.csv").read_text(), newline="")))
+    assert rows[0] == ["partner", "fund", "unit", "issued", "redeemed", "expired", "entries"]
+    cells = {row[0] for row in rows[1:]}
+    assert cells == {
+        '\'=HYPERLINK("http://x.test")',
+        "'@SUM(1+1)",
+        "'+1",
+        "'-1",
+        "'\tx",
+        'a,"b"\nc',
+        "ok",
+    }
+    assert all(row[3:] == ["10", "0", "0", "1"] for row in rows[1:])
+    doc = json.loads((folder / "rewards_issued.json").read_text())
+    assert {t["partner"] for t in doc["totals"]} == set(partners)

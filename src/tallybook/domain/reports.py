@@ -138,11 +138,24 @@ def reward_totals(flows: Iterable[RewardFlow]) -> list[RewardTotal]:
 # --- rendering -------------------------------------------------------------------
 
 
+#: what a spreadsheet reads as the start of a formula in a cell (OWASP, CSV injection)
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_text(value: Any) -> Any:
+    """A text cell a spreadsheet shows as text: one that would start a formula
+    (a partner named ``=HYPERLINK(...)`` in transaction metadata) gets a leading
+    ``'``. Numbers are written as they are; the JSON keeps the text unchanged."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def _csv(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(header)
-    writer.writerows(rows)
+    writer.writerows([_csv_text(cell) for cell in row] for row in rows)
     return out.getvalue().encode("utf-8")
 
 
