@@ -401,3 +401,33 @@ def test_a_partner_that_starts_a_formula_is_text_in_the_rewards_csv(
     assert all(row[3:] == ["10", "0", "0", "1"] for row in rows[1:])
     doc = json.loads((folder / "rewards_issued.json").read_text())
     assert {t["partner"] for t in doc["totals"]} == set(partners)
+
+
+def test_listing_every_kind_answers_the_newest_windows(
+    ledger: Ledger, clock: ManualClock, tmp_path: Path
+) -> None:
+    """Was: report rows sort by kind first, so the listing of every kind (``report
+    list``, ``GET /v1/reports`` without ``kind``) answered the rewards reports,
+    however old, before any billing one: the newest ``limit`` were not shown."""
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=0, start=t0)
+    clock.set(t0 + 30 * MIN)
+    sink = DirectorySink(tmp_path / "out")
+    ledger.billing.reports.run("shop", sink=sink, kinds=["rewards"])
+    clock.set(t0 + 60 * MIN)
+    ledger.billing.reports.run("shop", sink=sink, kinds=["billing"])
+    listed = [(i.kind, i.window) for i in ledger.billing.reports.list("shop", limit=3)]
+    assert listed == [
+        ("billing", _w(t0, 45, 60)),
+        ("billing", _w(t0, 30, 45)),
+        ("billing", _w(t0, 15, 30)),
+    ]
+    every = [(i.kind, i.window) for i in ledger.billing.reports.list("shop")]
+    assert every == [
+        ("billing", _w(t0, 45, 60)),
+        ("billing", _w(t0, 30, 45)),
+        ("billing", _w(t0, 15, 30)),
+        ("rewards", _w(t0, 15, 30)),
+        ("billing", _w(t0, 0, 15)),
+        ("rewards", _w(t0, 0, 15)),
+    ]

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import cast
 
-from tallybook.domain.reports import RewardFlow
+from tallybook.domain.reports import ALL_KINDS, RewardFlow
 from tallybook.store import keys
 from tallybook.store.port import Item, ItemStore, Put, SortCondition, Value
 
@@ -73,10 +73,20 @@ def read_report(store: ItemStore, program: str, kind: str, window: str) -> Repor
 def latest_reports(
     store: ItemStore, program: str, kind: str | None, *, limit: int
 ) -> list[ReportInfo]:
-    """Reports written (of ``kind``, or of every kind), newest window first."""
-    sort = SortCondition.begins_with(f"{kind}#") if kind else None
-    page = store.query(keys.reports_partition(program), sort, forward=False, limit=limit)
-    return [report_of(item) for item in page.items]
+    """Reports written (of ``kind``, or of every kind), newest window first.
+
+    Rows sort by ``{kind}#{window}``: every kind is read on its own and the
+    newest windows of all are kept, else the listing of every kind would be
+    the rewards reports first, however old, and the billing ones only after."""
+    found: list[ReportInfo] = []
+    for one in [kind] if kind else [str(k) for k in ALL_KINDS]:
+        sort = SortCondition.begins_with(f"{one}#")
+        page = store.query(keys.reports_partition(program), sort, forward=False, limit=limit)
+        found.extend(report_of(item) for item in page.items)
+    order = {str(k): n for n, k in enumerate(ALL_KINDS)}
+    found.sort(key=lambda r: order.get(r.kind, len(order)))
+    found.sort(key=lambda r: r.window, reverse=True)
+    return found[:limit]
 
 
 # --- the rewards index -----------------------------------------------------------
