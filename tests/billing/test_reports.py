@@ -431,3 +431,26 @@ def test_listing_every_kind_answers_the_newest_windows(
         ("billing", _w(t0, 0, 15)),
         ("rewards", _w(t0, 0, 15)),
     ]
+
+
+def test_a_carriage_return_in_a_partner_is_quoted_in_the_rewards_csv(
+    ledger: Ledger, clock: ManualClock, tmp_path: Path
+) -> None:
+    """Was: with ``\\n`` line ends Python's csv module left a field holding a lone
+    ``\\r`` unquoted, so readers (csv.reader, spreadsheets) split the row in two."""
+    import csv
+    import io
+
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=1, start=t0)
+    ledger.loyalty.configure("shop", {"expiry": {"days": 1}})
+    ledger.accounts.open("shop", "m1")
+    clock.advance(MIN)
+    ledger.loyalty.earn("shop", "m1", "o1", 1000, metadata={"partner": "north\rsouth"})
+    clock.set(t0 + 16 * MIN)
+    out = tmp_path / "out"
+    [result] = ledger.billing.reports.run("shop", sink=DirectorySink(out), kinds=["rewards"])
+    data = (out / "shop" / "rewards" / result.window / "rewards_issued.csv").read_bytes()
+    assert b'"north\rsouth",points,points,10,0,0,1\n' in data
+    rows = list(csv.reader(io.StringIO(data.decode(), newline="")))
+    assert rows[1:] == [["north\rsouth", "points", "points", "10", "0", "0", "1"]]

@@ -8,8 +8,6 @@ byte identical to the original run.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -142,21 +140,27 @@ def reward_totals(flows: Iterable[RewardFlow]) -> list[RewardTotal]:
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _csv_text(value: Any) -> Any:
-    """A text cell a spreadsheet shows as text: one that would start a formula
-    (a partner named ``=HYPERLINK(...)`` in transaction metadata) gets a leading
-    ``'``. Numbers are written as they are; the JSON keeps the text unchanged."""
-    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
-        return "'" + value
-    return value
+#: what makes a field quoted (RFC 4180): Python's csv module (3.11) leaves a lone
+#: carriage return unquoted where the line end is ``\n``, and readers split the row there
+_QUOTED = frozenset(',"\r\n')
+
+
+def _csv_cell(value: object) -> str:
+    """One field: a text cell a spreadsheet would read as a formula (a partner named
+    ``=HYPERLINK(...)`` in transaction metadata) gets a leading ``'``, and a field
+    holding a comma, a quote or a line break is quoted, quotes doubled. Numbers are
+    written as they are; the JSON keeps the text unchanged."""
+    if not isinstance(value, str):
+        return str(value)
+    text = "'" + value if value.startswith(_FORMULA_STARTS) else value
+    if _QUOTED.isdisjoint(text):
+        return text
+    return '"' + text.replace('"', '""') + '"'
 
 
 def _csv(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> bytes:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows([_csv_text(cell) for cell in row] for row in rows)
-    return out.getvalue().encode("utf-8")
+    lines = [header, *rows]
+    return "".join(",".join(map(_csv_cell, line)) + "\n" for line in lines).encode("utf-8")
 
 
 def _json(value: Any) -> bytes:
