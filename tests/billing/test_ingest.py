@@ -233,3 +233,26 @@ def test_a_bucket_start_that_is_not_epoch_seconds_is_refused(ledger: Ledger, sta
     # "x" raised TypeError and 2**70 OverflowError
     with pytest.raises(ValidationError, match="start must be epoch seconds"):
         list(ledger.billing.bucket("shop", start))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("shift", [-(10**12), -15 * 60 * 5000, 1, 60 * 60], ids=str)
+def test_a_cursor_bucket_outside_the_listing_is_refused(
+    ledger: Ledger, clock: ManualClock, shift: int
+) -> None:
+    """A bound cursor only tags the listing: its bucket is the client's text. One
+    before the range listed buckets outside it (5000 buckets back, with no cap: a
+    bucket at epoch 0 was two million queries), one off a bucket boundary read no
+    bucket, and one before year 1 was an OverflowError (HTTP 500)."""
+    from tallybook.domain.billing import epoch
+    from tallybook.errors import StoreValidationError
+    from tallybook.store.queries import bind_cursor
+    from tallybook.store.records.billing import encode_cursor
+
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", start=t0 - 24 * 60 * MIN)
+    clock.advance(MIN)
+    ingest(ledger, "old", t0 - 10 * 60 * MIN)
+    low, high = epoch(t0), epoch(t0 + 60 * MIN)
+    cursor = bind_cursor(encode_cursor(low + shift, None), "billing-records", "shop", low, high)
+    with pytest.raises(StoreValidationError, match="cursor does not belong to this query"):
+        ledger.billing.records("shop", t0, t0 + 60 * MIN, cursor=cursor)

@@ -421,6 +421,10 @@ class BillingService:
         listing = ("billing-records", program, low, high)
         start = unbind_cursor(cursor, *listing)
         bucket, inner = (low, None) if start is None else decode_cursor(start)
+        if not low <= bucket < high or (bucket - low) % size:
+            # a page stops inside the range, on a bucket: any other bucket would read
+            # outside it (or past a day's worth of buckets, or no time at all)
+            raise StoreValidationError("cursor does not belong to this query")
         out: list[BillingRecord] = []
         while bucket < high:
             found, inner = bucket_page(
