@@ -54,6 +54,14 @@ def test_bad_rates_are_refused(bad: object) -> None:
         canonical_rate(bad)
 
 
+@pytest.mark.parametrize("bad", ["\u0660.\u0660\u0665", "\uff10.\uff10\uff15", "0.0_5", "1_0"])
+def test_rates_of_other_digits_or_underscores_are_refused(bad: str) -> None:
+    """Was: Decimal read Arabic-Indic or fullwidth digits and ``_`` as a plain
+    0.05, where every other number tallybook reads is ASCII digits."""
+    with pytest.raises(ValidationError, match="ASCII digits"):
+        canonical_rate(bad)
+
+
 def test_intervals_and_windows() -> None:
     assert parse_interval("15m") == 900
     assert parse_interval("1h") == 3600

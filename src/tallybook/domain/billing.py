@@ -126,6 +126,9 @@ def canonical_rate(value: object) -> str:
         value = Decimal(value)
     if isinstance(value, str):
         text = value.strip()
+        if not text.isascii() or "_" in text:
+            # Decimal reads other scripts' digits (Arabic-Indic, fullwidth) and "0.0_5" as 0.05
+            raise ValidationError(f"rate {text[:20]!r} is not a decimal number of ASCII digits")
         try:
             value = Decimal(text)
         except InvalidOperation as exc:
