@@ -256,3 +256,21 @@ def test_a_cursor_bucket_outside_the_listing_is_refused(
     cursor = bind_cursor(encode_cursor(low + shift, None), "billing-records", "shop", low, high)
     with pytest.raises(StoreValidationError, match="cursor does not belong to this query"):
         ledger.billing.records("shop", t0, t0 + 60 * MIN, cursor=cursor)
+
+
+def test_a_record_giving_both_id_and_record_id_is_refused(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    """Was: ``id`` won without a word, so a line meant as record ``r-b`` (its
+    ``record_id``, the report's name for it) was filed as ``r-a``."""
+    t0 = aligned_start(clock)
+    clock.advance(MIN)
+    row = {**record("r-a", t0), "record_id": "r-b"}
+    summary = ledger.billing.ingest_many("shop", [(1, row), (2, record("r-c", t0))])
+    assert summary.created == 1
+    assert summary.errors == [(1, "a billing record gives its id once: id or record_id, not both")]
+    alias = {k: v for k, v in record("r-d", t0).items() if k != "id"}
+    summary = ledger.billing.ingest_many("shop", [(1, {**alias, "record_id": "r-d"})])
+    assert (summary.created, summary.errors) == (1, [])
+    with pytest.raises(NotFound):
+        ledger.billing.get("shop", "r-a")

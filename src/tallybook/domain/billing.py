@@ -216,6 +216,9 @@ def draft_from_mapping(data: Mapping[str, Any]) -> RecordDraft:
     unknown = sorted(set(data) - set(RECORD_FIELDS) - {"record_id"})
     if unknown:
         raise ValidationError(f"unknown field(s) in billing record: {', '.join(unknown)}")
+    if "id" in data and "record_id" in data:
+        # the line items' name for it, taken too: which one counts would be a guess
+        raise ValidationError("a billing record gives its id once: id or record_id, not both")
     return new_record(
         data.get("id", data.get("record_id")),
         partner=data.get("partner"),
