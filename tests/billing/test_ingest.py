@@ -274,3 +274,25 @@ def test_a_record_giving_both_id_and_record_id_is_refused(
     assert (summary.created, summary.errors) == (1, [])
     with pytest.raises(NotFound):
         ledger.billing.get("shop", "r-a")
+
+
+def test_records_refused_do_not_fix_the_settings(ledger: Ledger, clock: ManualClock) -> None:
+    """Was: ``ingest_many`` fixed bucket size and start before reading a line, so a
+    file whose every line was refused (or an empty one) fixed them, as did one
+    record refused for its date; ``configure`` then said billing had started
+    (exit 3 / 409) with no record filed. The first record filed fixes them."""
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", bucket_minutes=60, start=t0)
+    clock.advance(MIN)
+    ahead = record("r-ahead", t0 + 3 * 24 * 60 * MIN)
+    summary = ledger.billing.ingest_many("shop", [(1, {"id": "x"}), (2, ahead)])
+    assert (summary.created, [n for n, _ in summary.errors]) == (0, [1, 2])
+    assert ledger.billing.ingest_many("shop", []).total == 0
+    with pytest.raises(ValidationError, match="ahead"):
+        ingest(ledger, "r-ahead", t0 + 3 * 24 * 60 * MIN)
+    assert not ledger.billing.state("shop").fixed
+    assert ledger.billing.configure("shop", bucket_minutes=30).config.bucket_seconds == 1800
+    ingest(ledger, "r1", t0 + MIN)
+    assert ledger.billing.state("shop").fixed
+    with pytest.raises(NotFound):
+        ledger.billing.ingest_many("nope", [(1, {"id": "x"})])

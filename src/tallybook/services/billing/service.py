@@ -254,9 +254,11 @@ class BillingService:
         return self.ingest_draft(program, draft)
 
     def ingest_draft(self, program: str, draft: RecordDraft) -> BillingRecord:
+        self.programs.get(program)
+        # refused before it fixes the settings: only a record filed fixes them
+        self._check_not_future(draft, self.clock.now())
         size = self._fixed_bucket(program)
         now = self.clock.now()
-        self._check_not_future(draft, now)
         target = bucket_start(epoch(draft.time), size)
         late = False
         margin = self._filing_margin(program)
@@ -286,12 +288,13 @@ class BillingService:
         failed to parse, given as the error) is reported in ``errors`` with its
         number and does not stop the rest."""
         summary = IngestSummary()
-        size = self._fixed_bucket(program)
+        self.programs.get(program)
         batch: list[tuple[int, RecordDraft]] = []
 
         def flush() -> None:
             if batch:
-                self._ingest_batch(program, batch, size, summary)
+                # the first record filed fixes the settings: refused lines do not
+                self._ingest_batch(program, batch, self._fixed_bucket(program), summary)
                 if progress:
                     progress(len(batch))
                 batch.clear()
