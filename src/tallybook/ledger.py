@@ -95,7 +95,13 @@ class Ledger:
         from tallybook.services.ledger.check import CheckService
 
         core = self.core
-        return CheckService(core.store, core.programs, core.accounts, core.transactions)
+        return CheckService(
+            core.store,
+            core.programs,
+            core.accounts,
+            core.transactions,
+            account_checks=((2, self.wallet.check), (6, self.notifications.check)),
+        )
 
     @cached_property
     def wallet(self) -> WalletService:

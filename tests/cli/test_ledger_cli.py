@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 from tallybook.cli import app, main
 from tallybook.ledger import Ledger
 from tallybook.store import keys
-from tallybook.store.port import ItemStore, Set
+from tallybook.store.port import ItemStore, Set, SortCondition
 
 sqlite_only = pytest.mark.parametrize("engine", ["sqlite"])
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -155,6 +155,40 @@ def test_check_exits_1_on_a_violation_and_shows_progress(
     code, out, _ = cli("check", "--program", "shop", "--account", "bob")
     assert code == 1
     assert cli("check", "--program", "shop", "--account", "alice")[0] == 0
+
+
+def test_check_finds_broken_holds_and_a_second_active_notification(
+    cli: Cli, ledger: Ledger, store: ItemStore
+) -> None:
+    """Invariants 2 and 6 are checked too (``check`` found neither and exited 0)."""
+    ledger.accounts.open("shop", "alice")
+    ledger.wallet.credit("shop", "alice", "cash", 1_000, txn_id="c-1")
+    ledger.wallet.authorize("shop", "alice", 300, hold_id="h-1")
+    ledger.notifications.add("shop", "alice", "Promo", {"n": 1})
+    assert "ok" in cli.ok("check", "--program", "shop")
+
+    head = ledger.accounts.get("shop", "alice")
+    funds = {
+        name: {"balance": s.balance, "held": s.held, "seq": s.seq, "last_us": s.last_us}
+        for name, s in head.funds.items()
+    }
+    funds["cash"]["held"] += 5_000  # withheld beyond the holds, available below zero
+    store.update(keys.account_head("shop", "alice"), [Set("funds", funds)])  # type: ignore[arg-type]
+    row = next(
+        store.query_all(
+            keys.account_partition("shop", "alice"),
+            SortCondition.begins_with(keys.NOTIFICATION_HISTORY_PREFIX),
+        )
+    )
+    store.put({**row, "sk": str(row["sk"]) + "x", "id": "n-forged"})  # a second active Promo
+
+    for args in ([], ["--account", "alice"]):
+        code, out, _ = cli("check", "--program", "shop", *args)
+        assert code == 1
+        assert "invariant 2: alice/cash: head withholds 5300, holds sum 300" in out
+        assert "invariant 2: alice/cash: available -4300 below zero" in out
+        assert "invariant 6: alice has 2 active Promo notifications" in out
+    assert len(ledger.check.program("shop").violations) == 3
 
 
 POST = ["post", "credit", "alice", "cash"]

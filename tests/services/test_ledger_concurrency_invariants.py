@@ -17,7 +17,6 @@ from functools import partial
 from tallybook.domain.model import Leg
 from tallybook.errors import InsufficientFunds, TooManyRetries
 from tallybook.ledger import Ledger
-from tallybook.services.ledger.postings import Plan, Snapshot
 
 from .ledger_helpers import PROGRAM, balance, history, open_accounts
 
@@ -38,11 +37,8 @@ def _attempt(call: Callable[[], object]) -> bool:
 
 
 def _hold(ledger: Ledger, txn_id: str, amount: int) -> None:
-    def planner(snap: Snapshot) -> Plan:
-        snap.account("alice")
-        return Plan(type="authorize", held={("alice", "cash"): amount})
-
-    ledger.engine.commit(PROGRAM, txn_id, {"hold": txn_id}, planner, lock=["alice"])
+    """A wallet hold (its row is what the check's invariant 2 sums)."""
+    ledger.wallet.authorize(PROGRAM, "alice", amount, hold_id=txn_id)
 
 
 def test_racing_debits_and_holds_never_take_available_below_zero(

@@ -251,12 +251,14 @@ def check(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Verify invariants 1, 3 and 5; exit 1 on any violation.
+    """Verify invariants 1, 2, 3, 5 and 6; exit 1 on any violation.
 
     Checks that every balance equals the sum of its entries with gapless
-    sequence numbers, that each transaction was applied once, and that every
-    unit's total is conserved, over one account or a whole program (with a
-    progress bar).
+    sequence numbers, that what a fund withholds is its active holds and its
+    available amount is not below zero, that each transaction was applied
+    once, that every unit's total is conserved and that an account has at most
+    one active notification per type, over one account or a whole program
+    (with a progress bar).
 
     Example: tallybook check --program shop
     """

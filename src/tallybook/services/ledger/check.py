@@ -1,4 +1,5 @@
-"""``check``: verify invariants 1, 3 and 5 of DESIGN.md over an account or a program.
+"""``check``: verify invariants 1, 3 and 5 of DESIGN.md over an account or a program,
+and those the capabilities check per account (2 and 6, wired by ``Ledger``).
 
 1. every fund's balance equals the sum of its entries, each entry's balance is
    the previous one plus its amount, and sequence numbers have no gaps;
@@ -6,12 +7,16 @@
    transaction record lists that entry;
 5. per unit, customer balances plus system account balances sum to zero (every
    posting is balanced, so customer totals move only against system accounts).
+
+Another capability's invariant is an :data:`AccountCheck` given with its number:
+``(program, account) -> problems`` (the wallet's holds, invariant 2; the
+notifications, invariant 6), so this module imports no capability.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tallybook.domain.model import Program
@@ -38,6 +43,9 @@ class CheckReport:
 
 Progress = Callable[[int], None]
 
+#: one capability's invariant over an account: ``(program, account) -> problems``
+AccountCheck = Callable[[str, str], list[str]]
+
 
 class CheckService:
     def __init__(
@@ -46,11 +54,13 @@ class CheckService:
         programs: ProgramLookup,
         accounts: AccountService,
         transactions: TransactionService,
+        account_checks: Sequence[tuple[int, AccountCheck]] = (),
     ) -> None:
         self.store = store
         self.programs = programs
         self.accounts = accounts
         self.transactions = transactions
+        self.account_checks = tuple(account_checks)
 
     def account(self, program_id: str, account_id: str) -> CheckReport:
         report = CheckReport()
@@ -131,6 +141,9 @@ class CheckService:
                     f"!= last entry {expected_seq - 1}"
                 )
         self._check_records(program, account_id, txn_ids, report)
+        for invariant, check in self.account_checks:
+            for problem in check(program.id, account_id):
+                report.violations.append(f"invariant {invariant}: {problem}")
 
     def _check_records(
         self, program: Program, account_id: str, txn_ids: Iterable[str], report: CheckReport

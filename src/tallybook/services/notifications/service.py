@@ -34,6 +34,7 @@ from tallybook.domain.notifications import (
     DismissReason,
     Notification,
     NotificationRules,
+    Status,
     check_payload,
     check_type,
     created_us_of,
@@ -301,6 +302,31 @@ class NotificationService:
                 if done is not None:
                     return done
         raise TooManyRetries(f"dismissing {type_} on {account} kept conflicting; retry it")
+
+    # -- invariants --------------------------------------------------------------
+
+    def check(self, program: str, account: str) -> list[str]:
+        """Invariant 6 over one account: of its history rows, those still active
+        (marked so and not past their ``expires_at``) are at most one per type,
+        and that one is the type's active item."""
+        now = self.clock.now()
+        active = {
+            str(i["type"]): str(i["id"]) for i in items.active_rows(self.store, program, account)
+        }
+        marked: dict[str, list[str]] = {}
+        for item in items.history_rows(self.store, program, account):
+            if items.from_item(item, now).status is Status.ACTIVE:
+                marked.setdefault(str(item["type"]), []).append(str(item["id"]))
+        problems: list[str] = []
+        for type_, ids in marked.items():
+            if len(ids) > 1:
+                problems.append(f"{account} has {len(ids)} active {type_} notifications")
+            elif active.get(type_) != ids[0]:
+                problems.append(
+                    f"{account}/{type_}: history says {ids[0]} is active, "
+                    f"the active item is {active.get(type_)}"
+                )
+        return problems
 
     # defined last: inside the class body, ``list`` would shadow the builtin
     def list(self, program: str, account: str) -> list[Notification]:
