@@ -24,16 +24,18 @@ from botocore.stub import ANY, Stubber
 
 from tallybook.errors import (
     ConditionFailed,
+    ConfigError,
     StoreUnavailable,
     StoreValidationError,
     Throttled,
     TransactionConflict,
 )
+from tallybook.ledger import Ledger
 from tallybook.retry import RetryPolicy, retrying
 from tallybook.store.dynamodb import DynamoStore
 from tallybook.store.dynamodb.errors import MAX_ATTEMPTS
 from tallybook.store.dynamodb.expressions import Expression, compile_sort, fold_updates
-from tallybook.store.dynamodb.table import cloudformation_template
+from tallybook.store.dynamodb.table import cloudformation_template, table_definition
 from tallybook.store.port import (
     Add,
     And,
@@ -484,6 +486,51 @@ def test_a_table_with_another_key_says_so() -> None:
             store.get(Key("p", "s"))
         with pytest.raises(StoreUnavailable, match="is not keyed pk/sk"):
             store.query("p")
+    finally:
+        store.delete_table()
+
+
+def _swap_gsi2_key(definition: dict[str, Any]) -> None:
+    gsi2 = definition["GlobalSecondaryIndexes"][1]
+    gsi2["KeySchema"] = [
+        {**k, "KeyType": "RANGE" if k["KeyType"] == "HASH" else "HASH"}
+        for k in reversed(gsi2["KeySchema"])
+    ]
+
+
+def _keys_only_gsi1(definition: dict[str, Any]) -> None:
+    definition["GlobalSecondaryIndexes"][0]["Projection"] = {"ProjectionType": "KEYS_ONLY"}
+
+
+def _keys_only_stream(definition: dict[str, Any]) -> None:
+    definition["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"}
+
+
+@live
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (_swap_gsi2_key, "index gsi2 keyed .* not gsi2pk \\(HASH\\) / gsi2sk \\(RANGE\\)"),
+        (_keys_only_gsi1, "index gsi1 projecting KEYS_ONLY, not ALL"),
+        (_keys_only_stream, "a stream of KEYS_ONLY, not of new images"),
+    ],
+)
+def test_table_create_refuses_a_table_with_other_indexes_or_stream(
+    change: Any, message: str
+) -> None:
+    """``table create`` said "table exists: ... indexes gsi1 and gsi2, ... stream of new
+    images" (exit 0) of such a table: index reads then missed attributes or items,
+    and the webhook worker skipped every stream record (no new image)."""
+    store = DynamoStore(f"tb-other-{uuid.uuid4().hex[:8]}", endpoint=DYNAMODB_ENDPOINT)
+    definition = table_definition(store.table)
+    change(definition)
+    store.client.create_table(**definition)
+    try:
+        with pytest.raises(ConfigError, match=message):
+            store.create_table()
+        if change is _keys_only_stream:
+            with pytest.raises(ConfigError, match="not of new images"):
+                Ledger(store).webhooks.worker().take_in({})
     finally:
         store.delete_table()
 

@@ -33,7 +33,8 @@ def create(
     For dynamodb://TABLE?region=..&endpoint=.. it creates TABLE (key pk/sk,
     global secondary indexes gsi1 and gsi2, on-demand billing, TTL on the
     attribute 'ttl', a stream of new images that webhooks read); on a table that
-    exists already it switches TTL and the stream on where they are off. For
+    exists already it switches TTL and the stream on where they are off, and
+    refuses one keyed, indexed, projected or streamed otherwise. For
     sqlite:///PATH.db it creates the file and its schema; memory://NAME needs
     nothing. Safe to run again.
 

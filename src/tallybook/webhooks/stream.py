@@ -27,6 +27,7 @@ from tallybook.errors import ConfigError
 from tallybook.store.dynamodb.connection import DynamoConnection, _has_credentials
 from tallybook.store.dynamodb.errors import error_code
 from tallybook.store.dynamodb.store import DynamoStore
+from tallybook.store.dynamodb.table import NEW_IMAGE_VIEWS
 from tallybook.store.dynamodb.values import to_item
 from tallybook.store.port import ItemStore
 from tallybook.store.records.webhook_changes import event_position
@@ -104,6 +105,12 @@ class StreamReader:
             raise ConfigError(
                 f"table {self.engine.table} has no stream; run `tallybook table create` "
                 "to enable it (NEW_IMAGE)"
+            )
+        if spec.get("StreamViewType") not in NEW_IMAGE_VIEWS:
+            # its records carry no item to derive events from: every one would be lost
+            raise ConfigError(
+                f"table {self.engine.table} has a stream of {spec.get('StreamViewType')}, "
+                "not of new images: turn it off, then run `tallybook table create`"
             )
         return arn
 

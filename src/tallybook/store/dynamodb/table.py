@@ -56,6 +56,8 @@ def _gsis() -> list[dict[str, Any]]:
 
 #: the table's stream: new images only (what the event log derives events from)
 STREAM_SPECIFICATION: dict[str, Any] = {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+#: stream view types that carry the new images the event log reads
+NEW_IMAGE_VIEWS = ("NEW_IMAGE", "NEW_AND_OLD_IMAGES")
 
 
 def table_definition(table: str) -> dict[str, Any]:
@@ -189,6 +191,20 @@ class TableAdmin:
         missing = [name for name in INDEXES if name not in indexes]
         if missing:
             raise ConfigError(f"table {self.table} exists without index(es) {', '.join(missing)}")
+        for index in INDEX_DEFS:
+            found = indexes[index.name]
+            index_keys = {k["AttributeName"]: k["KeyType"] for k in found.get("KeySchema", [])}
+            projection = found.get("Projection", {}).get("ProjectionType")
+            if index_keys != {index.hash_attr: "HASH", index.range_attr: "RANGE"}:
+                raise ConfigError(
+                    f"table {self.table} has index {index.name} keyed {index_keys}, not "
+                    f"{index.hash_attr} (HASH) / {index.range_attr} (RANGE)"
+                )
+            if projection != index.projection:
+                raise ConfigError(
+                    f"table {self.table} has index {index.name} projecting {projection}, "
+                    f"not {index.projection}"
+                )
         status = str(desc.get("TableStatus", ""))
         if status == "ACTIVE" and any(
             indexes[name].get("IndexStatus", "ACTIVE") != "ACTIVE" for name in INDEXES
@@ -224,7 +240,15 @@ class TableAdmin:
         """Turn the NEW_IMAGE stream on for a table made before it; whether this did."""
         try:
             desc = self.client.describe_table(TableName=self.table)["Table"]
-            if desc.get("StreamSpecification", {}).get("StreamEnabled"):
+            stream = desc.get("StreamSpecification", {})
+            if stream.get("StreamEnabled"):
+                view = stream.get("StreamViewType")
+                if view not in NEW_IMAGE_VIEWS:
+                    raise ConfigError(
+                        f"table {self.table} has a stream of {view}, not of new images "
+                        "(webhook events are derived from them): turn it off, then run "
+                        "`tallybook table create` again"
+                    )
                 return False
             self.client.update_table(
                 TableName=self.table,
