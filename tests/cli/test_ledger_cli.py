@@ -191,6 +191,23 @@ def test_check_finds_broken_holds_and_a_second_active_notification(
     assert len(ledger.check.program("shop").violations) == 3
 
 
+def test_check_reports_an_account_whose_head_is_lost_and_checks_the_others(
+    cli: Cli, ledger: Ledger, store: ItemStore
+) -> None:
+    """It stopped at such an account with "error: account bob not found" (exit 4),
+    checking no account after it."""
+    for account in ("alice", "bob", "carol"):
+        ledger.accounts.open("shop", account)
+        ledger.transactions.credit("shop", account, "points", 10, txn_id=f"seed-{account}")
+    store.delete(keys.account_head("shop", "bob"))
+    code, out, err = cli("check", "--program", "shop")
+    assert (code, err) == (1, "")
+    assert "checked 3 accounts, 2 entries" in out
+    assert "invariant 1: account bob is in the account directory but its head" in out
+    code, _, err = cli("check", "--program", "shop", "--account", "bob")
+    assert (code, err.strip()) == (4, "error: account bob not found in program shop")
+
+
 POST = ["post", "credit", "alice", "cash"]
 
 

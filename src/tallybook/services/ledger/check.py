@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tallybook.domain.model import Program
+from tallybook.errors import NotFound
 from tallybook.services.ledger.accounts import AccountService
 from tallybook.services.ledger.core import ProgramLookup
 from tallybook.services.ledger.transactions import TransactionService
@@ -74,7 +75,7 @@ class CheckService:
         report = CheckReport()
         totals: dict[str, int] = defaultdict(int)
         for account_id in self.accounts.list_ids(program_id):
-            self._check_account(program, account_id, report, totals)
+            self._check_account(program, account_id, report, totals, listed=True)
             if progress:
                 progress(1)
         for system, balance in self.transactions.system_balances(program_id).items():
@@ -101,8 +102,21 @@ class CheckService:
         account_id: str,
         report: CheckReport,
         totals: dict[str, int],
+        *,
+        listed: bool = False,
     ) -> None:
-        account = self.accounts.get(program.id, account_id)
+        try:
+            account = self.accounts.get(program.id, account_id)
+        except NotFound:
+            if not listed:
+                raise
+            # the directory names it, so it was opened: its balances are lost
+            report.accounts += 1
+            report.violations.append(
+                f"invariant 1: account {account_id} is in the account directory "
+                "but its head (the balances) is missing"
+            )
+            return
         report.accounts += 1
         txn_ids: set[str] = set()
         for spec in program.funds:
