@@ -208,6 +208,39 @@ def test_check_reports_an_account_whose_head_is_lost_and_checks_the_others(
     assert (code, err.strip()) == (4, "error: account bob not found in program shop")
 
 
+def test_check_compares_each_entry_with_its_transaction_record(
+    cli: Cli, ledger: Ledger, store: ItemStore
+) -> None:
+    """An entry whose amount differs from its record's leg, with the running balances,
+    the head and its system counter made to agree, passed the check (money from
+    nowhere: the record says 10 came in from outside, the history 110)."""
+    ledger.accounts.open("shop", "alice")
+    ledger.transactions.credit("shop", "alice", "points", 10, txn_id="c-1")
+    assert "ok" in cli.ok("check", "--program", "shop")
+    entry = next(
+        store.query_all(
+            keys.account_partition("shop", "alice"),
+            SortCondition.begins_with(keys.entry_prefix("points")),
+        )
+    )
+    store.put({**entry, "amount": 110, "balance": 110})
+    head = store.get(keys.account_head("shop", "alice"))
+    assert head is not None
+    counters = [name for name in head if name.startswith("sys:") and name.endswith(":points")]
+    assert len(counters) == 1
+    funds = dict(head["funds"])  # type: ignore[arg-type]
+    funds["points"] = {**funds["points"], "balance": 110}  # type: ignore[dict-item]
+    store.put({**head, "funds": funds, counters[0]: -110})  # type: ignore[dict-item]
+    code, out, _ = cli("check", "--program", "shop")
+    assert code == 1
+    assert "invariant 1" not in out
+    assert "invariant 5" not in out
+    assert (
+        "invariant 3: alice/points seq 1: amount 110 balance 110 is no leg of its transaction c-1"
+        in out
+    )
+
+
 POST = ["post", "credit", "alice", "cash"]
 
 

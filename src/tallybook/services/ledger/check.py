@@ -4,7 +4,8 @@ and those the capabilities check per account (2 and 6, wired by ``Ledger``).
 1. every fund's balance equals the sum of its entries, each entry's balance is
    the previous one plus its amount, and sequence numbers have no gaps;
 3. no transaction id appears twice in one fund's history, and every entry's
-   transaction record lists that entry;
+   transaction record lists that entry (a leg of its account and fund with its
+   amount, and its sequence number and balance where the leg has them);
 5. per unit, customer balances plus system account balances sum to zero (every
    posting is balanced, so customer totals move only against system accounts).
 
@@ -16,10 +17,10 @@ notifications, invariant 6), so this module imports no capability.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tallybook.domain.model import Program
+from tallybook.domain.model import Entry, PostedLeg, Program
 from tallybook.errors import NotFound
 from tallybook.services.ledger.accounts import AccountService
 from tallybook.services.ledger.core import ProgramLookup
@@ -118,7 +119,7 @@ class CheckService:
             )
             return
         report.accounts += 1
-        txn_ids: set[str] = set()
+        entries: dict[str, list[Entry]] = defaultdict(list)
         for spec in program.funds:
             state = account.fund(spec.name)
             totals[spec.unit] = totals.get(spec.unit, 0) + state.balance
@@ -142,7 +143,7 @@ class CheckService:
                         f"invariant 3: {where}: transaction {entry.txn_id} applied twice"
                     )
                 seen.add(entry.txn_id)
-                txn_ids.add(entry.txn_id)
+                entries[entry.txn_id].append(entry)
                 expected_seq = entry.seq + 1
             if running != state.balance:
                 report.violations.append(
@@ -154,15 +155,19 @@ class CheckService:
                     f"invariant 1: {account_id}/{spec.name}: head sequence {state.seq} "
                     f"!= last entry {expected_seq - 1}"
                 )
-        self._check_records(program, account_id, txn_ids, report)
+        self._check_records(program, account_id, entries, report)
         for invariant, check in self.account_checks:
             for problem in check(program.id, account_id):
                 report.violations.append(f"invariant {invariant}: {problem}")
 
     def _check_records(
-        self, program: Program, account_id: str, txn_ids: Iterable[str], report: CheckReport
+        self,
+        program: Program,
+        account_id: str,
+        entries: dict[str, list[Entry]],
+        report: CheckReport,
     ) -> None:
-        ids = list(txn_ids)
+        ids = list(entries)
         for start in range(0, len(ids), 100):
             chunk = ids[start : start + 100]
             found = {
@@ -183,3 +188,23 @@ class CheckService:
                     report.violations.append(
                         f"invariant 3: transaction {txn_id} does not list account {account_id}"
                     )
+                    continue
+                for entry in entries[txn_id]:
+                    if not any(_is_leg_of(leg, entry) for leg in txn.legs):
+                        report.violations.append(
+                            f"invariant 3: {account_id}/{entry.fund} seq {entry.seq}: "
+                            f"amount {entry.amount} balance {entry.balance} is no leg of "
+                            f"its transaction {txn_id}"
+                        )
+
+
+def _is_leg_of(leg: PostedLeg, entry: Entry) -> bool:
+    """Whether ``leg`` posted ``entry`` (a leg written without its sequence number
+    or balance is matched on the rest)."""
+    return (
+        leg.account == entry.account
+        and leg.fund == entry.fund
+        and leg.amount == entry.amount
+        and leg.seq in (None, entry.seq)
+        and leg.balance in (None, entry.balance)
+    )
