@@ -8,6 +8,7 @@ on a SQLite file, so what is asserted is what a user sees: the output, one
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import socket
 import subprocess
@@ -506,6 +507,61 @@ def test_python_m_tallybook_is_the_command(tmp_path: Path) -> None:
     shown = run("--store", "memory://m", "account", "show", "ann", "--program", "shop")
     assert shown.returncode == 4
     assert shown.stderr == "error: program shop not found\n"
+
+
+@pytest.mark.parametrize("unbuffered", ["1", None], ids=["unbuffered", "buffered"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("wallet", "balance", "alice", "-p", "shop"),  # a rich table
+        ("wallet", "balance", "alice", "-p", "shop", "--json"),  # print()
+        ("--help",),
+    ],
+    ids=["table", "json", "help"],
+)
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(
+    ledger: Ledger, url: str, tmp_path: Path, args: tuple[str, ...], unbuffered: str | None
+) -> None:
+    # was: `tallybook wallet balance alice | head -1` exited 1 (click's and rich's
+    # handling), or 120 with "Exception ignored ... BrokenPipeError" on stderr
+    # when the output was still buffered at exit
+    ledger.wallet.credit("shop", "alice", "cash", 2500, txn_id="t-1")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TALLYBOOK_")}
+    env.pop("PYTHONUNBUFFERED", None)
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = unbuffered
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line is written
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tallybook", "--store", url, *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")
+    # a closed stdout does not hide an error: it is on stderr with its own code
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        failed = subprocess.run(
+            [sys.executable, "-m", "tallybook", "--store", url, "wallet", "balance", "bob"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env={**env, "TALLYBOOK_PROGRAM": "shop"},
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert failed.returncode == 4
+    assert failed.stderr == "error: account bob not found in program shop\n"
 
 
 def test_tables_and_lines_print_times_as_the_http_api_and_json_do(

@@ -139,7 +139,38 @@ def _click_error_line(exc: Exception) -> str:
     return f"error: {message}"
 
 
+#: the exit status when the reader of stdout went away (``tallybook history ... | head -1``):
+#: a shell's status for a command ended by SIGPIPE (128 + 13), as ``cat`` or ``seq`` give
+CLOSED_PIPE_EXIT = 141
+
+
 def main() -> None:
+    """Run the command; a closed stdout ends it quietly with :data:`CLOSED_PIPE_EXIT`.
+
+    click and rich end a write to a closed pipe with exit 1, and output Python
+    still buffered raised at exit ("Exception ignored ... BrokenPipeError", exit
+    120). SIGPIPE keeps Python's handling (ignored), so ``serve`` and webhook
+    deliveries do not die of a client's closed socket.
+    """
+    try:
+        _main()
+    except SystemExit as exc:
+        if not isinstance(exc.__context__, BrokenPipeError):
+            try:  # what print() left buffered, written here rather than at exit
+                sys.stdout.flush()
+            except BrokenPipeError:
+                pass
+            else:
+                raise
+    except BrokenPipeError:
+        pass
+    # nothing more can reach the reader: stdout goes nowhere, so exit flushes nothing
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(CLOSED_PIPE_EXIT)
+
+
+def _main() -> None:
     try:
         # not standalone: click's errors come here instead of being drawn as a box
         code = app(standalone_mode=False)
