@@ -51,6 +51,22 @@ def one_error(err: str) -> str:
     return lines[0]
 
 
+def _groups() -> list[list[str]]:
+    """``tallybook`` itself and every command group (``wallet``, ``loyalty config``...)."""
+    paths = list(_commands(typer.main.get_command(app), []))
+    return [p for p in paths if p not in _leaves()]
+
+
+@pytest.mark.parametrize("path", _groups(), ids=lambda p: " ".join(["tallybook", *p]))
+def test_a_group_without_a_command_prints_its_help_and_exits_2(cli: Cli, path: list[str]) -> None:
+    # one rule, documented in README: `tallybook` alone as `tallybook wallet` alone,
+    # its help on stdout and exit 2 (a usage error: a script gets no silent success)
+    code, out, err = cli(*path, store=False)
+    assert (code, err) == (2, "")
+    assert " ".join(["tallybook", *path, "[OPTIONS] COMMAND"]) in " ".join(out.split())
+    assert "Commands" in out
+
+
 @pytest.mark.parametrize("path", _leaves(), ids=" ".join)
 def test_an_unknown_option_is_one_error_line_exit_2(cli: Cli, path: list[str]) -> None:
     # was: usage lines, a "Try" line and a rich box of several lines
