@@ -331,3 +331,53 @@ def test_a_json_body_is_parsed_once_per_request(
             assert r.status_code in (status, 200), (url, r.text)
             assert parsed.count(body) == 1, (url, len(parsed))
     assert app_client.get("/v1/accounts/ann/balances", headers=write_headers).status_code == 200
+
+
+@sqlite_only
+def test_an_unknown_path_is_a_404_and_an_unserved_method_a_405_before_the_body_is_judged(
+    app_client: TestClient,
+    write_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    """``POST /v1/nope`` with a text body was a 415 and ``GET /v1/nope?a=1&a=2`` a 422:
+    what the request is refused for comes after whether anything serves it."""
+    open_account("ann")
+    text = {**idem(write_headers), "Content-Type": "text/plain"}
+    twice = [*idem(write_headers).items(), ("Idempotency-Key", "other")]
+    cases: list[tuple[str, str, dict[str, Any], int]] = [
+        ("POST", "/v1/nope", {"content": b"x", "headers": text}, 404),
+        ("PUT", "/v1/accounts/ann/nope", {"content": b"x", "headers": text}, 404),
+        ("POST", "/v1/nope", {"content": b'{"a": 1, "a": 2}', "headers": write_headers}, 404),
+        ("POST", "/v1/nope", {"json": {}, "headers": twice}, 404),
+        ("GET", "/v1/nope?limit=1&limit=2", {"headers": write_headers}, 404),
+        ("PUT", "/v1/accounts/ann", {"content": b"x", "headers": text}, 405),
+        ("OPTIONS", "/v1/accounts/ann", {"headers": write_headers}, 405),
+        ("PATCH", "/v1/accounts/ann?limit=1&limit=2", {"headers": write_headers}, 405),
+    ]
+    for method, url, kwargs, status in cases:
+        r = app_client.request(method, url, **kwargs)
+        assert r.status_code == status, (method, url, r.text)
+        assert r.headers["content-type"] == "application/problem+json"
+        if status == 405:  # no CORS is offered: OPTIONS is a 405 like any unserved method
+            assert r.headers["allow"] == "GET, HEAD", (method, url)
+    # a served path and method still judges its body first
+    served = app_client.post("/v1/accounts", content=b"x", headers=text)
+    assert served.status_code == 415, served.text
+
+
+@sqlite_only
+def test_every_v1_route_is_known_to_the_request_middleware(ledger: Ledger) -> None:
+    """A /v1 route the middleware did not know would skip its body checks (413, 415)."""
+    from tallybook.http.app import create_app
+    from tallybook.http.middleware import RequestMiddleware
+
+    app = create_app(ledger)
+    (middleware,) = [m for m in app.user_middleware if m.cls is RequestMiddleware]
+    api_paths = middleware.kwargs["api_paths"]
+    for route in app.routes:
+        path = str(getattr(route, "path", ""))
+        if path.startswith("/v1/"):
+            for method in getattr(route, "methods", None) or ():
+                sample = re.sub(r"\{[^}]+\}", "x1", path)
+                assert any(method in m and p.match(sample) for p, m in api_paths), (method, sample)

@@ -32,7 +32,7 @@ from tallybook.http.metrics import (
 )
 from tallybook.http.middleware import DEFAULT_MAX_BODY, RequestMiddleware
 from tallybook.http.openapi import install_docs, install_openapi, operation_id
-from tallybook.http.problems import STANDARD_PROBLEMS, literal_paths
+from tallybook.http.problems import STANDARD_PROBLEMS, literal_paths, route_paths
 from tallybook.http.routers import billing as billing_routes
 from tallybook.http.routers import ledger as ledger_routes
 from tallybook.http.routers import loyalty as loyalty_routes
@@ -120,6 +120,7 @@ def create_app(
         metrics=metrics,
         max_body=max_body,
         literal_paths=literal_paths(api_routes),
+        api_paths=route_paths(api_routes),
     )
     install_docs(app)
     install_openapi(app)

@@ -164,12 +164,15 @@ class RequestMiddleware:
         metrics: Metrics,
         max_body: int = DEFAULT_MAX_BODY,
         literal_paths: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (),
+        api_paths: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (),
     ) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body = max_body
         #: :func:`tallybook.http.problems.literal_paths` of the app's API routes
         self.literal_paths = literal_paths
+        #: :func:`tallybook.http.problems.route_paths` of the app's API routes
+        self.api_paths = api_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -213,6 +216,11 @@ class RequestMiddleware:
                         scope, wrapped, 405, "method-not-allowed", detail, headers=allow
                     )
                     return
+            if scope["path"].startswith("/v1/") and not self._served(app_scope["method"], scope):
+                # an unknown path is a 404 and a method the path does not serve a
+                # 405 (with Allow), whatever its query or body would be refused for
+                await self.app(app_scope, receive, wrapped)
+                return
             query = scope.get("query_string", b"")
             if query and scope["path"].startswith("/v1/"):
                 name = _repeated_parameter(query)
@@ -253,6 +261,12 @@ class RequestMiddleware:
             self._record(scope, status or 500, time.perf_counter() - started)
             request_id_var.reset(token)
             trace_var.reset(trace_token)
+
+    def _served(self, method: str, scope: Scope) -> bool:
+        """Whether an API route serves ``method`` at this path (all do without ``api_paths``)."""
+        if not self.api_paths:
+            return True
+        return any(method in served and p.match(scope["path"]) for p, served in self.api_paths)
 
     async def _read_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         """The whole body, or ``None`` when a problem was answered (or the client left)."""

@@ -259,12 +259,7 @@ def literal_paths(routes: Iterable[Any]) -> tuple[tuple[re.Pattern[str], frozens
     .../notifications/history``). Starlette would route such a method to the
     parameterised route, which reads ``history`` as an id (a 422); the request
     middleware answers it a 405 instead, as any other method a path does not serve."""
-    templates: dict[str, tuple[re.Pattern[str], set[str]]] = {}
-    for route in routes:
-        methods = getattr(route, "methods", None)
-        if methods:
-            pattern, served = templates.setdefault(str(route.path), (route.path_regex, set()))
-            served.update(methods)
+    templates = _templates(routes)
     found = []
     for template, (pattern, served) in templates.items():
         sample = re.sub(r"\{[^}]+\}", "x", template)
@@ -275,6 +270,22 @@ def literal_paths(routes: Iterable[Any]) -> tuple[tuple[re.Pattern[str], frozens
         ):
             found.append((pattern, frozenset(served)))
     return tuple(found)
+
+
+def route_paths(routes: Iterable[Any]) -> tuple[tuple[re.Pattern[str], frozenset[str]], ...]:
+    """(pattern, methods served) of every path template of ``routes``: what the
+    request middleware needs to know that a path or method is served at all."""
+    return tuple((pattern, frozenset(served)) for pattern, served in _templates(routes).values())
+
+
+def _templates(routes: Iterable[Any]) -> dict[str, tuple[re.Pattern[str], set[str]]]:
+    templates: dict[str, tuple[re.Pattern[str], set[str]]] = {}
+    for route in routes:
+        methods = getattr(route, "methods", None)
+        if methods:
+            _, served = templates.setdefault(str(route.path), (route.path_regex, set()))
+            served.update(methods)
+    return templates
 
 
 def allow_header(methods: Iterable[str]) -> str:
