@@ -349,3 +349,75 @@ def test_an_answer_without_a_body_has_no_content_type(ledger: Ledger, api: str, 
     assert head["statusCode"] == 200, head
     assert not head["body"]
     assert header(head, "content-type") == "application/json"
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+@pytest.mark.parametrize("kind", EVENTS)
+def test_a_base64_body_is_decoded_once(
+    api: str, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handler decoded a body marked ``isBase64Encoded`` three times (twice to
+    check it, once more in Mangum): it now checks it without decoding."""
+    event = EVENTS[kind]
+    auth = {"Authorization": f"Bearer {api}", "Content-Type": "application/json"}
+    decoded: list[object] = []
+    decode = base64.b64decode
+
+    def counting(s: Any, *args: Any, **kwargs: Any) -> bytes:
+        decoded.append(s)
+        return decode(s, *args, **kwargs)
+
+    monkeypatch.setattr(base64, "b64decode", counting)
+    request = event("POST", "/v1/accounts", {**auth, "Idempotency-Key": "o-1"})
+    request["body"] = base64.b64encode(b'{"account": "ann"}').decode()
+    request["isBase64Encoded"] = True
+    response = lambda_handler.handler(request, None)
+    assert response["statusCode"] == 201, response
+    assert decoded == [request["body"]]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "",
+        "YQ==",
+        "YWI=",
+        "YWJj",
+        "YWJjZA==",
+        "YQ",
+        "YQ=",
+        "Y===",
+        "YQ==YQ==",
+        "YW Jj",
+        "!!!!",
+        "YWJj\n",
+        "-_-_",
+        "YWJjZA=="[:-1],
+        "=" * 4,
+    ],
+)
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_a_body_marked_base64_is_refused_exactly_when_strict_decoding_fails(
+    api: str, body: str
+) -> None:
+    """The check that replaced decoding agrees with ``b64decode(validate=True)``."""
+    request = rest_event("POST", "/v1/accounts", {"Content-Type": "application/json"}, body)
+    request["isBase64Encoded"] = True
+    try:
+        base64.b64decode(body, validate=True)
+        valid = True
+    except ValueError:
+        valid = False
+    refused = lambda_handler._unreadable(lambda_handler._get_adapter(), request, None)
+    assert (refused is None) == valid, (body, refused)
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_a_text_body_that_is_not_text_is_a_400_saying_so(api: str) -> None:
+    """A lone surrogate in a body not marked base64 was called "marked
+    isBase64Encoded but is not valid base64"."""
+    auth = {"Authorization": f"Bearer {api}", "Content-Type": "application/json"}
+    request = rest_event("POST", "/v1/accounts", {**auth, "Idempotency-Key": "o-1"}, '"\ud800"')
+    response = lambda_handler.handler(request, None)
+    assert response["statusCode"] == 400, response
+    assert json.loads(response["body"])["detail"] == "the event's body is not valid text"
