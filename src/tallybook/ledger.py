@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from tallybook.services.clock import Clock
+from tallybook.services.clock import Clock, SystemClock
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.loyalty import tiers as loyalty_tiers
 from tallybook.services.notifications import triggers
@@ -59,6 +59,9 @@ class Ledger:
         self.core = core
         self.store = store
         self.clock: Clock = core.clock
+        if not isinstance(self.clock, SystemClock):
+            # TTLs are written on this clock's time: the store reads them on it too
+            store.read_ttl_by(self.clock.now)
         self.programs = core.programs
         self.accounts = core.accounts
         self.engine = core.engine

@@ -22,7 +22,7 @@ from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.services.notifications.delivery import RecordingDelivery
 from tallybook.store import keys
-from tallybook.store.port import Action, Put, Set, Update, action_key
+from tallybook.store.port import Action, ItemStore, Put, Set, Update, action_key
 from tallybook.store.records.codec import iso, parse_iso, to_us
 
 pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
@@ -471,3 +471,30 @@ def test_dismiss_type_refuses_a_malformed_by_reason_or_where(
     done = ledger.notifications.dismiss_type("shop", alice, "LowBalance", by="ops", reason="rule")
     assert done is not None
     assert (done.dismissed_by, done.dismiss_reason) == ("ops", "rule")
+
+
+def test_a_manual_clock_in_the_past_sees_what_it_wrote_until_its_own_retention_ends(
+    store: ItemStore,
+) -> None:
+    """TTLs are written on the ledger's clock; the stores read them on the wall
+    clock, so with ``ManualClock()`` (1 January 2026) a captured hold was not
+    found at once, history was empty and an idempotency key added twice."""
+    clock = ManualClock(datetime.now(UTC) - timedelta(days=365))
+    ledger = Ledger(store, clock=clock)
+    ledger.programs.create("shop")
+    ledger.accounts.open("shop", "ann")
+    ledger.wallet.credit("shop", "ann", "cash", 1000, txn_id="t-1")
+    ledger.wallet.authorize("shop", "ann", 100, hold_id="h-1", expires_in=3600)
+    ledger.wallet.capture("shop", "h-1")
+    assert ledger.wallet.hold("shop", "h-1").status.value == "captured"
+    n = ledger.notifications
+    first = n.add("shop", "ann", "TierChanged", {"tier": "gold"}, idempotency_key="evt-1")
+    again = n.add("shop", "ann", "TierChanged", {"tier": "gold"}, idempotency_key="evt-1")
+    assert (again.replay, again.id) == (True, first.id)
+    assert [h.id for h in n.history("shop", "ann").notifications] == [first.id]
+    # past retention by the ledger's clock (still a year short of the wall's)
+    clock.advance(timedelta(days=n.rules("shop").retention_days, seconds=1))
+    assert n.history("shop", "ann").notifications == []
+    later = n.add("shop", "ann", "TierChanged", {"tier": "gold"}, idempotency_key="evt-1")
+    assert not later.replay
+    assert later.id != first.id

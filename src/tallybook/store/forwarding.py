@@ -10,6 +10,7 @@ one hook for a wrapper that does the same thing before any read.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TypeVar
 
 from tallybook.store.port import Action, Item, ItemStore, Key, Page, Query
@@ -23,6 +24,10 @@ class ForwardingStore(ItemStore):
     def __init__(self, inner: ItemStore) -> None:
         self.inner = inner
         self.metrics = inner.metrics
+
+    def read_ttl_by(self, now: Callable[[], datetime]) -> None:
+        super().read_ttl_by(now)
+        self.inner.read_ttl_by(now)
 
     def around_read(self, read: Callable[[], T]) -> T:
         """Runs every read (``get``, ``batch_get``, a query); the default just runs it."""

@@ -129,7 +129,7 @@ class LaggingStore(ForwardingStore):
                 and item.get(hash_attr) == partition
                 and isinstance(item.get(range_attr), str)
                 and (sort is None or sort.matches(str(item[range_attr])))
-                and not is_expired(item)
+                and not is_expired(item, self.ttl_now())
             ):
                 shown.append(item)
 

@@ -33,7 +33,7 @@ from tallybook.store.checks import (
     check_key,
     check_updated,
 )
-from tallybook.store.evaluate import apply_updates, cancelled, evaluate, now_epoch
+from tallybook.store.evaluate import apply_updates, cancelled, evaluate
 from tallybook.store.port import (
     INDEXES,
     TTL_ATTR,
@@ -185,7 +185,7 @@ class MemoryStore(ItemStore):
         with self._lock:
             self.metrics.record("get")
             row = self._table.rows.get((key.pk, key.sk))
-            return row.item() if row is not None and row.live(now_epoch()) else None
+            return row.item() if row is not None and row.live(self.ttl_now()) else None
 
     def batch_get(self, keys: Sequence[Key], *, consistent: bool = True) -> list[Item]:
         out: list[Item] = []
@@ -195,7 +195,7 @@ class MemoryStore(ItemStore):
                 check_key(k)
             with self._lock:
                 self.metrics.record("batch_get")
-                now = now_epoch()
+                now = self.ttl_now()
                 rows = [self._table.rows.get((k.pk, k.sk)) for k in dict.fromkeys(chunk)]
                 out.extend(r.item() for r in rows if r is not None and r.live(now))
         return out
@@ -227,7 +227,7 @@ class MemoryStore(ItemStore):
             ordered = positions[bisect.bisect_right(positions, after) :]
         else:
             ordered = reversed(positions[: bisect.bisect_left(positions, after)])
-        now = now_epoch()
+        now = self.ttl_now()
         out: list[Item] = []
         for sort_value, pk, sk in ordered:
             if sort is not None and not sort.matches(sort_value):
@@ -256,7 +256,7 @@ class MemoryStore(ItemStore):
 
         A stored item is decoded at most once, and only when a condition or an
         update reads it (a put that must create its item finds none)."""
-        now = now_epoch()
+        now = self.ttl_now()
         keys = checked.keys
         current: list[_Row | None] = []
         items: list[Item | None] = []

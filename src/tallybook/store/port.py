@@ -15,9 +15,11 @@ engines share to answer a query, in :mod:`tallybook.store.queries`.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal, TypeAlias
 
 from tallybook.errors import StoreValidationError
@@ -383,6 +385,20 @@ class ItemStore(ABC):
     """The storage port. Engines: :mod:`tallybook.store.sqlite`, :mod:`.dynamodb`."""
 
     metrics: StoreMetrics
+    #: what :meth:`ttl_now` reads: ``None`` for the wall clock
+    _ttl_clock: Callable[[], datetime] | None = None
+
+    def ttl_now(self) -> int:
+        """The time (epoch seconds) every ``ttl`` is read against, in reads and in
+        conditions: the wall clock, or the clock :meth:`read_ttl_by` gave."""
+        clock = self._ttl_clock
+        return int(time.time()) if clock is None else int(clock().timestamp())
+
+    def read_ttl_by(self, now: Callable[[], datetime]) -> None:
+        """Read every ``ttl`` against ``now`` (the clock of the ledger over this
+        store, which also wrote them) instead of the wall clock; a ledger with a
+        ``ManualClock`` set in the past would otherwise not see its own items."""
+        self._ttl_clock = now
 
     @abstractmethod
     def get(self, key: Key, *, consistent: bool = True) -> Item | None:

@@ -47,7 +47,7 @@ from tallybook.store.checks import (
     check_updated,
     json_size_bound,
 )
-from tallybook.store.evaluate import apply_updates, cancelled, evaluate, now_epoch
+from tallybook.store.evaluate import apply_updates, cancelled, evaluate
 from tallybook.store.port import (
     KEY_ATTRS,
     TTL_ATTR,
@@ -235,7 +235,7 @@ class SqliteStore(ItemStore):
         self.metrics.record("get")
         row = self._read(
             "SELECT body FROM items WHERE pk = ? AND sk = ? AND (ttl IS NULL OR ttl > ?)",
-            (key.pk, key.sk, now_epoch()),
+            (key.pk, key.sk, self.ttl_now()),
         )
         return _decode(row[0][0]) if row else None
 
@@ -250,7 +250,7 @@ class SqliteStore(ItemStore):
             params: list[Any] = [p for k in chunk for p in (k.pk, k.sk)]
             rows = self._read(
                 f"SELECT body FROM items WHERE ({clause}) AND (ttl IS NULL OR ttl > ?)",
-                (*params, now_epoch()),
+                (*params, self.ttl_now()),
             )
             out.extend(_decode(r[0]) for r in rows)
         return out
@@ -260,7 +260,7 @@ class SqliteStore(ItemStore):
         pk_col, sk_col, index, sort = shaped.pk_attr, shaped.sk_attr, q.index, q.sort
         self.metrics.record("query")
         where = [f"{pk_col} = ?", "(ttl IS NULL OR ttl > ?)"]
-        params: list[Any] = [q.partition, now_epoch()]
+        params: list[Any] = [q.partition, self.ttl_now()]
         if index is not None:
             where.append(f"{sk_col} IS NOT NULL")
         if sort is not None:
@@ -319,7 +319,7 @@ class SqliteStore(ItemStore):
         checked: Checked,
     ) -> None:
         keys = checked.keys
-        bodies = self._read_bodies(conn, keys)
+        bodies = self._read_bodies(conn, keys, self.ttl_now())
         current: list[Item | None] = []
         bounds: list[int | None] = []
         reasons: list[str | None] = []
@@ -365,10 +365,12 @@ class SqliteStore(ItemStore):
                 conn.executemany(_INSERT_NEW_SQL, [_row(item) for item in extra])
 
     @staticmethod
-    def _read_bodies(conn: sqlite3.Connection, keys: Sequence[Key]) -> dict[tuple[str, str], str]:
-        """The unexpired bodies at ``keys``, read in one statement."""
+    def _read_bodies(
+        conn: sqlite3.Connection, keys: Sequence[Key], now: int
+    ) -> dict[tuple[str, str], str]:
+        """The bodies at ``keys`` unexpired at ``now``, read in one statement."""
         params: list[Any] = [p for k in keys for p in (k.pk, k.sk)]
-        params.append(now_epoch())
+        params.append(now)
         rows = conn.execute(_select_keys_sql(len(keys)), params).fetchall()
         return {(pk, sk): body for pk, sk, body in rows}
 

@@ -50,7 +50,7 @@ from tallybook.store.dynamodb.expressions import (
 from tallybook.store.dynamodb.table import TableAdmin, TableSetup, table_definition
 from tallybook.store.dynamodb.tokens import RequestTokens
 from tallybook.store.dynamodb.values import from_item, key_av, serialize, to_item
-from tallybook.store.evaluate import apply_updates, cancelled, evaluate, is_expired, now_epoch
+from tallybook.store.evaluate import apply_updates, cancelled, evaluate, is_expired
 from tallybook.store.meter import CapacityMeter, is_transactional
 from tallybook.store.port import (
     Action,
@@ -154,7 +154,7 @@ class DynamoStore(ItemStore):
     def get(self, key: Key, *, consistent: bool = True) -> Item | None:
         check_key(key)
         item = self._get_raw(key, consistent=consistent)
-        if item is None or is_expired(item):
+        if item is None or is_expired(item, self.ttl_now()):
             return None
         return item
 
@@ -188,7 +188,7 @@ class DynamoStore(ItemStore):
         if not possible:
             return Page([])
         key_condition = "#pk = :pk" if sort_text is None else f"#pk = :pk AND {sort_text}"
-        now = now_epoch()
+        now = self.ttl_now()
         params: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": key_condition,
@@ -225,7 +225,7 @@ class DynamoStore(ItemStore):
         for key in keys:
             check_key(key)
         unique = list(dict.fromkeys(keys))
-        now = now_epoch()
+        now = self.ttl_now()
         out: list[Item] = []
 
         def send(pending: list[Any]) -> list[Any]:
@@ -303,7 +303,7 @@ class DynamoStore(ItemStore):
         for action in actions:
             if isinstance(action, Update):
                 fold_updates(action.updates)
-        now = self._tokens.now_for(token)
+        now = self._tokens.now_for(token, self.ttl_now())
         request_token = self._tokens.request_token(token)
         try:
             self._transact_rounds(actions, token, request_token, now)

@@ -13,8 +13,6 @@ import threading
 import time
 import uuid
 
-from tallybook.store.evaluate import now_epoch
-
 TOKEN_WINDOW_SECONDS = 600
 #: tokens remembered before the ones past the window are dropped
 _PRUNE_ABOVE = 10_000
@@ -28,14 +26,14 @@ class RequestTokens:
         self._times: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
 
-    def now_for(self, token: str | None) -> int:
-        """The time conditions are checked against; fixed per token.
+    def now_for(self, token: str | None, now: int) -> int:
+        """The time conditions are checked against (``now``, the store's
+        :meth:`~tallybook.store.port.ItemStore.ttl_now`); fixed per token.
 
         A retry with the same token must send the same parameters, or DynamoDB
         answers IdempotentParameterMismatch instead of replaying; so a token
         keeps its first time for DynamoDB's ten-minute window.
         """
-        now = now_epoch()
         if token is None:
             return now
         clock = time.monotonic()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -90,6 +91,32 @@ class LimitsContract:
             got = pages(store, PK, limit=3, forward=forward)
             assert [sk for p in got for sk in sks(p)] == (live if forward else live[::-1])
             assert all(len(p) <= 3 for p in got)
+
+    def test_ttls_are_read_against_the_clock_given(self, store: ItemStore) -> None:
+        # a ledger with a clock of its own (ManualClock) writes TTLs on its time:
+        # reads and conditions take that time, not the wall clock's
+        now = datetime.now(UTC)
+        clock = [now - timedelta(days=1)]
+        store.read_ttl_by(lambda: clock[0])
+        assert store.ttl_now() == int(clock[0].timestamp())
+        within = past_ttl()  # an hour ago by the wall, a day less an hour ahead of the clock
+        store.batch_write(puts=[item("a", ttl=within, gsi1pk="G", gsi1sk="1")])
+        store.put(item("b", ttl=within))
+        expected = item("a", ttl=within, gsi1pk="G", gsi1sk="1")
+        assert store.get(key("a")) == expected
+        assert store.query(PK).items == [expected, item("b", ttl=within)]
+        assert store.query("G", index="gsi1").items == [expected]
+        assert sks(store.batch_get([key("a"), key("b")])) == ["a", "b"]
+
+        def create_b() -> None:
+            store.put(item("b", v=2), NotExists("pk"))
+
+        condition_failed(create_b, index=0, reasons=FAILED)
+        clock[0] = now  # past the TTL by the clock
+        assert store.get(key("a")) is None
+        assert store.query(PK).items == []
+        create_b()  # an expired item is absent
+        assert store.get(key("b")) == item("b", v=2)
 
     @pytest.mark.parametrize(
         "write",
