@@ -204,6 +204,13 @@ def test_every_operation_has_a_summary_and_its_error_answers_are_problems(app_cl
         if not op.get("summary") or not op.get("operationId")
     ]
     assert unnamed == []
+    # "Delete it", "Deliver again", "One subscription" said too little in a client's list
+    terse = [
+        f"{method.upper()} {path}: {op['summary']}"
+        for path, method, op in _operations(spec)
+        if len(op["summary"].split()) < 4
+    ]
+    assert terse == []
     assert spec["paths"]["/v1/events/sns"]["post"]["responses"]["401"]["description"].startswith(
         "no or unknown key"
     )
@@ -339,3 +346,221 @@ def test_main_answers_have_an_example_that_is_the_servers_answer(
     call("/v1/accounts/alice", write, "ledger_get_account")
     call("/v1/accounts/alice/entries?fund=points&limit=2", write, "ledger_get_entries")
     assert not documented  # every example was compared
+
+
+#: where each operation with a request body or a numeric query parameter is sent
+#: (a path filled in for the state the test sets up) and with which key
+_LIMIT_PATHS = {
+    "ledger_put_low_balance_threshold": ("/v1/program/funds/cash/low-balance-threshold", "admin"),
+    "ledger_post_transaction": ("/v1/transactions", "write"),
+    "ledger_post_transfer": ("/v1/transfers", "write"),
+    "wallet_post_grant": ("/v1/accounts/alice/wallet/grants", "write"),
+    "wallet_post_hold": ("/v1/accounts/alice/wallet/holds", "write"),
+    "wallet_post_credit": ("/v1/accounts/alice/wallet/credits", "write"),
+    "wallet_post_held_credit": ("/v1/accounts/alice/wallet/held-credits", "write"),
+    "wallet_post_debit": ("/v1/accounts/alice/wallet/debits", "write"),
+    "wallet_capture_hold": ("/v1/holds/h-1/capture", "write"),
+    "loyalty_put_config": ("/v1/program/loyalty", "admin"),
+    "loyalty_earn": ("/v1/accounts/alice/earn", "write"),
+    "loyalty_redeem": ("/v1/accounts/alice/redeem", "write"),
+    "notifications_put_rules": ("/v1/program/notification-rules", "admin"),
+    "billing_ingest_record": ("/v1/billing/records", "write"),
+}
+#: a body field that, given, excludes another (``expiry``: days or months)
+_EXCLUDES = {("expiry", "days"): ("expiry", "months")}
+#: a number within its limits that the state refuses (422 ``validation`` naming the
+#: state, not the limit): a capture of more than the hold holds
+_REFUSED_BY_THE_STATE = {"wallet_capture_hold ('amount',)": "hold h-1 holds 400"}
+#: bodies beside the examples, for the bounded numbers those leave out
+_MORE_BODIES: dict[str, list[dict[str, Any]]] = {
+    "ledger_post_transaction": [
+        {"type": "adjust", "account": "alice", "fund": "points", "amount": -5}
+    ],
+    "loyalty_put_config": [
+        {
+            "tiers": [{"name": "member", "threshold": 0}, {"name": "gold", "threshold": 5000}],
+            "qualification": {"window": "rolling", "months": 12},
+            "downgrade": {"rule": "after_hold", "hold_months": 12, "max_steps": 1},
+            "campaigns": [
+                {
+                    "id": "c1",
+                    "starts": "2026-01-01",
+                    "ends": "2027-01-01",
+                    "multiplier": 2,
+                    "bonus": 10,
+                    "min_amount": 0,
+                }
+            ],
+        }
+    ],
+}
+#: fields that name what a request creates: each variant takes a new one
+_IDENTITIES = ("id", "order_id")
+
+
+def _resolve(spec: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        schema = spec["components"]["schemas"][schema["$ref"].split("/")[-1]]
+    return schema
+
+
+def _branch(spec: dict[str, Any], schema: dict[str, Any], value: Any) -> dict[str, Any]:
+    """The alternative of a union (anyOf, oneOf) that ``value`` takes."""
+    schema = _resolve(spec, schema)
+    for alt in schema.get("anyOf", schema.get("oneOf", [])):
+        alt = _resolve(spec, alt)
+        consts = {k: p["const"] for k, p in alt.get("properties", {}).items() if "const" in p}
+        if isinstance(value, dict) and "properties" in alt:
+            if all(value.get(k) == v for k, v in consts.items()):
+                return alt
+            continue
+        kind = alt.get("type")
+        if isinstance(value, list) and kind == "array":
+            return alt
+        if (value is None or isinstance(value, int | float)) and kind in ("integer", "number"):
+            return alt
+    return schema
+
+
+def _numeric_fields(
+    spec: dict[str, Any], schema: dict[str, Any], value: Any, path: tuple[Any, ...] = ()
+) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """(path in the body, its number schema) of every number the schema bounds, in the
+    example or beside its fields (an optional field the example leaves out)."""
+    schema = _branch(spec, schema, value)
+    if schema.get("type") in ("integer", "number"):
+        bounds = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
+        return [(path, schema)] if bounds & set(schema) else []
+    found = []
+    if isinstance(value, list) and value:
+        found += _numeric_fields(spec, schema.get("items", {}), value[0], (*path, 0))
+    if isinstance(value, dict):
+        children = dict(schema.get("properties", {}))
+        extra = schema.get("additionalProperties")
+        for name in value:
+            if name not in children and isinstance(extra, dict):
+                children[name] = extra
+        for name, child in children.items():
+            found += _numeric_fields(spec, child, value.get(name), (*path, name))
+    return found
+
+
+def _with(body: Any, path: tuple[Any, ...], number: Any) -> Any:
+    body = json.loads(json.dumps(body))
+    target = body
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = number
+    excluded = _EXCLUDES.get(tuple(p for p in path if not isinstance(p, int)))
+    if excluded is not None:
+        target.pop(excluded[-1], None)
+    return body
+
+
+def _limits(schema: dict[str, Any]) -> list[tuple[Any, bool]]:
+    """(value, inside the schema's limits) at each bound and one step beyond it."""
+    step = 1 if schema["type"] == "integer" else 0.5
+    out: list[tuple[Any, bool]] = []
+    for name, sign in (("minimum", -1), ("maximum", 1)):
+        if name in schema:
+            bound = int(schema[name]) if schema["type"] == "integer" else schema[name]
+            out += [(bound, True), (bound + sign * step, False)]
+    for name, sign in (("exclusiveMinimum", -1), ("exclusiveMaximum", 1)):
+        if name in schema:
+            bound = int(schema[name]) if schema["type"] == "integer" else schema[name]
+            out += [(bound - sign * step, True), (bound, False)]
+    return out
+
+
+@sqlite_only
+def test_the_server_agrees_with_every_numeric_limit_the_schema_states(
+    app_client, admin_headers, write_headers, monkeypatch, tmp_path
+) -> None:
+    """Every bounded number of a request body (config bodies included) or query: the
+    bound is not refused as invalid, one step beyond is (422 ``validation``; 400
+    ``invalid-config`` for the loyalty rules, as every bad rule). The notification
+    and loyalty rules stated none of the limits the server enforces."""
+    monkeypatch.setenv("TALLYBOOK_REPORTS_OUT", str(tmp_path / "reports"))
+    spec = app_client.get("/openapi.json").json()
+    headers = {"write": write_headers, "admin": admin_headers}
+    rules = spec["paths"]["/v1/program/loyalty"]["put"]["requestBody"]["content"]
+    app_client.put("/v1/program/loyalty", json=rules["application/json"]["example"],
+                   headers=admin_headers)  # fmt: skip
+    for account in ("alice", "bob"):
+        app_client.post("/v1/accounts", json={"account": account}, headers=write_headers)
+    topup = {"fund": "cash", "amount": 10_000}
+    credited = app_client.post(
+        "/v1/accounts/alice/wallet/credits",
+        json=topup,
+        headers={**write_headers, "Idempotency-Key": "topup-1"},
+    )
+    assert credited.status_code == 201, credited.text
+    hold = {"amount": 400, "expires_in": 3600}
+    held = app_client.post(
+        "/v1/accounts/alice/wallet/holds",
+        json=hold,
+        headers={**write_headers, "Idempotency-Key": "h-1"},
+    )
+    assert held.status_code == 201, held.text
+    made = app_client.post(
+        "/v1/webhooks", json={"url": "https://example.com/hooks"}, headers=admin_headers
+    )
+    sub = made.json()["id"]
+    invalid = {"validation", "invalid-config"}
+    checked: list[str] = []
+    n = 0
+
+    def judged(r: Any, inside: bool, what: str) -> None:
+        kind = r.json().get("type", "").rsplit("/", 1)[-1] if r.status_code >= 400 else ""
+        if inside:
+            by_state = _REFUSED_BY_THE_STATE.get(what.rsplit("=", 1)[0])
+            if by_state is not None and kind == "validation":
+                assert by_state in r.json()["detail"], (what, r.text)
+            else:
+                assert kind not in invalid, (what, r.status_code, r.text)
+        else:
+            expected = (
+                (400, "invalid-config") if "loyalty_put_config" in what else (422, "validation")
+            )
+            assert (r.status_code, kind) == expected, (what, r.text)
+        checked.append(what)
+
+    for _path, method, op in _operations(spec):
+        media = op.get("requestBody", {}).get("content", {}).get("application/json")
+        if media is None:
+            continue
+        for example in [media["example"], *_MORE_BODIES.get(op["operationId"], [])]:
+            fields = _numeric_fields(spec, media["schema"], example)
+            for field, schema in fields:
+                url, scope = _LIMIT_PATHS[op["operationId"]]
+                for number, inside in _limits(schema):
+                    n += 1
+                    body = _with(example, field, number)
+                    for name in _IDENTITIES:
+                        if isinstance(body, dict) and name in body:
+                            body[name] = f"{body[name]}-{n}"
+                    sent = {**headers[scope], "Idempotency-Key": f"limit-{n}"}
+                    r = app_client.request(method, url, json=body, headers=sent)
+                    judged(r, inside, f"{op['operationId']} {field}={number}")
+    fills = {"account": "alice", "tier": "member", "sub_id": sub}
+    for path, method, op in _operations(spec):
+        for param in op.get("parameters", []):
+            schema = _branch(spec, param["schema"], 1)
+            if param["in"] != "query" or schema.get("type") not in ("integer", "number"):
+                continue
+            url = re.sub(r"\{([a-z_]+)\}", lambda m: fills[m.group(1)], path)
+            required = [p for p in op["parameters"] if p.get("required") and p["in"] == "query"]
+            base = "&".join(f"{p['name']}=points" for p in required if p["name"] == "fund")
+            if "/billing/records" in path:
+                base = "since=2026-01-01T00:00:00Z&until=2026-01-01T01:00:00Z"
+            for number, inside in _limits(schema):
+                query = "&".join(q for q in (base, f"{param['name']}={number}") if q)
+                r = app_client.request(method, f"{url}?{query}", headers=admin_headers)
+                if inside and r.status_code == 403:  # a read the admin key may not do
+                    r = app_client.request(method, f"{url}?{query}", headers=write_headers)
+                judged(r, inside, f"{op['operationId']} ?{param['name']}={number}")
+    # the config bodies' limits are in the document now
+    assert any("loyalty_put_config ('expiry', 'warn_days')" in c for c in checked)
+    assert any("notifications_put_rules ('retention_days',)" in c for c in checked)
+    assert any("loyalty_put_config ('campaigns', 0, 'bonus')" in c for c in checked)
+    assert len(checked) > 60

@@ -109,7 +109,7 @@ def list_records(
     )
 
 
-@router.get("/billing/records/{record_id}", summary="One billing record")
+@router.get("/billing/records/{record_id}", summary="One billing record by its id")
 def get_record(
     record_id: Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)],
     principal: ReadPrincipal,

@@ -26,6 +26,7 @@ from tallybook.http.idempotency import REPLAYED_HEADER
 from tallybook.http.schemas.common import ASCII_DIGITS, ID_PATTERN
 from tallybook.http.schemas.ledger import TransactionOut
 from tallybook.http.schemas.loyalty import (
+    LOYALTY_RULES_SCHEMA,
     EarnIn,
     EarnOut,
     ExpiringLotOut,
@@ -70,7 +71,13 @@ def _at(value: datetime | None) -> datetime | None:
 def put_config(
     principal: AdminPrincipal,
     ledger: LedgerDep,
-    body: Annotated[dict[str, Any], Body(description="rules, as in examples/loyalty.toml")],
+    body: Annotated[
+        dict[str, Any],
+        Body(
+            description="rules, as in examples/loyalty.toml",
+            json_schema_extra=LOYALTY_RULES_SCHEMA,
+        ),
+    ],
 ) -> dict[str, Any]:
     return ledger.loyalty.configure(principal.program, body).to_settings()
 

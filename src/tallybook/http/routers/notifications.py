@@ -46,6 +46,7 @@ from tallybook.http.problems import problem_response, problem_responses
 from tallybook.http.routers.ledger import Cursor, Limit, _utc
 from tallybook.http.schemas.common import ID_PATTERN, Time
 from tallybook.http.schemas.notifications import (
+    NOTIFICATION_RULES_SCHEMA,
     TYPE_PATTERN,
     DismissedOut,
     IngestOut,
@@ -81,7 +82,13 @@ def get_rules(principal: ReadPrincipal, ledger: LedgerDep) -> dict[str, Any]:
 def put_rules(
     principal: AdminPrincipal,
     ledger: LedgerDep,
-    body: Annotated[dict[str, Any], Body(description="retention_days and rules per type")],
+    body: Annotated[
+        dict[str, Any],
+        Body(
+            description="retention_days and rules per type",
+            json_schema_extra=NOTIFICATION_RULES_SCHEMA,
+        ),
+    ],
 ) -> dict[str, Any]:
     return rules_to_settings(ledger.notifications.set_rules(principal.program, body))
 
@@ -175,7 +182,10 @@ def notification_history(
     )
 
 
-@router.get("/accounts/{account}/notifications/{notification_id}", summary="One notification")
+@router.get(
+    "/accounts/{account}/notifications/{notification_id}",
+    summary="One notification by id, active or from history",
+)
 def get_notification(
     account: AccountId,
     notification_id: NotificationId,

@@ -140,7 +140,10 @@ def list_transactions(
     )
 
 
-@router.get("/wallet/transactions/{txn_id}", summary="One transaction record")
+@router.get(
+    "/wallet/transactions/{txn_id}",
+    summary="One wallet transaction record by its transaction id",
+)
 def get_transaction(
     txn_id: TxnId, principal: ReadPrincipal, ledger: LedgerDep
 ) -> WalletTransactionOut:

@@ -73,7 +73,9 @@ def list_subscriptions(principal: AdminPrincipal, ledger: LedgerDep) -> Subscrip
     return SubscriptionListOut(subscriptions=[SubscriptionOut(**s.public()) for s in subs])
 
 
-@router.get("/webhooks/{sub_id}", summary="One subscription")
+@router.get(
+    "/webhooks/{sub_id}", summary="One subscription: its URL, types and status (never its secret)"
+)
 def get_subscription(
     sub_id: SubId, principal: AdminPrincipal, ledger: LedgerDep
 ) -> SubscriptionOut:
@@ -88,7 +90,10 @@ def disable_subscription(
     return SubscriptionOut(**ledger.webhooks.get(principal.program, sub_id).public())
 
 
-@router.post("/webhooks/{sub_id}/enable", summary="Deliver again")
+@router.post(
+    "/webhooks/{sub_id}/enable",
+    summary="Resume delivering to a disabled subscription (its queue intact)",
+)
 def enable_subscription(
     sub_id: SubId, principal: AdminPrincipal, _: NoBody, ledger: LedgerDep
 ) -> SubscriptionOut:
@@ -100,7 +105,7 @@ def enable_subscription(
     "/webhooks/{sub_id}",
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,  # no content, so no Content-Type either
-    summary="Delete it",
+    summary="Delete a subscription (GET then answers 404)",
 )
 def delete_subscription(
     sub_id: SubId, principal: AdminPrincipal, _: NoBody, ledger: LedgerDep
@@ -108,7 +113,7 @@ def delete_subscription(
     ledger.webhooks.delete(principal.program, sub_id)
 
 
-@router.get("/webhooks/{sub_id}/deliveries", summary="Deliveries, newest first")
+@router.get("/webhooks/{sub_id}/deliveries", summary="A subscription's deliveries, newest first")
 def list_deliveries(
     sub_id: SubId,
     principal: AdminPrincipal,

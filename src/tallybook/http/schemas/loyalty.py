@@ -3,18 +3,114 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tallybook.domain.loyalty_rules import (
+    BASES,
+    DOWNGRADE_RULES,
+    MAX_CAMPAIGNS,
+    MAX_MULTIPLIER,
+    MAX_TIERS,
+    ROUNDINGS,
+    WINDOWS,
+)
 from tallybook.domain.money import MAX_AMOUNT
-from tallybook.http.schemas.common import ID_PATTERN, Time
+from tallybook.http.schemas.common import FUND_PATTERN, ID_PATTERN, Time
 from tallybook.http.schemas.ledger import Metadata, TransactionOut
 from tallybook.services.loyalty.service import MAX_ORDER_ID, EarnResult, RedeemResult
 
 Id = Annotated[str, Field(min_length=1, max_length=128, pattern=ID_PATTERN)]
 #: an order id: its earn's transaction id is ``order:{order_id}``, at most 128 characters
 OrderId = Annotated[str, Field(min_length=1, max_length=MAX_ORDER_ID, pattern=ID_PATTERN)]
+
+
+def _int(low: int, high: int | None = None, description: str = "") -> dict[str, Any]:
+    limits: dict[str, Any] = {"type": "integer", "minimum": low}
+    if high is not None:
+        limits["maximum"] = high
+    return {**limits, "description": description} if description else limits
+
+
+def _table(properties: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {"type": "object", "additionalProperties": False, "properties": properties, **more}
+
+
+_MULTIPLIER = {
+    "anyOf": [
+        {"type": "number", "exclusiveMinimum": 0, "maximum": int(MAX_MULTIPLIER)},
+        {"type": "string", "description": 'a decimal, such as "1.5"'},
+    ],
+    "description": f"positive, at most {int(MAX_MULTIPLIER)}",
+}
+_WHEN = {"type": "string", "description": "ISO date or date-time (UTC without a zone)"}
+#: the body of ``PUT /v1/program/loyalty`` (examples/loyalty.toml as JSON), with
+#: every limit :func:`tallybook.domain.loyalty_parse.parse_config` enforces (a 400
+#: ``invalid-config`` beyond)
+LOYALTY_RULES_SCHEMA: dict[str, Any] = _table(
+    {
+        "fund": {"type": "string", "pattern": FUND_PATTERN, "default": "points"},
+        "earn": _table(
+            {
+                "points_per_unit": _MULTIPLIER,
+                "unit_size": _int(1, description="minor units per earning unit"),
+                "rounding": {"enum": list(ROUNDINGS)},
+                "currency": {"type": "string", "pattern": r"^[A-Za-z][A-Za-z0-9_]{0,15}$"},
+            }
+        ),
+        "tiers": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_TIERS,
+            "items": _table(
+                {
+                    "name": {"type": "string", "pattern": ID_PATTERN, "maxLength": 128},
+                    "threshold": _int(0, description="increasing; the first tier's is 0"),
+                    "multiplier": _MULTIPLIER,
+                },
+                required=["name", "threshold"],
+            ),
+        },
+        "qualification": _table(
+            {
+                "window": {"enum": list(WINDOWS)},
+                "months": _int(1, 120),
+                "basis": {"enum": list(BASES)},
+            }
+        ),
+        "downgrade": _table(
+            {
+                "rule": {"enum": list(DOWNGRADE_RULES)},
+                "hold_months": _int(0, 120),
+                "max_steps": _int(0, MAX_TIERS),
+            }
+        ),
+        "campaigns": {
+            "type": "array",
+            "maxItems": MAX_CAMPAIGNS,
+            "items": _table(
+                {
+                    "id": {"type": "string", "pattern": ID_PATTERN, "maxLength": 128},
+                    "starts": _WHEN,
+                    "ends": _WHEN,
+                    "multiplier": _MULTIPLIER,
+                    "bonus": _int(0, 10**12),
+                    "tiers": {"type": "array", "items": {"type": "string"}},
+                    "min_amount": _int(0),
+                },
+                required=["id", "starts", "ends"],
+            ),
+        },
+        "expiry": _table(
+            {
+                "days": _int(1, 36_500, "give days or months, not both"),
+                "months": _int(1, 1200),
+                "warn_days": _int(0, 366),
+            }
+        ),
+    }
+)
 
 
 class _Out(BaseModel):

@@ -7,11 +7,45 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tallybook.domain.notifications import Notification
+from tallybook.domain.notifications import MAX_RETENTION_DAYS, Notification
 from tallybook.http.schemas.common import Time
 from tallybook.services.notifications.ingest import IngestResult
 
 TYPE_PATTERN = r"^[A-Za-z][A-Za-z0-9_.:\-]{0,63}$"
+
+_DAYS = {"type": "integer", "minimum": 1, "maximum": MAX_RETENTION_DAYS}
+_TYPE_RULE: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "listed": {"type": "boolean", "description": "shown in the active list"},
+        "deliver": {"type": "boolean", "description": "handed to the delivery hook"},
+        "dismisses": {
+            "type": "array",
+            "items": {"type": "string", "pattern": TYPE_PATTERN},
+            "description": "types an add of this type dismisses (never itself)",
+        },
+        "expires_after_days": {
+            "anyOf": [_DAYS, {"type": "null"}],
+            "description": "an active notification of this type disappears after this many days",
+        },
+    },
+}
+#: the body of ``PUT /v1/program/notification-rules``, with every limit
+#: :func:`tallybook.domain.notifications.parse_rules` enforces (a 422 beyond)
+NOTIFICATION_RULES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "retention_days": {
+            **_DAYS,
+            "default": 90,
+            "description": "days history and idempotency keys are kept",
+        },
+        "types": {"type": "object", "additionalProperties": _TYPE_RULE},
+        "default": _TYPE_RULE,
+    },
+}
 
 
 class NotificationIn(BaseModel):
