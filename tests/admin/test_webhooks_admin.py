@@ -4,6 +4,7 @@ per account, and resend (a CSRF-checked form)."""
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 import pytest
 
@@ -29,6 +30,12 @@ def test_an_agent_sees_deliveries_and_resends_one(
     assert listed.status_code == 200
     assert "transaction.posted" in listed.text
     assert "Connection" in listed.text  # the last attempt's error
+    # the event's time reads like every other time on the pages, not as ISO text
+    first = ledger.webhooks.deliveries("shop", sid, limit=1)[0][0]
+    assert first.at.endswith("Z")
+    assert first.at not in listed.text
+    shown = datetime.fromisoformat(first.at.replace("Z", "+00:00")).strftime("%Y-%m-%d %H:%M:%S")
+    assert f"{shown} UTC" in listed.text
     deliveries, _ = ledger.webhooks.deliveries("shop", sid, limit=200)
     mine = next(d for d in deliveries if seeded.account in d.accounts)
     r = admin.post(f"/admin/webhooks/{sid}/deliveries/{mine.position}/resend")

@@ -48,6 +48,15 @@ def _num(value: int | None) -> str:
     return "" if value is None else f"{value:,}"
 
 
+def _instant(text: str) -> str:
+    """An ISO timestamp (a webhook event's time) as ``YYYY-MM-DD HH:MM:SS`` UTC, like
+    every other time on the pages."""
+    try:
+        return _when(datetime.fromisoformat(text.replace("Z", "+00:00")))
+    except ValueError:
+        return text
+
+
 def _stamp(text: str) -> str:
     """An ISO timestamp (report window bounds) as ``YYYY-MM-DD HH:MM`` UTC."""
     try:
@@ -72,7 +81,13 @@ def _readable(payload: Any) -> list[tuple[str, str]]:
 
 
 _env.filters.update(
-    when=_when, num=_num, stamp=_stamp, money=_money, readable=_readable, example=example
+    when=_when,
+    instant=_instant,
+    num=_num,
+    stamp=_stamp,
+    money=_money,
+    readable=_readable,
+    example=example,
 )
 templates = Jinja2Templates(env=_env)
 
