@@ -13,7 +13,7 @@ import re
 import zlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from urllib.parse import unquote
+from urllib.parse import unquote, urlencode
 
 import pytest
 
@@ -323,6 +323,37 @@ def test_taking_more_than_is_available_is_refused_in_the_funds_currency(
     assert f"Adjust failed: cash has {shown} available; $10,000.00 cannot be taken" in page
     assert "1000000" not in page
     assert ledger.wallet.balance("shop", "alice").fund("cash") == cash
+
+
+@SQLITE_ONLY
+def test_a_form_giving_a_field_twice_is_refused_not_guessed(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger
+) -> None:
+    """``amount=1&amount=2`` adjusted by the last one ($2.00); which one was meant is a
+    guess, so the form is refused (the API refuses a key given twice the same way)."""
+    admin.login(seeded.admin_secret)
+    before = ledger.wallet.balance("shop", "alice").fund("cash").total
+    form = {**_adjust_form(admin), "csrf": admin.csrf(), "fund": "cash", "reason": "test"}
+    body = urlencode([*form.items(), ("amount", "1.00"), ("amount", "2.00")])
+    r = admin.client.post(
+        "/admin/accounts/alice/adjust",
+        content=body,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 422
+    assert r.headers["content-type"].startswith("text/html")
+    assert "amount: given more than once" in r.text
+    assert ledger.wallet.balance("shop", "alice").fund("cash").total == before
+    once = urlencode([*form.items(), ("amount", "1.00")])
+    r = admin.client.post(
+        "/admin/accounts/alice/adjust",
+        content=once,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303
+    assert ledger.wallet.balance("shop", "alice").fund("cash").total == before + 100
 
 
 @SQLITE_ONLY

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from fastapi import Depends, Form, Request
 from fastapi import Path as PathParam
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -180,12 +181,33 @@ def current_agent(request: Request) -> Agent:
     return Agent(session, key, signer.csrf_token(session))
 
 
+def _repeated_field(request: Request) -> str | None:
+    """A field a form body gives twice (which one counts would be a guess; the API
+    refuses the same in a JSON body). The body is the one the HTTP middleware read."""
+    body = request.scope.get("state", {}).get("body")
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if not isinstance(body, bytes) or kind != "application/x-www-form-urlencoded":
+        return None
+    seen: set[str] = set()
+    for name, _ in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
 def posting_agent(
     request: Request,
     agent: Annotated[Agent, Depends(current_agent)],
     csrf: Annotated[str, Form(max_length=200)] = "",
 ) -> Agent:
-    """:func:`current_agent`, for a form POST that must carry the session's CSRF token."""
+    """:func:`current_agent`, for a form POST that must carry the session's CSRF token
+    and give each field once."""
+    repeated = _repeated_field(request)
+    if repeated is not None:
+        raise RequestValidationError(
+            [{"loc": ("body", repeated[:64]), "msg": "given more than once", "type": "duplicate"}]
+        )
     if not signer_of(request).check_csrf(agent.session, csrf):
         raise CsrfFailed
     return agent
