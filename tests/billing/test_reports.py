@@ -411,7 +411,7 @@ def test_listing_every_kind_answers_the_newest_windows(
     however old, before any billing one: the newest ``limit`` were not shown."""
     t0 = aligned_start(clock)
     ledger.billing.configure("shop", grace_minutes=0, start=t0)
-    clock.set(t0 + 30 * MIN)
+    clock.set(t0 + 31 * MIN)  # a rewards window waits a minute
     sink = DirectorySink(tmp_path / "out")
     ledger.billing.reports.run("shop", sink=sink, kinds=["rewards"])
     clock.set(t0 + 60 * MIN)
@@ -454,3 +454,32 @@ def test_a_carriage_return_in_a_partner_is_quoted_in_the_rewards_csv(
     assert b'"north\rsouth",points,points,10,0,0,1\n' in data
     rows = list(csv.reader(io.StringIO(data.decode(), newline="")))
     assert rows[1:] == [["north\rsouth", "points", "points", "10", "0", "0", "1"]]
+
+
+def test_zero_grace_a_reward_not_yet_in_the_index_is_not_lost(
+    store: ItemStore, clock: ManualClock, tmp_path: Path
+) -> None:
+    """Was: with a grace of 0 the rewards window was reported at its very end,
+    before the hourly index (eventually consistent) held an earn made a few
+    seconds earlier; that earn then appeared in no rewards report. A rewards
+    window now waits a minute after its end whatever the grace."""
+    from tallybook.store.lagging import LaggingStore
+
+    lagging = LaggingStore(store)
+    ledger = Ledger(lagging, clock=clock)
+    ledger.programs.create("shop")
+    ledger.loyalty.configure("shop", {"expiry": {"days": 1}})
+    ledger.accounts.open("shop", "m1")
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=0, start=t0)
+    clock.set(t0 + 15 * MIN - 5 * SECOND)
+    ledger.loyalty.earn("shop", "m1", "o1", 1000, metadata={"partner": "acme"})
+    assert lagging.pending  # not in the index yet
+    clock.set(t0 + 15 * MIN)
+    out = tmp_path / "out"
+    first = ledger.billing.reports.run("shop", sink=DirectorySink(out))
+    assert [(r.kind, r.window) for r in first] == [("billing", _w(t0, 0, 15))]
+    lagging.flush()
+    clock.set(t0 + 16 * MIN)
+    [rewards] = ledger.billing.reports.run("shop", sink=DirectorySink(out), kinds=["rewards"])
+    assert (rewards.window, rewards.rows) == (_w(t0, 0, 15), 1)

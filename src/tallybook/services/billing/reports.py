@@ -59,6 +59,10 @@ from tallybook.store.records.reports import (
 
 Progress = Callable[[str], None]
 _HOUR = 3600
+#: seconds a rewards window waits after its end whatever the grace window: the
+#: hourly index is eventually consistent and a posting dated before the end may
+#: still be committing (a grace of 0 would report the window without them, for good)
+REWARDS_MIN_WAIT = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +144,10 @@ class ReportService:
                 window = (ckpt, closed)
             else:
                 now = epoch(self.clock.now())
-                due = next_window(ckpt, interval, now, state.config.grace_seconds)
+                grace = state.config.grace_seconds
+                if kind is ReportKind.REWARDS:
+                    grace = max(grace, REWARDS_MIN_WAIT)
+                due = next_window(ckpt, interval, now, grace)
                 if due is None:
                     return
                 window = due
