@@ -118,3 +118,13 @@ def test_rendering_is_independent_of_input_order() -> None:
         "a,USD,2,340,12",
         "b,USD,1,100,10",
     ]
+
+
+def test_a_currency_starting_with_a_digit_is_refused_saying_why() -> None:
+    """Was: "123" was refused as not "3-8 uppercase letters or digits", which it is
+    (docs/billing.md said the same): a currency starts with a letter."""
+    from tallybook.domain.billing import check_currency
+
+    assert check_currency("X12") == "X12"
+    with pytest.raises(ValidationError, match="starting with a letter"):
+        check_currency("123")

@@ -109,7 +109,8 @@ class BillingConfig:
 def check_currency(value: object) -> str:
     if not isinstance(value, str) or not _CURRENCY.fullmatch(value):
         raise ValidationError(
-            f"currency {str(value)[:20]!r} must be 3-8 uppercase letters or digits (e.g. USD)"
+            f"currency {str(value)[:20]!r} must be 3-8 uppercase letters or digits, "
+            "starting with a letter (e.g. USD)"
         )
     return value
 
