@@ -13,6 +13,7 @@ from tallybook.errors import InsufficientFunds, InvalidState, NotFound, Validati
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.services.events import LedgerEvent
+from tallybook.services.wallet.records import WalletTransaction
 from tallybook.store import keys
 from tallybook.store.forwarding import ForwardingStore
 from tallybook.store.port import Action, Add, Item, ItemStore, Key, Update
@@ -366,4 +367,58 @@ def test_an_overdue_hold_withholds_nothing_before_any_read(
     assert available(wallet, "alice")["cash"] == (0 if write == "charged debit" else 30)
     with pytest.raises(InsufficientFunds):
         w.debit(P, "alice", 1000, txn_id="d9")  # a real shortfall is still refused
+    assert_consistent(wallet, "alice")
+
+
+WRITES_AFTER_DUE: dict[str, Callable[[Ledger], WalletTransaction | None]] = {
+    "credit": lambda led: led.wallet.credit(P, "alice", "store_credit", 5, txn_id="w1"),
+    "grant": lambda led: led.wallet.grant(P, "alice", 5, expires_in_days=1, txn_id="w1"),
+    "held credit": lambda led: (
+        led.wallet.credit_held(
+            P, "alice", "store_credit", 5, release_in_days=1, txn_id="w1"
+        ).transaction
+    ),
+    "debit": lambda led: led.wallet.debit(P, "alice", 5, txn_id="w1"),
+    "authorize": lambda led: led.wallet.authorize(P, "alice", 5, hold_id="w1").transaction,
+    "capture": lambda led: led.wallet.capture(P, "h2", 5).transaction,
+    "void": lambda led: led.wallet.void(P, "h2").transaction,
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES_AFTER_DUE))
+def test_a_write_records_the_availability_the_balance_view_shows(
+    wallet: Ledger, clock: ManualClock, write: str
+) -> None:
+    """A write while a hold and a held credit were past their deadline recorded an
+    availability that still withheld them, unlike the balance view read right after."""
+    fund(wallet, "alice", cash=500)
+    w = wallet.wallet
+    w.authorize(P, "alice", 100, hold_id="h1", expires_in=60)
+    w.authorize(P, "alice", 10, hold_id="h2", expires_in=3600)
+    due = clock.now() + timedelta(seconds=60)
+    w.credit_held(P, "alice", "cash", 70, release_at=due, txn_id="hc1")
+    clock.advance(timedelta(seconds=60))
+    t = WRITES_AFTER_DUE[write](wallet)
+    assert t is not None
+    assert t.availability == available(wallet, "alice")
+    assert (w.hold(P, "h1").status, w.hold(P, "hc1").status) == ("expired", "released")
+    assert_consistent(wallet, "alice")
+
+
+def test_a_shortfall_after_a_settled_hold_says_what_is_available(
+    wallet: Ledger, clock: ManualClock
+) -> None:
+    """Once one hold had expired while another stayed active (the head's mark of the
+    next due hold stays behind), a real shortfall was refused as "a hold is being
+    settled; retry" instead of naming what is available."""
+    fund(wallet, "alice", cash=500)
+    w = wallet.wallet
+    w.authorize(P, "alice", 100, hold_id="h1", expires_in=5)
+    w.authorize(P, "alice", 100, hold_id="h2", expires_in=60)
+    clock.advance(timedelta(seconds=10))
+    assert w.balance(P, "alice").total_available == 400  # settles h1
+    with pytest.raises(InsufficientFunds, match="available 400, needed 1000"):
+        w.authorize(P, "alice", 1000, hold_id="h3")
+    with pytest.raises(InsufficientFunds, match="available 400, needed 1000"):
+        w.debit(P, "alice", 1000, txn_id="d1")
     assert_consistent(wallet, "alice")

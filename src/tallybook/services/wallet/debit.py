@@ -45,6 +45,7 @@ from tallybook.services.wallet.holds import HoldOps
 from tallybook.services.wallet.marks import (
     HoldsDue,
     holds_may_be_due,
+    overdue_hold,
     wallet_marks,
     with_takes,
 )
@@ -266,6 +267,8 @@ class DebitOps:
     ) -> WalletTransaction:
         def plan(snap: Snapshot) -> Plan:
             acct = snap.account(account)
+            if overdue_hold(snap.store, program, acct, snap.now):
+                raise HoldsDue(account)
             funds = present_funds(f.name for f in snap.program.funds)
             grants = account_grants(snap.store, program, acct, snap.now)
             by_id = {g.id: g for g in grants}
@@ -273,8 +276,6 @@ class DebitOps:
                 amount - charged, grants, {f: acct.fund(f).available for f in funds}, snap.now
             )
             if alloc.shortfall:
-                if holds_may_be_due(acct, snap.now):
-                    raise HoldsDue(account)
                 raise InsufficientFunds(
                     f"insufficient funds in the wallet of {account}: available "
                     f"{alloc.covered + charged}, needed {amount}"

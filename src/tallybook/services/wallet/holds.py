@@ -47,7 +47,7 @@ from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.marks import (
     HoldsDue,
-    holds_may_be_due,
+    overdue_hold,
     wallet_marks,
     with_takes,
 )
@@ -146,14 +146,14 @@ class HoldOps:
 
         def plan(snap: Snapshot) -> Plan:
             acct = snap.account(account)
+            if overdue_hold(snap.store, program, acct, snap.now):
+                raise HoldsDue(account)
             funds = present_funds(f.name for f in snap.program.funds)
             deadline = hold_deadline(snap.now, expires_in)
             grants = account_grants(snap.store, program, acct, snap.now)
             by_id = {g.id: g for g in grants}
             alloc = allocate(amount, grants, {f: acct.fund(f).available for f in funds}, snap.now)
             if alloc.shortfall:
-                if holds_may_be_due(acct, snap.now):
-                    raise HoldsDue(account)
                 raise InsufficientFunds(
                     f"insufficient funds in the wallet of {account}: available "
                     f"{alloc.covered}, needed {amount}"
@@ -271,6 +271,8 @@ class HoldOps:
             else:
                 release = check_future(release_at, snap.now, "release_at")
             acct = snap.account(account)
+            if overdue_hold(snap.store, program, acct, snap.now):
+                raise HoldsDue(account)
             funds = present_funds(f.name for f in snap.program.funds)
             grants = account_grants(snap.store, program, acct, snap.now)
             hold = Hold(
@@ -310,7 +312,11 @@ class HoldOps:
                 },
             )
 
-        txn = self.engine.commit(program, txn_id, body, plan, lock=[account])
+        txn = self.settling(
+            program,
+            account,
+            lambda: self.engine.commit(program, txn_id, body, plan, lock=[account]),
+        )
         return HoldResult(self._written(txn, planned, program, account), wallet_transaction(txn))
 
     # -- settle ---------------------------------------------------------------
@@ -374,7 +380,7 @@ class HoldOps:
             self.settle_overdue(program, account)
         try:
             return write()
-        except HoldsDue:  # due again at once: a clock behind the head's marks
+        except HoldsDue:  # another hold fell due meanwhile
             raise InsufficientFunds(
                 f"insufficient funds in the wallet of {account}: a hold is being settled; retry"
             ) from None
@@ -430,18 +436,23 @@ class HoldOps:
             # reads shows in the row (not active any more); read the other way round,
             # the row is still active while the head no longer withholds it, and the
             # plan fails as a negative withheld amount instead of the hold's state
-            snap.account(account)
+            acct = snap.account(account)
             stored = snap.store.get(key)
             if stored is None:
                 raise NotFound(f"hold {hold_id} not found in program {program}")
             p = settle_plan(snap, program, hold_from_item(stored), op, amount)
+            if op in ("capture", "void") and overdue_hold(snap.store, program, acct, snap.now):
+                raise HoldsDue(account)  # another hold: settled first, as a balance read does
             finish = p.actions[0]
             assert isinstance(finish, Update)
             assert finish.key == key
             planned[:] = [apply_updates(stored, key, finish.updates)]
             return p
 
-        txn = self.engine.commit(program, derived_id(hold_id, op), body, plan, lock=[account])
+        def write() -> Transaction:
+            return self.engine.commit(program, derived_id(hold_id, op), body, plan, lock=[account])
+
+        txn = self.settling(program, account, write) if op in ("capture", "void") else write()
         if txn.replay or not planned:
             return HoldResult(self.get(program, account, hold_id), wallet_transaction(txn))
         return HoldResult(hold_from_item(planned[0]), wallet_transaction(txn))

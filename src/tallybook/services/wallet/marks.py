@@ -28,13 +28,13 @@ from datetime import datetime
 
 from tallybook.domain.model import Account
 from tallybook.domain.wallet import BONUS, NEVER_DUE, Grant, GrantTake, WalletMarks
-from tallybook.store.port import Value
-from tallybook.store.records.wallet import marks_attrs, marks_of
+from tallybook.store.port import ItemStore, Value
+from tallybook.store.records.wallet import marks_attrs, marks_of, read_holds
 
 
 class HoldsDue(Exception):
-    """A plan fell short while the head shows a hold may be past its deadline: the
-    caller settles the owner's overdue holds and plans again (no refusal is kept)."""
+    """A plan found one of the owner's holds past its deadline: the caller settles
+    the owner's overdue holds and plans again (no refusal is kept)."""
 
 
 def holds_may_be_due(acct: Account, now: datetime) -> bool:
@@ -43,6 +43,16 @@ def holds_may_be_due(acct: Account, now: datetime) -> bool:
         return False
     due = marks_of(acct).hold_due
     return due is None or due <= now
+
+
+def overdue_hold(store: ItemStore, program: str, acct: Account, now: datetime) -> bool:
+    """Whether one of the owner's holds is past its deadline (the holds are read only
+    when the head's marks say one may be). A wallet write plans on the funds as the
+    balance view shows them, which settles such a hold first: its availability
+    would otherwise still count what the hold no longer withholds."""
+    return holds_may_be_due(acct, now) and any(
+        h.overdue(now) for h in read_holds(store, program, acct.id)
+    )
 
 
 def bonus_without_grants(acct: Account, now: datetime) -> int | None:

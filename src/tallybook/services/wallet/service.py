@@ -42,7 +42,13 @@ from tallybook.services.wallet.charges import ChargeProcessor, processor_from_en
 from tallybook.services.wallet.debit import DebitOps
 from tallybook.services.wallet.holds import HoldOps
 from tallybook.services.wallet.jobs import WalletJobs
-from tallybook.services.wallet.marks import bonus_without_grants, holds_may_be_due, wallet_marks
+from tallybook.services.wallet.marks import (
+    HoldsDue,
+    bonus_without_grants,
+    holds_may_be_due,
+    overdue_hold,
+    wallet_marks,
+)
 from tallybook.services.wallet.records import (
     WalletTransaction,
     availability_after,
@@ -197,6 +203,8 @@ class WalletService:
             if snap.program.fund(BONUS) is None:
                 raise ValidationError(f"program {program} has no bonus fund")
             acct = snap.account(account)
+            if overdue_hold(snap.store, program, acct, snap.now):
+                raise HoldsDue(account)
             grant = Grant(txn_id, amount, amount, expires, snap.now)
             funds = present_funds(f.name for f in snap.program.funds)
             grants = account_grants(snap.store, program, acct, snap.now)
@@ -217,7 +225,11 @@ class WalletService:
                 },
             )
 
-        txn = self.engine.commit(program, txn_id, body, plan, lock=[account])
+        txn = self._holds.settling(
+            program,
+            account,
+            lambda: self.engine.commit(program, txn_id, body, plan, lock=[account]),
+        )
         return wallet_transaction(txn)
 
     def credit(
@@ -247,6 +259,8 @@ class WalletService:
 
         def plan(snap: Snapshot) -> Plan:
             acct = snap.account(account)
+            if overdue_hold(snap.store, program, acct, snap.now):
+                raise HoldsDue(account)
             funds = present_funds(f.name for f in snap.program.funds)
             grants = account_grants(snap.store, program, acct, snap.now)
             return Plan(
@@ -263,7 +277,12 @@ class WalletService:
                 },
             )
 
-        return wallet_transaction(self.engine.commit(program, txn_id, body, plan, lock=[account]))
+        txn = self._holds.settling(
+            program,
+            account,
+            lambda: self.engine.commit(program, txn_id, body, plan, lock=[account]),
+        )
+        return wallet_transaction(txn)
 
     # -- helpers ----------------------------------------------------------------
 
