@@ -288,58 +288,122 @@ def system_shard_totals(store: ItemStore, program_id: str, system_account: str) 
 
 
 class _Stream:
-    """One newest-first source of (position, txn id, sort key), read page by page."""
+    """One newest-first source of an account's transactions (a fund's history, or
+    the owner index), read page by page.
+
+    The list is ordered by the transactions' ``created_at``: the same time for every
+    entry of a transaction, whichever fund. An entry's sort key carries its fund's
+    own time instead, strictly later than the fund's last one, so one transaction
+    can sit at different times in different funds. Every unread entry of a fund was
+    created before the fund time of the last one read: that tells when all the
+    entries created at a given time have been read."""
 
     def __init__(
-        self, store: ItemStore, partition: str, prefix: str, index: str | None, after: str | None
+        self,
+        store: ItemStore,
+        partition: str,
+        prefix: str,
+        index: str | None,
+        after: str | None,
+        inclusive: bool,
     ) -> None:
         self.store, self.partition, self.prefix, self.index = store, partition, prefix, index
-        self.after = after  # the last sort key already returned
+        self.after = after  # where this page starts (itself included when ``inclusive``)
+        self.inclusive = inclusive
+        #: read and not listed yet, in the order read: (created_at in us, txn id, sort key)
         self.buffer: list[tuple[int, str, str]] = []
+        self.unread_before: int | None = None  # every unread entry was created before this
+        self.last: str | None = None  # the sort key of the last entry read
         self.cursor: str | None = None
         self.done = False
         self.page_size = 25
 
-    def _fill(self) -> None:
-        while not self.buffer and not self.done:
-            sort: SortCondition | None
-            if self.after is None:
-                sort = SortCondition.begins_with(self.prefix) if self.prefix else None
-            elif self.prefix:
-                sort = SortCondition.between(self.prefix, self.after)
-            else:
-                sort = SortCondition.lt(self.after)
-            page = self.store.query(
-                self.partition,
-                sort,
-                index=self.index,
-                forward=False,
-                limit=self.page_size,
-                cursor=self.cursor,
-            )
-            self.cursor = page.cursor
-            self.done = page.cursor is None
-            sk_attr = "sk" if self.index is None else "gsi2sk"
-            for item in page.items:
-                sk = cast(str, item[sk_attr])
-                if sk == self.after:
-                    continue
-                self.buffer.append((_position(item, self.index), cast(str, item["txn_id"]), sk))
+    def _complete(self, at: int) -> bool:
+        """Whether every entry created at ``at`` or later has been read."""
+        return self.done or (self.unread_before is not None and self.unread_before <= at)
 
-    def peek(self) -> tuple[int, str, str] | None:
-        self._fill()
-        return self.buffer[0] if self.buffer else None
+    def _read(self) -> None:
+        sort: SortCondition | None
+        if self.after is None:
+            sort = SortCondition.begins_with(self.prefix) if self.prefix else None
+        elif self.prefix:
+            sort = SortCondition.between(self.prefix, self.after)
+        else:
+            sort = (SortCondition.le if self.inclusive else SortCondition.lt)(self.after)
+        page = self.store.query(
+            self.partition,
+            sort,
+            index=self.index,
+            forward=False,
+            limit=self.page_size,
+            cursor=self.cursor,
+        )
+        self.cursor = page.cursor
+        self.done = page.cursor is None
+        sk_attr = "sk" if self.index is None else "gsi2sk"
+        for item in page.items:
+            sk = cast(str, item[sk_attr])
+            if sk == self.after and not self.inclusive:
+                continue
+            created = to_us(parse_iso(cast(str, item["created_at"])))
+            self.buffer.append((created, str(item["txn_id"]), sk))
+            self.last = sk
+            # the owner index is in created_at order itself
+            self.unread_before = keys.entry_us(sk) if self.index is None else created + 1
 
-    def pop(self) -> None:
-        _, _, self.last = self.buffer.pop(0)
+    def newest(self, listed_from: int | None) -> int | None:
+        """The latest ``created_at`` not listed yet (those from ``listed_from`` on were)."""
+        while True:
+            if listed_from is not None:
+                self.buffer = [e for e in self.buffer if e[0] < listed_from]
+            if self.buffer and self._complete(max(e[0] for e in self.buffer)):
+                return max(e[0] for e in self.buffer)
+            if self.done:
+                return None
+            self._read()
 
-    last: str | None = None
+    def at(self, created: int) -> list[str]:
+        """Ids of the transactions created at ``created``, newest first (all read)."""
+        while not self._complete(created):
+            self._read()
+        ids: list[str] = []
+        for c, txn_id, _ in self.buffer:
+            if c == created and txn_id not in ids:
+                ids.append(txn_id)
+        return ids
+
+    def drop(self, created: int) -> None:
+        self.buffer = [e for e in self.buffer if e[0] != created]
+
+    def resume_at(self) -> str | None:
+        """Where the next page reads from (inclusive): the first entry read and not
+        listed, else the last one read."""
+        if self.buffer:
+            return max(sk for _, _, sk in self.buffer)
+        return self.last
 
 
-def _position(item: Item, index: str | None) -> int:
-    if index is None:  # an entry: E#{fund}#{us}#{seq}
-        return keys.entry_us(cast(str, item["sk"]))
-    return to_us(parse_iso(cast(str, item["created_at"])))
+def _newest_first(chains: Sequence[list[str]]) -> list[str]:
+    """The transactions created at one time, newest first: each source lists its
+    own newest first (a fund in commit order); a transaction comes once every
+    source it is in has listed those before it; among those free to come, the
+    greatest id first."""
+    chains = [list(c) for c in chains if c]
+    order: list[str] = []
+    while chains:
+        fronts = {c[0] for c in chains}
+        free = [t for t in fronts if all(t not in c[1:] for c in chains)]
+        nxt = max(free or fronts)
+        order.append(nxt)
+        chains = [rest for c in chains if (rest := [t for t in c if t != nxt])]
+    return order
+
+
+def _decode_at(text: str) -> tuple[int, str]:
+    us, sep, txn_id = text.partition("#")
+    if not sep or not us.isascii() or not us.isdigit():
+        raise StoreValidationError("malformed cursor")
+    return int(us), txn_id
 
 
 def owner_transaction_ids(
@@ -354,51 +418,63 @@ def owner_transaction_ids(
     """Ids of an account's transactions, newest first, and the cursor of the next page.
 
     Merges the account's per-fund histories (base table) with the owner index
-    (records without an entry of the owner). ``cursor`` maps each source to the
-    last sort key it returned.
+    (records without an entry of the owner) by ``created_at``; transactions made
+    at the same time come in commit order where a fund shows it, else by id.
+    ``cursor`` maps each source to where it resumes and ``at`` to the time listed
+    up to (and the last id listed at that time, when the page ended among them),
+    so a transaction whose entries straddle a page is listed once.
     """
     if cursor is not None:
         # another listing's cursor (a fund's history, say) would read as a first page
         prefixes = {f"e:{fund}": keys.entry_prefix(fund) for fund in funds} | {"owner": ""}
-        if not cursor or not all(v.startswith(prefixes.get(k, "\0")) for k, v in cursor.items()):
+        sources = {k: v for k, v in cursor.items() if k != "at"}
+        if not sources or not all(v.startswith(prefixes.get(k, "\0")) for k, v in sources.items()):
             raise StoreValidationError("cursor does not belong to this query")
     cursor = cursor or {}
+    at = _decode_at(cursor["at"]) if "at" in cursor else None
+    # a cursor without ``at`` (from before it had one) resumes after its sort keys
+    inclusive = at is not None
     partition = keys.account_partition(program_id, account_id)
     streams: dict[str, _Stream] = {
         f"e:{fund}": _Stream(
-            store, partition, keys.entry_prefix(fund), None, cursor.get(f"e:{fund}")
+            store, partition, keys.entry_prefix(fund), None, cursor.get(f"e:{fund}"), inclusive
         )
         for fund in funds
     }
     streams["owner"] = _Stream(
-        store, keys.owner_index(program_id, account_id), "", "gsi2", cursor.get("owner")
+        store, keys.owner_index(program_id, account_id), "", "gsi2", cursor.get("owner"), inclusive
     )
+    # listed already: everything created after at[0]; at at[0], through at[1] (all: "")
+    listed_from = None if at is None else at[0] + (1 if at[1] else 0)
     taken: list[str] = []
-    seen: set[str] = set()
+    last: tuple[int, str] | None = None
+    partial = False
     while len(taken) < limit:
-        best: tuple[tuple[int, str], str] | None = None
-        for name, stream in streams.items():
-            head = stream.peek()
-            if head is not None and (best is None or (head[0], head[1]) > best[0]):
-                best = ((head[0], head[1]), name)
-        if best is None:
+        times = [t for s in streams.values() if (t := s.newest(listed_from)) is not None]
+        if not times:
             break
-        streams[best[1]].pop()
-        txn_id = best[0][1]
-        if txn_id not in seen:
-            seen.add(txn_id)
-            taken.append(txn_id)
-    # a transaction with legs in several funds: consume its other entries too
-    for stream in streams.values():
-        while (head := stream.peek()) is not None and head[1] in seen:
-            stream.pop()
-    more = any(stream.peek() is not None for stream in streams.values())
-    if not more:
+        created = max(times)
+        order = _newest_first([s.at(created) for s in streams.values()])
+        if at is not None and at[1] and created == at[0]:
+            order = order[order.index(at[1]) + 1 :] if at[1] in order else []
+        room = limit - len(taken)
+        taken += order[:room]
+        if len(order) > room:
+            last, partial = (created, order[room - 1]), True
+            break
+        for s in streams.values():
+            s.drop(created)
+        last = (created, "")
+        listed_from = created
+    more = partial or any(s.newest(listed_from) is not None for s in streams.values())
+    if not more or last is None:
         return taken, None
-    after = dict(cursor)
+    after = {k: v for k, v in cursor.items() if k != "at"}
     for name, stream in streams.items():
-        if stream.last is not None:
-            after[name] = stream.last
+        resume = stream.resume_at()
+        if resume is not None:
+            after[name] = resume
+    after["at"] = f"{last[0]}#{last[1]}"
     return taken, after
 
 
