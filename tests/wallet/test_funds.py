@@ -136,3 +136,17 @@ def test_held_credit_released_by_reconcile(wallet: Ledger, clock: ManualClock) -
 def test_an_unknown_program_is_named_not_the_account(wallet: Ledger, read: str) -> None:
     with pytest.raises(NotFound, match=r"^program nosuch not found$"):
         getattr(wallet.wallet, read)("nosuch", "alice")
+
+
+@pytest.mark.parametrize("read", ["hold", "capture", "void", "transaction"])
+def test_a_hold_or_record_of_an_unknown_program_names_the_program(
+    wallet: Ledger, read: str
+) -> None:
+    """By id, a hold (read, captured or voided) or a transaction record of an unknown
+    program answered "hold h1 not found in program nosuch", unlike the other reads."""
+    fund(wallet, "alice", cash=100)
+    wallet.wallet.authorize(P, "alice", 10, hold_id="h1")
+    with pytest.raises(NotFound, match=r"^program nosuch not found$"):
+        getattr(wallet.wallet, read)("nosuch", "h1")
+    with pytest.raises(NotFound, match=r"^hold h2 not found in program shop$"):
+        wallet.wallet.hold(P, "h2")

@@ -231,6 +231,7 @@ class TransactionService:
         check_id(txn_id, "transaction id")
         item = records.read_transaction(self.store, program, txn_id)
         if item is None:
+            self.engine.programs.get(program)  # an unknown program is named as such
             raise NotFound(f"transaction {txn_id} not found in program {program}")
         if is_refusal(item):
             raise NotFound(

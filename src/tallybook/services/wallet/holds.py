@@ -109,6 +109,8 @@ class HoldOps:
         owner = item.get("owner") if item else None
         details = item.get("details") if item else None
         if not isinstance(owner, str) or not isinstance(details, dict) or "hold_id" not in details:
+            if item is None:
+                self.engine.programs.get(program)  # an unknown program is named as such
             raise NotFound(f"hold {hold_id} not found in program {program}")
         return owner
 
