@@ -388,15 +388,29 @@ def _newest_first(chains: Sequence[list[str]]) -> list[str]:
     own newest first (a fund in commit order); a transaction comes once every
     source it is in has listed those before it; among those free to come, the
     greatest id first."""
-    chains = [list(c) for c in chains if c]
+    chains = [c for c in chains if c]
+    where: dict[str, list[int]] = {}
+    for i, chain in enumerate(chains):
+        for txn_id in chain:
+            where.setdefault(txn_id, []).append(i)
+    pos = [0] * len(chains)
+    listed: set[str] = set()
     order: list[str] = []
-    while chains:
-        fronts = {c[0] for c in chains}
-        free = [t for t in fronts if all(t not in c[1:] for c in chains)]
+    while True:
+        fronts = {c[pos[i]] for i, c in enumerate(chains) if pos[i] < len(c)}
+        if not fronts:
+            return order
+        free = [
+            t
+            for t in fronts
+            if all(pos[i] < len(chains[i]) and chains[i][pos[i]] == t for i in where[t])
+        ]
         nxt = max(free or fronts)
         order.append(nxt)
-        chains = [rest for c in chains if (rest := [t for t in c if t != nxt])]
-    return order
+        listed.add(nxt)
+        for i in where[nxt]:
+            while pos[i] < len(chains[i]) and chains[i][pos[i]] in listed:
+                pos[i] += 1
 
 
 def _decode_at(text: str) -> tuple[int, str]:
