@@ -116,3 +116,29 @@ def test_per_fund_maps_and_the_charge_read_back_as_written_on_every_engine(
     listed = {t.id: t for t in wallet.wallet.transactions(P, "alice").transactions}
     assert list(listed["h1"].held) == spend
     assert list(listed["d1"].charge or {}) == ["amount", "reference"]
+
+
+def test_a_hold_settled_beside_another_leaves_reads_and_writes_one_request(
+    wallet: Ledger, clock: ManualClock
+) -> None:
+    """Once one hold expired while another stayed active, the head kept the expired
+    hold's deadline as its mark for good (no write or reconcile renewed it): every
+    balance read queried the holds, and every write too."""
+    fund(wallet, "alice", cash=1000)
+    w = wallet.wallet
+    w.authorize(P, "alice", 100, hold_id="h1", expires_in=60)
+    w.authorize(P, "alice", 100, hold_id="h2", expires_in=3600)
+    clock.advance(timedelta(seconds=60))
+    read = lambda: w.balance(P, "alice")  # noqa: E731
+    assert requests(wallet, read)["query"] >= 1  # h1 is due: the read expires it
+    assert w.hold(P, "h1").status == "expired"
+    assert requests(wallet, read) == {"get": 1}
+    credit = lambda: w.credit(P, "alice", "cash", 5, txn_id="c2")  # noqa: E731
+    assert "query" not in requests(wallet, credit)
+    assert requests(wallet, read) == {"get": 1}
+    assert available(wallet, "alice")["cash"] == 905
+    clock.advance(timedelta(seconds=3600))  # h2 is due now: the mark says so
+    assert requests(wallet, read)["query"] >= 1
+    assert w.hold(P, "h2").status == "expired"
+    assert available(wallet, "alice")["cash"] == 1005
+    assert w.check(P, "alice") == []

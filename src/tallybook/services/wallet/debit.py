@@ -43,9 +43,8 @@ from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.charges import ChargeDeclined, ChargeProcessor, ChargeTimeout
 from tallybook.services.wallet.holds import HoldOps
 from tallybook.services.wallet.marks import (
-    HoldsDue,
     holds_may_be_due,
-    overdue_hold,
+    settled_hold_due,
     wallet_marks,
     with_takes,
 )
@@ -267,8 +266,7 @@ class DebitOps:
     ) -> WalletTransaction:
         def plan(snap: Snapshot) -> Plan:
             acct = snap.account(account)
-            if overdue_hold(snap.store, program, acct, snap.now):
-                raise HoldsDue(account)
+            due = settled_hold_due(snap.store, program, acct, snap.now)
             funds = present_funds(f.name for f in snap.program.funds)
             grants = account_grants(snap.store, program, acct, snap.now)
             by_id = {g.id: g for g in grants}
@@ -321,6 +319,7 @@ class DebitOps:
                 with_takes(grants, alloc.grants, -1),
                 snap.now,
                 balance_delta={f: -x for f, x in alloc.funds.items()},
+                renewed_due=due,
             )
             return Plan(
                 type=TxnType.DEBIT,

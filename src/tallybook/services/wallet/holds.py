@@ -47,7 +47,7 @@ from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.marks import (
     HoldsDue,
-    overdue_hold,
+    settled_hold_due,
     wallet_marks,
     with_takes,
 )
@@ -148,8 +148,7 @@ class HoldOps:
 
         def plan(snap: Snapshot) -> Plan:
             acct = snap.account(account)
-            if overdue_hold(snap.store, program, acct, snap.now):
-                raise HoldsDue(account)
+            due = settled_hold_due(snap.store, program, acct, snap.now)
             funds = present_funds(f.name for f in snap.program.funds)
             deadline = hold_deadline(snap.now, expires_in)
             grants = account_grants(snap.store, program, acct, snap.now)
@@ -180,6 +179,7 @@ class HoldOps:
                 snap.now,
                 held_delta=alloc.funds,
                 new_deadline=deadline,
+                renewed_due=due,
             )
             return Plan(
                 type=TxnType.AUTHORIZE,
@@ -273,8 +273,7 @@ class HoldOps:
             else:
                 release = check_future(release_at, snap.now, "release_at")
             acct = snap.account(account)
-            if overdue_hold(snap.store, program, acct, snap.now):
-                raise HoldsDue(account)
+            due = settled_hold_due(snap.store, program, acct, snap.now)
             funds = present_funds(f.name for f in snap.program.funds)
             grants = account_grants(snap.store, program, acct, snap.now)
             hold = Hold(
@@ -296,6 +295,7 @@ class HoldOps:
                 balance_delta={fund: amount},
                 held_delta={fund: amount},
                 new_deadline=release,
+                renewed_due=due,
             )
             return Plan(
                 type=TxnType.CREDIT,
@@ -442,9 +442,17 @@ class HoldOps:
             stored = snap.store.get(key)
             if stored is None:
                 raise NotFound(f"hold {hold_id} not found in program {program}")
-            p = settle_plan(snap, program, hold_from_item(stored), op, amount)
-            if op in ("capture", "void") and overdue_hold(snap.store, program, acct, snap.now):
-                raise HoldsDue(account)  # another hold: settled first, as a balance read does
+            # another hold past its deadline is settled first (not by an expiry or a
+            # release: the job settles them one by one)
+            due = settled_hold_due(
+                snap.store,
+                program,
+                acct,
+                snap.now,
+                settling=hold_id,
+                refuse_due=op in ("capture", "void"),
+            )
+            p = settle_plan(snap, program, hold_from_item(stored), op, amount, renewed_due=due)
             finish = p.actions[0]
             assert isinstance(finish, Update)
             assert finish.key == key

@@ -27,7 +27,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from tallybook.domain.model import Account
-from tallybook.domain.wallet import BONUS, NEVER_DUE, Grant, GrantTake, WalletMarks
+from tallybook.domain.wallet import BONUS, NEVER_DUE, Grant, GrantTake, HoldStatus, WalletMarks
 from tallybook.store.port import ItemStore, Value
 from tallybook.store.records.wallet import marks_attrs, marks_of, read_holds
 
@@ -45,14 +45,34 @@ def holds_may_be_due(acct: Account, now: datetime) -> bool:
     return due is None or due <= now
 
 
-def overdue_hold(store: ItemStore, program: str, acct: Account, now: datetime) -> bool:
-    """Whether one of the owner's holds is past its deadline (the holds are read only
-    when the head's marks say one may be). A wallet write plans on the funds as the
-    balance view shows them, which settles such a hold first: its availability
-    would otherwise still count what the hold no longer withholds."""
-    return holds_may_be_due(acct, now) and any(
-        h.overdue(now) for h in read_holds(store, program, acct.id)
-    )
+def settled_hold_due(
+    store: ItemStore,
+    program: str,
+    acct: Account,
+    now: datetime,
+    *,
+    settling: str | None = None,
+    refuse_due: bool = True,
+) -> datetime | None:
+    """The ``hold_due`` mark a wallet write leaves, when it must read the holds for it.
+
+    None while the head's marks prove no hold is past its deadline (the mark
+    stands). Otherwise the owner's holds are read: one past its deadline (other
+    than ``settling``, the hold the write settles) raises :class:`HoldsDue` when
+    ``refuse_due``, as a write plans on the funds as the balance view shows them,
+    which settles such a hold first (its availability would otherwise still count
+    what the hold no longer withholds); else the earliest deadline of the active
+    holds other than ``settling`` is the renewed mark (``NEVER_DUE``: none)."""
+    if not holds_may_be_due(acct, now):
+        return None
+    active = [
+        h
+        for h in read_holds(store, program, acct.id)
+        if h.status is HoldStatus.ACTIVE and h.id != settling
+    ]
+    if refuse_due and any(h.overdue(now) for h in active):
+        raise HoldsDue(acct.id)
+    return min((h.deadline for h in active), default=NEVER_DUE)
 
 
 def bonus_without_grants(acct: Account, now: datetime) -> int | None:
@@ -82,17 +102,22 @@ def wallet_marks(
     balance_delta: Mapping[str, int] | None = None,
     held_delta: Mapping[str, int] | None = None,
     new_deadline: datetime | None = None,
+    renewed_due: datetime | None = None,
 ) -> dict[str, Value]:
     """The head's ``attrs`` update for a wallet plan: both marks after the plan.
 
     ``grants_after`` are the unexpired grants (as of ``now``) after the plan;
-    ``new_deadline`` is the deadline of a hold the plan creates.
+    ``new_deadline`` is the deadline of a hold the plan creates; ``renewed_due``
+    the earliest deadline of the other active holds, when the plan read them
+    (:func:`settled_hold_due`): it renews the head's mark.
     """
     bd = balance_delta or {}
     hd = held_delta or {}
     held_before = sum(f.held for f in acct.funds.values())
     held_after = held_before + sum(hd.values())
     previous = marks_of(acct).hold_due if held_before else None
+    if renewed_due is not None:
+        previous = renewed_due
     hold_due: datetime | None = None
     if held_after and new_deadline is not None:
         if not held_before:

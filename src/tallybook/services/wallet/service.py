@@ -43,10 +43,9 @@ from tallybook.services.wallet.debit import DebitOps
 from tallybook.services.wallet.holds import HoldOps
 from tallybook.services.wallet.jobs import WalletJobs
 from tallybook.services.wallet.marks import (
-    HoldsDue,
     bonus_without_grants,
     holds_may_be_due,
-    overdue_hold,
+    settled_hold_due,
     wallet_marks,
 )
 from tallybook.services.wallet.records import (
@@ -203,12 +202,13 @@ class WalletService:
             if snap.program.fund(BONUS) is None:
                 raise ValidationError(f"program {program} has no bonus fund")
             acct = snap.account(account)
-            if overdue_hold(snap.store, program, acct, snap.now):
-                raise HoldsDue(account)
+            due = settled_hold_due(snap.store, program, acct, snap.now)
             grant = Grant(txn_id, amount, amount, expires, snap.now)
             funds = present_funds(f.name for f in snap.program.funds)
             grants = account_grants(snap.store, program, acct, snap.now)
-            marks = wallet_marks(acct, [*grants, grant], snap.now, balance_delta={BONUS: amount})
+            marks = wallet_marks(
+                acct, [*grants, grant], snap.now, balance_delta={BONUS: amount}, renewed_due=due
+            )
             return Plan(
                 type=TxnType.GRANT,
                 legs=[Leg(account, BONUS, amount), Leg(ISSUANCE, BONUS, -amount)],
@@ -259,14 +259,13 @@ class WalletService:
 
         def plan(snap: Snapshot) -> Plan:
             acct = snap.account(account)
-            if overdue_hold(snap.store, program, acct, snap.now):
-                raise HoldsDue(account)
+            due = settled_hold_due(snap.store, program, acct, snap.now)
             funds = present_funds(f.name for f in snap.program.funds)
             grants = account_grants(snap.store, program, acct, snap.now)
             return Plan(
                 type=TxnType.CREDIT,
                 legs=[Leg(account, fund, amount), Leg(EXTERNAL, fund, -amount)],
-                attrs={account: wallet_marks(acct, grants, snap.now)},
+                attrs={account: wallet_marks(acct, grants, snap.now, renewed_due=due)},
                 description=description,
                 owner=account,
                 details={

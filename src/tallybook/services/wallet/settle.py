@@ -8,6 +8,7 @@ void or expiry wins and the others see the new status.
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime
 from typing import cast
 
 from tallybook.domain.model import EXPIRY, REDEMPTION, Leg, TxnType
@@ -60,8 +61,17 @@ def expired_message(hold: Hold) -> str:
     )
 
 
-def settle_plan(snap: Snapshot, program: str, hold: Hold, op: str, amount: int | None) -> Plan:
-    """The transaction that settles ``hold`` by ``op`` (capture, void, expire, release)."""
+def settle_plan(
+    snap: Snapshot,
+    program: str,
+    hold: Hold,
+    op: str,
+    amount: int | None,
+    *,
+    renewed_due: datetime | None = None,
+) -> Plan:
+    """The transaction that settles ``hold`` by ``op`` (capture, void, expire, release);
+    ``renewed_due``: the earliest deadline of the owner's other active holds, if read."""
     if hold.status is not HoldStatus.ACTIVE:
         raise HoldNotActive(hold, f"hold {hold.id} is {hold.status}; it cannot be {DONE[op]}")
     expected = HoldKind.CREDIT if op == "release" else HoldKind.DEBIT
@@ -82,11 +92,17 @@ def settle_plan(snap: Snapshot, program: str, hold: Hold, op: str, amount: int |
         "expire": HoldStatus.EXPIRED,
         "release": HoldStatus.RELEASED,
     }[op]
-    return plan_split(snap, program, hold, split, status)
+    return plan_split(snap, program, hold, split, status, renewed_due=renewed_due)
 
 
 def plan_split(
-    snap: Snapshot, program: str, hold: Hold, split: CaptureSplit, status: HoldStatus
+    snap: Snapshot,
+    program: str,
+    hold: Hold,
+    split: CaptureSplit,
+    status: HoldStatus,
+    *,
+    renewed_due: datetime | None = None,
 ) -> Plan:
     """Spend the captured part, release the rest (released bonus back to its grant,
     or to ``@expiry`` if the grant expired meanwhile)."""
@@ -129,6 +145,7 @@ def plan_split(
         snap.now,
         balance_delta=balance_delta,
         held_delta=held_delta,
+        renewed_due=renewed_due,
     )
     return Plan(
         type=type_,
