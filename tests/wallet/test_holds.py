@@ -422,3 +422,34 @@ def test_a_shortfall_after_a_settled_hold_says_what_is_available(
     with pytest.raises(InsufficientFunds, match="available 400, needed 1000"):
         w.debit(P, "alice", 1000, txn_id="d1")
     assert_consistent(wallet, "alice")
+
+
+def test_grants_at_one_expiry_go_by_id_and_a_capture_spends_what_expired_meanwhile(
+    wallet: Ledger, clock: ManualClock
+) -> None:
+    """docs/wallet.md: grants expiring at the same time are spent in grant id order;
+    a capture spends the bonus its hold reserved from a grant that expired since."""
+    fund(wallet, "alice", cash=100)
+    w = wallet.wallet
+    soon = clock.now() + timedelta(seconds=10)
+    for grant in ("gB", "gA"):
+        w.grant(P, "alice", 30, expires_at=soon, txn_id=grant)
+    w.grant(P, "alice", 30, expires_at=soon + timedelta(seconds=10), txn_id="gC")
+    r = w.authorize(P, "alice", 100, hold_id="h1", expires_in=60)
+    assert [t.grant_id for t in r.hold.grants] == ["gA", "gB", "gC"]
+    clock.advance(timedelta(seconds=15))  # gA and gB expired, gC not
+    t = w.capture(P, "h1", 40).transaction
+    assert t is not None
+    assert t.grants == [
+        {"grant_id": "gA", "expires_at": t.grants[0]["expires_at"], "amount": -30},
+        {"grant_id": "gB", "expires_at": t.grants[1]["expires_at"], "amount": -10},
+    ]
+    # gB's other 20 expired with it (@expiry), gC's 30 and the cash went back
+    assert t.funds == {"bonus": -60}
+    assert available(wallet, "alice") == {
+        "bonus": 30,
+        "store_credit": 0,
+        "cash": 100,
+        "total": 130,
+    }
+    assert_consistent(wallet, "alice")
