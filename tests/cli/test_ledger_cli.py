@@ -483,3 +483,24 @@ def test_every_limit_option_states_its_range() -> None:
             if param.name == "limit" and not re.search(r"\b1-\d+\b", param.help or ""):
                 vague.append(f"tallybook {' '.join(path)}: {param.help}")
     assert vague == []
+
+
+def test_wallet_check_runs_the_wallet_invariants_from_the_cli(cli: Cli, ledger: Ledger) -> None:
+    """The wallet invariants (withheld = active holds, bonus = grants + reserved, ...)
+    were checked by the Python API only: no command ran them."""
+    ledger.accounts.open("shop", "alice")
+    ledger.wallet.credit("shop", "alice", "cash", 100, txn_id="c1")
+    ledger.wallet.authorize("shop", "alice", 30, hold_id="h1")
+    assert cli.json("wallet", "check", "alice", "-p", "shop") == {
+        "account": "alice",
+        "ok": True,
+        "violations": [],
+    }
+    assert cli.ok("wallet", "check", "alice", "-p", "shop").strip() == "ok"
+    ledger.transactions.credit("shop", "alice", "bonus", 70, txn_id="loose")  # no grant
+    code, out, _ = cli("wallet", "check", "alice", "-p", "shop")
+    assert code == 1
+    assert "bonus: balance 70 != grants 0" in out
+    assert out.strip().endswith("1 violation(s)")
+    code, _, err = cli("wallet", "check", "ghost", "-p", "shop")
+    assert (code, err.strip()) == (4, "error: account ghost not found in program shop")

@@ -230,6 +230,7 @@ app.command("hold")(wallet_reads.hold)
 app.command("holds")(wallet_reads.holds)
 app.command("transactions")(wallet_reads.transactions)
 app.command("transaction")(wallet_reads.transaction)
+app.command("check")(wallet_reads.check)
 
 
 def reconcile(

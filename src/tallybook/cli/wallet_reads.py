@@ -1,8 +1,9 @@
-"""Wallet read commands (``tallybook wallet balance|grants|hold|holds|transactions|transaction``),
-registered on the ``wallet`` sub-app by :mod:`tallybook.cli.wallet`."""
+"""Wallet read commands (``tallybook wallet balance|grants|hold|holds|transactions|transaction|
+check``), registered on the ``wallet`` sub-app by :mod:`tallybook.cli.wallet`."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -139,3 +140,32 @@ def transaction(
     with open_ledger(store, create=False) as ledger:
         t = ledger.wallet.transaction(program, txn_id)
     print_txn(t, as_json)
+
+
+def check(
+    account: AccountArg,
+    program: ProgramOption,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Verify the wallet invariants of an owner; exit 1 on any violation.
+
+    Withheld amounts equal the active holds, the bonus fund equals its grants
+    plus what holds reserve, no fund is below zero available, no charge intent
+    outlived reconcile, and the head's marks agree with the rows (what
+    ``tallybook check`` leaves to the wallet).
+
+    Example: tallybook wallet check alice -p shop
+    """
+    with open_ledger(store, create=False) as ledger:
+        problems = ledger.wallet.check(program, account)
+    if as_json:
+        print_json({"account": account, "ok": not problems, "violations": problems})
+    else:
+        for problem in problems:
+            console.print(f"[red]violation[/red] {problem}")
+        console.print(
+            "[green]ok[/green]" if not problems else f"[red]{len(problems)} violation(s)[/red]"
+        )
+    if problems:
+        sys.exit(1)
