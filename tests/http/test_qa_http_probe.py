@@ -118,10 +118,11 @@ def test_a_store_failure_in_the_idempotency_lookup_says_when_to_retry(
     error: Exception,
     status: int,
 ) -> None:
-    def failing(program: str, idempotency_key: str) -> None:
+    def failing(*args: object) -> None:
         raise error
 
-    monkeypatch.setattr(ledger.responses, "get", failing)
+    # the lookup is the claim of the key (or, failing that, the read of what is kept)
+    monkeypatch.setattr(ledger.responses, "claim", failing)
     with TestClient(create_app(ledger)) as client:
         r = client.post(
             "/v1/accounts",

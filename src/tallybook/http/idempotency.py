@@ -18,10 +18,14 @@ Replays are only served to a caller holding the scopes of the original caller
 (or ``admin``); anyone else goes through to the route, which checks scopes.
 
 Requests with one (program, Idempotency-Key) that arrive while an earlier one
-is still running in this process wait for it (up to :data:`IN_FLIGHT_WAIT`
-seconds, then a 409 ``idempotency-conflict`` with ``Retry-After``), and are
-then answered from its stored response: concurrent identical requests run the
-route once, the others are replays (another body: a 409).
+is still running wait for it (up to :data:`IN_FLIGHT_WAIT` seconds, then a 409
+``idempotency-conflict`` with ``Retry-After``), and are then answered from its
+stored response: concurrent identical requests run the route once, the others
+are replays (another body: a 409). In this process they wait on a set of keys;
+across processes (uvicorn ``--workers``, Lambda instances) on the claim a
+request writes at its key before it runs (a pending stored response, replaced
+by the answer, or deleted when there is none to keep; a claim whose process
+died lapses after ``CLAIM_SECONDS``).
 
 A route whose service answers its own replays declares it next to its
 definition with ``openapi_extra=replays_answered_by(...)`` (shown in the
@@ -61,7 +65,7 @@ from tallybook.http.deps import PARSED_BODY, Principal, authenticate, run_blocki
 from tallybook.http.metrics import Metrics
 from tallybook.http.problems import scope_problem
 from tallybook.ledger import Ledger
-from tallybook.store.records.responses import StoredResponse
+from tallybook.store.records.responses import PENDING, StoredResponse
 
 REPLAYED_HEADER = "Idempotent-Replayed"
 #: responses larger than this are not stored (a replay then re-executes)
@@ -73,6 +77,8 @@ _REPLAYED = REPLAYED_HEADER.lower().encode()
 #: how long a request waits for one running with its Idempotency-Key (seconds)
 IN_FLIGHT_WAIT = 30.0
 _IN_FLIGHT_POLL = 0.005
+#: how often a request polls the store for one running with its key in another process
+_CLAIM_POLL = 0.05
 
 
 def replays_answered_by(owner: Literal["ledger", "service"]) -> dict[str, Any]:
@@ -181,14 +187,7 @@ class IdempotencyMiddleware:
             return
         claim = (principal.program, idem_key)
         if not await self._claim(claim):
-            body = scope_problem(
-                scope,
-                409,
-                "idempotency-conflict",
-                "a request with this Idempotency-Key is still in progress; retry it later",
-            )
-            headers = [(b"content-type", b"application/problem+json"), (b"retry-after", b"1")]
-            await _send(send, 409, headers, body)
+            await _send_in_progress(scope, send)
             return
         try:
             await self._run(scope, receive, send, principal, idem_key)
@@ -219,8 +218,13 @@ class IdempotencyMiddleware:
         query = scope.get("query_string", b"")
         fp = fingerprint(scope["method"], scope["path"], query, body, parsed)
         responses = self.ledger.responses
-        stored = await run_blocking(self.ledger, responses.get, principal.program, idem_key)
+        program = principal.program
+        mine = StoredResponse(fp, PENDING, (), frozenset(principal.scopes), "")
+        stored = await self._claim_everywhere(program, idem_key, mine)
         if stored is not None:
+            if stored.pending and stored.fingerprint == fp:
+                await _send_in_progress(scope, send)
+                return
             _match_route(scope)
             if not _may_replay(principal, stored):
                 await self.app(scope, receive, send)
@@ -241,22 +245,35 @@ class IdempotencyMiddleware:
                 chunks.append(message.get("body", b""))
             await send(message)
 
-        await self.app(scope, receive, capture)
-        content = b"".join(chunks)
-        if 200 <= status < 300 and len(content) <= MAX_STORED_BODY:
-            try:
-                text = content.decode("utf-8")
-            except UnicodeDecodeError:
-                return
-            kept = tuple(
-                (k.decode("latin-1"), v.decode("latin-1"))
-                for k, v in headers
-                if k.lower() in _KEPT_HEADERS
-            )
-            response = StoredResponse(fp, status, kept, frozenset(principal.scopes), text)
-            await run_blocking(
-                self.ledger, responses.remember, principal.program, idem_key, response
-            )
+        kept = False
+        try:
+            await self.app(scope, receive, capture)
+            response = _to_keep(fp, status, headers, b"".join(chunks), principal)
+            if response is not None:
+                await run_blocking(self.ledger, responses.remember, program, idem_key, response)
+                kept = True
+        finally:
+            if not kept:  # a retry runs the request again
+                await run_blocking(self.ledger, responses.release, program, idem_key)
+
+    async def _claim_everywhere(
+        self, program: str, idem_key: str, mine: StoredResponse
+    ) -> StoredResponse | None:
+        """Claim the key in the store, for every process (``None`` once claimed), or
+        what is kept there: an answer, another body's claim, or after waiting
+        :data:`IN_FLIGHT_WAIT` seconds in vain the claim of the same request."""
+        responses = self.ledger.responses
+        deadline = time.monotonic() + IN_FLIGHT_WAIT
+        while True:
+            stored = await run_blocking(self.ledger, responses.claim, program, idem_key, mine)
+            if (
+                stored is None
+                or not stored.pending
+                or stored.fingerprint != mine.fingerprint
+                or time.monotonic() >= deadline
+            ):
+                return stored
+            await anyio.sleep(_CLAIM_POLL)
 
     def _count_replays(self, send: Send) -> Send:
         """``send``, counting responses the route marked as replays in the metrics."""
@@ -294,6 +311,37 @@ class IdempotencyMiddleware:
         headers.append((REPLAYED_HEADER.lower().encode(), b"true"))
         content = _marked_replay(stored.body).encode("utf-8")
         await _send(send, stored.status, headers, content)
+
+
+def _to_keep(
+    fp: str,
+    status: int,
+    headers: list[tuple[bytes, bytes]],
+    content: bytes,
+    principal: Principal,
+) -> StoredResponse | None:
+    """The answer to keep for replays: a 2xx whose body is small enough and text."""
+    if not 200 <= status < 300 or len(content) > MAX_STORED_BODY:
+        return None
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    kept = tuple(
+        (k.decode("latin-1"), v.decode("latin-1")) for k, v in headers if k.lower() in _KEPT_HEADERS
+    )
+    return StoredResponse(fp, status, kept, frozenset(principal.scopes), text)
+
+
+async def _send_in_progress(scope: Scope, send: Send) -> None:
+    body = scope_problem(
+        scope,
+        409,
+        "idempotency-conflict",
+        "a request with this Idempotency-Key is still in progress; retry it later",
+    )
+    headers = [(b"content-type", b"application/problem+json"), (b"retry-after", b"1")]
+    await _send(send, 409, headers, body)
 
 
 def _marked_replay(text: str) -> str:

@@ -5,18 +5,25 @@ from __future__ import annotations
 
 import contextlib
 
-from tallybook.errors import ConditionFailed, TallybookError
+from tallybook.errors import ConditionFailed, TallybookError, TooManyRetries
 from tallybook.services.clock import Clock
-from tallybook.store.port import ITEM_ABSENT, ItemStore
+from tallybook.store.port import ItemStore
 from tallybook.store.records.responses import (
     StoredResponse,
+    answer_replaces_claim,
+    claimable,
     response_item,
     response_key,
     response_of,
+    still_claimed,
 )
 
 #: how long a response is kept for replays
 TTL_SECONDS = 24 * 3600
+#: how long a claim holds its key when its request neither answers nor lets go
+#: (its process died): a little longer than a request with the key waits for it
+CLAIM_SECONDS = 35
+_CLAIM_TRIES = 5
 
 
 class StoredResponses:
@@ -29,12 +36,41 @@ class StoredResponses:
         item = self.store.get(response_key(program, idempotency_key))
         return None if item is None else response_of(item)
 
+    def claim(
+        self, program: str, idempotency_key: str, claim: StoredResponse
+    ) -> StoredResponse | None:
+        """Take ``idempotency_key`` for a request about to run (``claim`` is pending),
+        in every process at once: ``None`` when taken, else what is kept at the key
+        (an answer to replay, or another request's claim, still running).
+
+        A claim lasts :data:`CLAIM_SECONDS` unless answered or released first, so a
+        key whose process died is free again after that."""
+        now = int(self.clock.now().timestamp())
+        item = response_item(program, idempotency_key, claim, now + CLAIM_SECONDS)
+        for _ in range(_CLAIM_TRIES):
+            try:
+                self.store.put(item, claimable(now))
+            except ConditionFailed:
+                kept = self.get(program, idempotency_key)
+                if kept is not None:
+                    return kept
+                continue  # it expired or was released meanwhile: take it
+            return None
+        raise TooManyRetries(f"could not claim Idempotency-Key {idempotency_key!r}; retry it")
+
+    def release(self, program: str, idempotency_key: str) -> None:
+        """Let go of a claim whose request was not answered with a 2xx (a retry runs it)."""
+        with contextlib.suppress(ConditionFailed, TallybookError):
+            self.store.delete(response_key(program, idempotency_key), still_claimed())
+
     def remember(self, program: str, idempotency_key: str, response: StoredResponse) -> None:
-        """Keep ``response`` unless one is kept already (the first writer wins).
+        """Keep ``response`` in place of the request's claim, unless an answer is
+        kept already (the first writer wins).
 
         A failure to remember is swallowed: the write it answers is done, and
-        forgetting it only costs a re-execution of an idempotent request."""
+        forgetting it only costs a re-execution of an idempotent request (a claim
+        left behind frees the key after :data:`CLAIM_SECONDS`)."""
         expires = int(self.clock.now().timestamp()) + self.ttl_seconds
         item = response_item(program, idempotency_key, response, expires)
         with contextlib.suppress(ConditionFailed, TallybookError):
-            self.store.put(item, ITEM_ABSENT)
+            self.store.put(item, answer_replaces_claim())

@@ -7,7 +7,20 @@ from dataclasses import dataclass
 from typing import cast
 
 from tallybook.store import keys
-from tallybook.store.port import Item, Key, Value
+from tallybook.store.port import (
+    ITEM_ABSENT,
+    TTL_ATTR,
+    Compare,
+    Condition,
+    Item,
+    Key,
+    Value,
+    any_of,
+    equals,
+)
+
+#: the status of a claim: a request with this key is running (its answer is not kept yet)
+PENDING = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +33,11 @@ class StoredResponse:
     #: the scopes of the key that made the request: a replay needs them (or admin)
     scopes: frozenset[str]
     body: str
+
+    @property
+    def pending(self) -> bool:
+        """A claim: the request is still running somewhere (no answer to replay yet)."""
+        return self.status == PENDING
 
 
 def response_key(program: str, idempotency_key: str) -> Key:
@@ -51,3 +69,18 @@ def response_of(item: Item) -> StoredResponse:
         scopes=frozenset(cast(list[str], item.get("scopes") or [])),
         body=cast(str, item.get("body") or ""),
     )
+
+
+def claimable(now: int) -> Condition:
+    """Nothing kept at the key, or only what has expired (a claim whose process died)."""
+    return any_of(ITEM_ABSENT, Compare(TTL_ATTR, "<", now))
+
+
+def still_claimed() -> Condition:
+    """The item is a claim still: its answer may replace it, or its release delete it."""
+    return equals("status", PENDING)
+
+
+def answer_replaces_claim() -> Condition:
+    """An answer is kept over a claim (its own, or one taken over), never over an answer."""
+    return any_of(ITEM_ABSENT, still_claimed())
