@@ -40,6 +40,7 @@ from tallybook.errors import (
     InvalidState,
     NotFound,
     StoreError,
+    TooManyRetries,
     ValidationError,
 )
 from tallybook.services.events import LedgerEvent
@@ -83,6 +84,11 @@ T = TypeVar("T")
 
 #: the longest ``release_in_days`` of a held credit (as a grant's ``expires_in_days``)
 MAX_RELEASE_DAYS = 3660
+
+
+#: rounds of settling overdue holds a write falling short goes through before it
+#: gives up (each settles every hold due by then)
+_SETTLE_ROUNDS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,16 +381,23 @@ class HoldOps:
     def settling(self, program: str, account: str, write: Callable[[], T]) -> T:
         """``write``, again once the owner's overdue holds are settled if it fell short
         while one was due (a hold past its deadline, or a held credit past its release,
-        no longer withholds anything, read or not)."""
+        no longer withholds anything, read or not).
+
+        Another hold may come due while those are settled (a busy owner's short
+        holds): it is settled in turn. Still due after that (a clock behind the
+        head's marks) is no refusal, which would be final: the same request may
+        run again (:class:`TooManyRetries`)."""
+        for _ in range(_SETTLE_ROUNDS):
+            try:
+                return write()
+            except HoldsDue:
+                self.settle_overdue(program, account)
         try:
             return write()
         except HoldsDue:
-            self.settle_overdue(program, account)
-        try:
-            return write()
-        except HoldsDue:  # another hold fell due meanwhile
-            raise InsufficientFunds(
-                f"insufficient funds in the wallet of {account}: a hold is being settled; retry"
+            raise TooManyRetries(
+                f"the wallet of {account} has holds past their deadline still being "
+                "settled; retry with the same id"
             ) from None
 
     def expire(self, program: str, account: str, hold_id: str) -> HoldResult:

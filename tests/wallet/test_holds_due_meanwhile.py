@@ -1,0 +1,76 @@
+"""A hold or debit that falls short while holds are due settles them and plans again;
+another hold coming due while the first were settled (busy hot accounts, holds of
+a few seconds) must not turn that into a refusal: a 422 insufficient-funds is final
+to clients, yet this one was not kept, and the same request was applied later."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+
+from tallybook.domain.wallet import HoldStatus
+from tallybook.errors import TooManyRetries
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+
+from .conftest import P, fund
+
+
+def _time_passes_while_settling(
+    wallet: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each settling of overdue holds takes 10 seconds (the next hold comes due)."""
+    holds = wallet.wallet._holds
+    settle = holds.settle_overdue
+
+    def slow(program: str, account: str) -> bool:
+        settled = settle(program, account)
+        clock.advance(timedelta(seconds=10))
+        return settled
+
+    monkeypatch.setattr(holds, "settle_overdue", slow)
+
+
+def _two_holds_one_due(wallet: Ledger, clock: ManualClock) -> None:
+    fund(wallet, "ann", cash=100)
+    wallet.wallet.authorize(P, "ann", 60, hold_id="h-first", expires_in=10)
+    wallet.wallet.authorize(P, "ann", 30, hold_id="h-second", expires_in=20)
+    clock.advance(timedelta(seconds=15))  # h-first is due; 10 of 100 available
+
+
+@pytest.mark.parametrize(
+    "spend",
+    [
+        lambda w: w.wallet.authorize(P, "ann", 80, hold_id="h-big").transaction,
+        lambda w: w.wallet.debit(P, "ann", 80, txn_id="d-big"),
+    ],
+    ids=["authorize", "debit"],
+)
+def test_a_hold_coming_due_while_others_settle_is_settled_too_not_a_refusal(
+    wallet: Ledger,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    spend: Callable[[Ledger], object],
+) -> None:
+    _two_holds_one_due(wallet, clock)
+    _time_passes_while_settling(wallet, clock, monkeypatch)
+    assert spend(wallet) is not None
+    assert wallet.wallet.holds(P, "ann")[-1].status is HoldStatus.EXPIRED
+    assert {h.id: h.status for h in wallet.wallet.holds(P, "ann")}["h-second"] is (
+        HoldStatus.EXPIRED
+    )
+    assert wallet.wallet.check(P, "ann") == []
+
+
+def test_holds_still_due_after_settling_are_a_retry_not_a_final_refusal(
+    wallet: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _two_holds_one_due(wallet, clock)
+    monkeypatch.setattr(wallet.wallet._holds, "settle_overdue", lambda program, account: False)
+    with pytest.raises(TooManyRetries):
+        wallet.wallet.debit(P, "ann", 80, txn_id="d-big")
+    monkeypatch.undo()
+    clock.advance(timedelta(seconds=10))  # both holds due now
+    assert wallet.wallet.debit(P, "ann", 80, txn_id="d-big").replay is False
