@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from tallybook.domain.wallet import HoldStatus
-from tallybook.errors import TooManyRetries
+from tallybook.errors import InsufficientFunds, TooManyRetries
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 
@@ -74,3 +74,24 @@ def test_holds_still_due_after_settling_are_a_retry_not_a_final_refusal(
     monkeypatch.undo()
     clock.advance(timedelta(seconds=10))  # both holds due now
     assert wallet.wallet.debit(P, "ann", 80, txn_id="d-big").replay is False
+
+
+def test_a_shortfall_behind_a_settled_holds_old_deadline_is_a_final_refusal(
+    wallet: Ledger, clock: ManualClock
+) -> None:
+    """The head's earliest hold deadline stayed on a hold voided before it, while
+    another hold kept something withheld: past that time every spend falling short
+    looked for due holds, found none, and was refused without the refusal being
+    kept (the same debit was applied after a top-up)."""
+    fund(wallet, "ann", cash=100)
+    wallet.wallet.authorize(P, "ann", 60, hold_id="h-short", expires_in=10)
+    wallet.wallet.authorize(P, "ann", 30, hold_id="h-long", expires_in=600)
+    wallet.wallet.void(P, "h-short")
+    clock.advance(timedelta(seconds=15))
+    with pytest.raises(InsufficientFunds):
+        wallet.wallet.debit(P, "ann", 80, txn_id="d-big")
+    wallet.wallet.credit(P, "ann", "cash", 100, txn_id="top-up")
+    with pytest.raises(InsufficientFunds):  # final: kept for its transaction id
+        wallet.wallet.debit(P, "ann", 80, txn_id="d-big")
+    assert wallet.wallet.debit(P, "ann", 80, txn_id="d-again").replay is False
+    assert wallet.wallet.check(P, "ann") == []
