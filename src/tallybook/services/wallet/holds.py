@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeVar, cast
 
@@ -35,7 +35,6 @@ from tallybook.domain.wallet import (
     hold_deadline,
 )
 from tallybook.errors import (
-    ConditionFailed,
     IdempotencyConflict,
     InsufficientFunds,
     InvalidState,
@@ -68,14 +67,12 @@ from tallybook.services.wallet.settle import (
 from tallybook.store.evaluate import apply_updates
 from tallybook.store.port import Action, Item, Update, Value
 from tallybook.store.records.codec import iso
-from tallybook.store.records.ledger import head_update, read_head, read_transaction
+from tallybook.store.records.ledger import read_transaction
 from tallybook.store.records.wallet import (
     account_grants,
     hold_from_item,
     hold_key,
     hold_put,
-    marks_attrs,
-    marks_of,
     read_hold,
     read_holds,
     spend_grant,
@@ -374,35 +371,12 @@ class HoldOps:
             raise
 
     def settle_overdue(self, program: str, account: str) -> bool:
-        """Expire (or release) the owner's holds past their deadline; True if any was.
-
-        The head's mark of the earliest deadline then moves up to the active
-        holds' earliest: it only ever moves down while anything stays withheld,
-        so a hold settled before its deadline left it behind, and every spend
-        falling short after that time would look for due holds again."""
+        """Expire (or release) the owner's holds past their deadline; True if any was."""
         now = self.clock.now()
         due = [h for h in read_holds(self.store, program, account) if h.overdue(now)]
         for h in due:
             self.expire(program, account, h.id)
-        self._mark_next_deadline(program, account)
         return bool(due)
-
-    def _mark_next_deadline(self, program: str, account: str) -> None:
-        """Set the head's earliest hold deadline to the active holds' earliest, if the
-        head has not moved meanwhile (read before the holds: a hold made since fails
-        the write, which is then left to the next settling)."""
-        acct = read_head(self.store, program, account)
-        if acct is None or all(f.held == 0 for f in acct.funds.values()):
-            return
-        marks = marks_of(acct)
-        holds = read_holds(self.store, program, account)
-        active = [h for h in holds if h.status is HoldStatus.ACTIVE]
-        earliest = min((h.deadline for h in active), default=None)
-        if earliest is None or earliest == marks.hold_due:
-            return
-        attrs = marks_attrs(replace(marks, hold_due=earliest))
-        with contextlib.suppress(ConditionFailed):
-            self.store.transact_write([head_update(program, acct, attrs=attrs)])
 
     def settling(self, program: str, account: str, write: Callable[[], T]) -> T:
         """``write``, again once the owner's overdue holds are settled if it fell short
