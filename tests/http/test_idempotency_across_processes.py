@@ -4,18 +4,19 @@ store, so waiting for a request running in the same process is not enough."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from datetime import timedelta
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from tallybook.http.app import create_app
 from tallybook.ledger import Ledger
-from tallybook.services.clock import ManualClock
+from tallybook.services import responses as stored_responses
 from tallybook.services.responses import CLAIM_SECONDS
 from tallybook.store.records.responses import PENDING, StoredResponse
 
@@ -81,13 +82,43 @@ def test_a_request_that_failed_leaves_its_key_free_for_a_retry(
 
 
 def test_a_claim_left_by_a_dead_process_is_taken_over_once_its_lease_ends(
-    ledger: Ledger, servers: list[TestClient], write_headers: Headers, clock: ManualClock
+    ledger: Ledger, servers: list[TestClient], write_headers: Headers
 ) -> None:
     dead = StoredResponse("a request that never ended", PENDING, (), frozenset({"write"}), "")
     assert ledger.responses.claim("shop", "open-cid", dead) is None
-    clock.advance(timedelta(seconds=CLAIM_SECONDS + 1))
     headers = {**write_headers, "Idempotency-Key": "open-cid"}
+    now = ledger.responses.wall
+    ledger.responses.wall = lambda: now() + CLAIM_SECONDS + 1  # the lease is over
     r = servers[0].post("/v1/accounts", json={"account": "cid"}, headers=headers)
     assert (r.status_code, r.headers.get("idempotent-replayed")) == (201, None)
     again = servers[1].post("/v1/accounts", json={"account": "cid"}, headers=headers)
     assert (again.status_code, again.headers.get("idempotent-replayed")) == (201, "true")
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_a_request_running_longer_than_its_lease_keeps_its_claim(
+    ledger: Ledger,
+    servers: list[TestClient],
+    admin_headers: Headers,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(stored_responses, "CLAIM_SECONDS", 2)
+    create = ledger.webhooks.create
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(3.5)  # past the lease, renewed meanwhile
+        return create(*args, **kwargs)
+
+    monkeypatch.setattr(ledger.webhooks, "create", slow)
+    headers = {**admin_headers, "Idempotency-Key": "slow-subscribe"}
+    body = {"url": "https://example.com/slow"}
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(servers[0].post, "/v1/webhooks", json=body, headers=headers)
+        time.sleep(0.5)
+        second = pool.submit(servers[1].post, "/v1/webhooks", json=body, headers=headers)
+        answers = [first.result(), second.result()]
+    assert [(r.status_code, r.headers.get("idempotent-replayed")) for r in answers] == [
+        (201, None),
+        (201, "true"),
+    ]
+    assert len(ledger.webhooks.list("shop")) == 1

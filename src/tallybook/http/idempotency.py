@@ -25,7 +25,7 @@ are replays (another body: a 409). In this process they wait on a set of keys;
 across processes (uvicorn ``--workers``, Lambda instances) on the claim a
 request writes at its key before it runs (a pending stored response, replaced
 by the answer, or deleted when there is none to keep; a claim whose process
-died lapses after ``CLAIM_SECONDS``).
+died lapses after ``CLAIM_SECONDS``; a running request renews its claim).
 
 A route whose service answers its own replays declares it next to its
 definition with ``openapi_extra=replays_answered_by(...)`` (shown in the
@@ -45,6 +45,7 @@ Stored responses are kept through :class:`tallybook.services.responses.StoredRes
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -65,6 +66,7 @@ from tallybook.http.deps import PARSED_BODY, Principal, authenticate, run_blocki
 from tallybook.http.metrics import Metrics
 from tallybook.http.problems import scope_problem
 from tallybook.ledger import Ledger
+from tallybook.services import responses as stored_responses
 from tallybook.store.records.responses import PENDING, StoredResponse
 
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -246,6 +248,7 @@ class IdempotencyMiddleware:
             await send(message)
 
         kept = False
+        renewing = asyncio.get_running_loop().create_task(self._renew(program, idem_key, mine))
         try:
             await self.app(scope, receive, capture)
             response = _to_keep(fp, status, headers, b"".join(chunks), principal)
@@ -253,8 +256,15 @@ class IdempotencyMiddleware:
                 await run_blocking(self.ledger, responses.remember, program, idem_key, response)
                 kept = True
         finally:
+            renewing.cancel()
             if not kept:  # a retry runs the request again
                 await run_blocking(self.ledger, responses.release, program, idem_key)
+
+    async def _renew(self, program: str, idem_key: str, mine: StoredResponse) -> None:
+        """Keep the claim of a request running longer than a third of its lease."""
+        while True:
+            await anyio.sleep(claim_seconds() / 3)
+            await run_blocking(self.ledger, self.ledger.responses.renew, program, idem_key, mine)
 
     async def _claim_everywhere(
         self, program: str, idem_key: str, mine: StoredResponse
@@ -311,6 +321,11 @@ class IdempotencyMiddleware:
         headers.append((REPLAYED_HEADER.lower().encode(), b"true"))
         content = _marked_replay(stored.body).encode("utf-8")
         await _send(send, stored.status, headers, content)
+
+
+def claim_seconds() -> float:
+    """The lease of a claim (read when used, so tests may shorten it)."""
+    return float(stored_responses.CLAIM_SECONDS)
 
 
 def _to_keep(

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import contextlib
+import time
+from collections.abc import Callable
 
 from tallybook.errors import ConditionFailed, TallybookError, TooManyRetries
 from tallybook.services.clock import Clock
@@ -12,6 +14,7 @@ from tallybook.store.records.responses import (
     StoredResponse,
     answer_replaces_claim,
     claimable,
+    claimed_by,
     response_item,
     response_key,
     response_of,
@@ -20,9 +23,9 @@ from tallybook.store.records.responses import (
 
 #: how long a response is kept for replays
 TTL_SECONDS = 24 * 3600
-#: how long a claim holds its key when its request neither answers nor lets go
-#: (its process died): a little longer than a request with the key waits for it
-CLAIM_SECONDS = 35
+#: how long a claim holds its key unless renewed (its request renews it every
+#: third of that while it runs): a key whose process died is free again after it
+CLAIM_SECONDS = 10
 _CLAIM_TRIES = 5
 
 
@@ -31,6 +34,9 @@ class StoredResponses:
         self.store = store
         self.clock = clock
         self.ttl_seconds = ttl_seconds
+        #: the machine's time, in seconds: a claim's lease is a TTL, which the
+        #: store applies by the machine's time whatever the ledger's clock says
+        self.wall: Callable[[], float] = time.time
 
     def get(self, program: str, idempotency_key: str) -> StoredResponse | None:
         item = self.store.get(response_key(program, idempotency_key))
@@ -43,9 +49,10 @@ class StoredResponses:
         in every process at once: ``None`` when taken, else what is kept at the key
         (an answer to replay, or another request's claim, still running).
 
-        A claim lasts :data:`CLAIM_SECONDS` unless answered or released first, so a
-        key whose process died is free again after that."""
-        now = int(self.clock.now().timestamp())
+        A claim lasts :data:`CLAIM_SECONDS` unless renewed (:meth:`renew`),
+        answered or released first, so a key whose process died is free again
+        after that."""
+        now = int(self.wall())
         item = response_item(program, idempotency_key, claim, now + CLAIM_SECONDS)
         for _ in range(_CLAIM_TRIES):
             try:
@@ -57,6 +64,12 @@ class StoredResponses:
                 continue  # it expired or was released meanwhile: take it
             return None
         raise TooManyRetries(f"could not claim Idempotency-Key {idempotency_key!r}; retry it")
+
+    def renew(self, program: str, idempotency_key: str, claim: StoredResponse) -> None:
+        """Extend the lease of ``claim``, still running (nothing if it is gone)."""
+        item = response_item(program, idempotency_key, claim, int(self.wall()) + CLAIM_SECONDS)
+        with contextlib.suppress(ConditionFailed, TallybookError):
+            self.store.put(item, claimed_by(claim.fingerprint))
 
     def release(self, program: str, idempotency_key: str) -> None:
         """Let go of a claim whose request was not answered with a 2xx (a retry runs it)."""

@@ -15,6 +15,7 @@ from tallybook.store.port import (
     Item,
     Key,
     Value,
+    all_of,
     any_of,
     equals,
 )
@@ -79,6 +80,11 @@ def claimable(now: int) -> Condition:
 def still_claimed() -> Condition:
     """The item is a claim still: its answer may replace it, or its release delete it."""
     return equals("status", PENDING)
+
+
+def claimed_by(fingerprint: str) -> Condition:
+    """A claim still, of a request with ``fingerprint``: its lease may be renewed."""
+    return all_of(still_claimed(), equals("fingerprint", fingerprint))
 
 
 def answer_replaces_claim() -> Condition:
