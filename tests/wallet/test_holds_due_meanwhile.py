@@ -95,3 +95,46 @@ def test_a_shortfall_behind_a_settled_holds_old_deadline_is_a_final_refusal(
         wallet.wallet.debit(P, "ann", 80, txn_id="d-big")
     assert wallet.wallet.debit(P, "ann", 80, txn_id="d-again").replay is False
     assert wallet.wallet.check(P, "ann") == []
+
+
+def test_a_charged_debit_outrun_by_other_spends_is_a_retry_not_a_refusal(
+    wallet: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each round of a charged debit found enough and lost it to another client's
+    spend before committing: after three it answered 422 insufficient-funds (final
+    to clients, though the debit needed no charge at all and was never refused)."""
+    fund(wallet, "ann", cash=100)
+    debits = wallet.wallet._debits
+    preview = debits._preview
+    rounds = iter(range(3))
+
+    def outrun(*args: object, **kwargs: object) -> object:
+        n = next(rounds, None)
+        seen = preview(*args, **kwargs)  # type: ignore[arg-type]
+        if n is not None:  # another client spends, then is refunded before the next round
+            wallet.wallet.debit(P, "ann", 50, txn_id=f"other-{n}")
+        return seen
+
+    monkeypatch.setattr(debits, "_preview", outrun)
+    monkeypatch.setattr(debits, "_commit", _topping_up_after(wallet, debits._commit))
+    with pytest.raises(TooManyRetries):
+        wallet.wallet.debit(P, "ann", 80, txn_id="d-charged", on_shortfall="charge")
+    monkeypatch.undo()
+    t = wallet.wallet.debit(P, "ann", 80, txn_id="d-charged", on_shortfall="charge")
+    assert t.funds == {"cash": -80}
+    assert t.charge is None
+    assert wallet.wallet.check(P, "ann") == []
+
+
+def _topping_up_after(wallet: Ledger, commit: Callable[..., object]) -> Callable[..., object]:
+    """``commit``, then the other client's spend refunded (as a credit)."""
+    n = iter(range(100))
+
+    def commit_then_refund(*args: object, **kwargs: object) -> object:
+        try:
+            return commit(*args, **kwargs)
+        finally:
+            if args and args[2] == 80:
+                wallet.wallet.credit(P, "ann", "cash", 50, txn_id=f"refund-{next(n)}")
+
+    return commit_then_refund

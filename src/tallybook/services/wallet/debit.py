@@ -35,6 +35,7 @@ from tallybook.errors import (
     InsufficientFunds,
     LedgerError,
     PaymentDeclined,
+    TooManyRetries,
     ValidationError,
 )
 from tallybook.retry import retrying
@@ -137,7 +138,8 @@ class DebitOps:
                     except InsufficientFunds:
                         continue  # spent concurrently: charge the new shortfall
                 return self._charge_and_commit(program, account, amount, txn_id, body, shortfall)
-        raise InsufficientFunds(f"the wallet of {account} kept changing; retry the debit")
+        # no refusal (which clients take as final): other spends kept outrunning this one
+        raise TooManyRetries(f"the wallet of {account} kept changing; retry the debit")
 
     # -- steps ------------------------------------------------------------------
 
