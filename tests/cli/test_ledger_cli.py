@@ -241,6 +241,30 @@ def test_check_compares_each_entry_with_its_transaction_record(
     )
 
 
+def test_check_finds_a_withheld_amount_on_a_fund_outside_the_wallet(
+    cli: Cli, ledger: Ledger, store: ItemStore
+) -> None:
+    """Invariant 2 was checked on cash, store credit and bonus only: points withheld
+    with no hold (available far below zero) passed."""
+    ledger.accounts.open("shop", "alice")
+    ledger.transactions.credit("shop", "alice", "points", 10, txn_id="c-1")
+    head = ledger.accounts.get("shop", "alice")
+    funds = {
+        name: {"balance": s.balance, "held": s.held, "seq": s.seq, "last_us": s.last_us}
+        for name, s in head.funds.items()
+    }
+    funds["points"]["held"] = 50
+    store.update(keys.account_head("shop", "alice"), [Set("funds", funds)])  # type: ignore[arg-type]
+    code, out, _ = cli("check", "--program", "shop")
+    assert code == 1
+    assert "invariant 2: alice/points: head withholds 50, holds sum 0" in out
+    assert "invariant 2: alice/points: available -40 below zero" in out
+    assert ledger.wallet.check("shop", "alice") == [
+        "alice/points: head withholds 50, holds sum 0",
+        "alice/points: available -40 below zero",
+    ]
+
+
 POST = ["post", "credit", "alice", "cash"]
 
 

@@ -241,13 +241,13 @@ class WalletJobs:
             h for h in read_holds(self.store, program, account) if h.status is HoldStatus.ACTIVE
         ]
         problems: list[str] = []
-        for fund in present_funds(f.name for f in prog.funds):
+        for spec in prog.funds:  # every fund: one outside the wallet withholds nothing
+            fund = spec.name
             state = acct.fund(fund)
             held = sum(h.amounts.get(fund, 0) for h in holds)
             if state.held != held:
                 problems.append(f"{account}/{fund}: head withholds {state.held}, holds sum {held}")
-            spec = prog.fund(fund)
-            if state.available < 0 and not (spec and spec.allow_overdraft):
+            if state.available < 0 and not spec.allow_overdraft:
                 problems.append(f"{account}/{fund}: available {state.available} below zero")
         for h in holds:
             reserved = sum(t.amount for t in h.grants)
