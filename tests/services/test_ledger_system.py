@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -190,3 +190,51 @@ def test_one_system_balance_reads_only_that_accounts_shards(
         assert shards == 16
         # the shards, then the heads of the program's 3 accounts
         assert counted.batches == [shards, 3], system
+
+
+class _PostsAfterFirstHead(ForwardingStore):
+    """Once armed, the first head read returns, then ``posts`` runs: a posting in
+    flight between the check's reads of one account and the next."""
+
+    def __init__(self, inner: ItemStore) -> None:
+        super().__init__(inner)
+        self.posts: Callable[[], None] | None = None
+
+    def get(self, key: Key, *, consistent: bool = True) -> Item | None:
+        item = super().get(key, consistent=consistent)
+        if self.posts is not None and key.sk == "HEAD":
+            posts, self.posts = self.posts, None
+            posts()
+        return item
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
+def test_check_of_a_program_in_use_reports_no_posting_in_flight(
+    store: ItemStore, clock: ManualClock
+) -> None:
+    """A credit, transfer, hold or notification committed while the check read the
+    program was reported as a violation of invariants 1, 2, 5 or 6 (a live ledger
+    failed its check); the check now reads again what a posting moved."""
+    ledger = Ledger(store, clock=clock)
+    ledger.programs.create(PROGRAM)
+    open_accounts(ledger, "alice", "bob")
+    for account in ("alice", "bob"):
+        ledger.wallet.credit(PROGRAM, account, "cash", 100, txn_id=f"seed-{account}")
+        ledger.notifications.add(PROGRAM, account, "Promo", {"n": 0})
+
+    def posts() -> None:
+        for n, account in enumerate(("alice", "bob")):
+            other = "bob" if account == "alice" else "alice"
+            ledger.wallet.credit(PROGRAM, account, "cash", 7, txn_id=f"c-{account}")
+            ledger.transactions.transfer(PROGRAM, account, other, "cash", 5, txn_id=f"t-{n}")
+            ledger.wallet.authorize(PROGRAM, account, 3, hold_id=f"h-{account}")
+            ledger.notifications.add(PROGRAM, account, "Promo", {"n": 1})
+
+    live = _PostsAfterFirstHead(store)
+    checking = Ledger(live, clock=clock)
+    live.posts = posts
+    report = checking.check.program(PROGRAM)
+    assert live.posts is None  # the postings ran during the check
+    assert report.violations == []
+    assert report.unit_totals["USD"] == 0
+    assert checking.check.program(PROGRAM).ok
