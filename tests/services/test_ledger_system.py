@@ -238,3 +238,29 @@ def test_check_of_a_program_in_use_reports_no_posting_in_flight(
     assert report.violations == []
     assert report.unit_totals["USD"] == 0
     assert checking.check.program(PROGRAM).ok
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
+def test_check_counts_an_account_opened_while_it_ran(store: ItemStore, clock: ManualClock) -> None:
+    """The consistent view of the heads read only the accounts the pass had listed:
+    one opened meanwhile (in a directory shard already read) that paid into a listed
+    account made the program look 5 short of zero."""
+    assert keys.shard_of("erin") < keys.shard_of("alice") < keys.shard_of("dave")
+    ledger = Ledger(store, clock=clock)
+    ledger.programs.create(PROGRAM)
+    open_accounts(ledger, "alice", "dave")
+    ledger.wallet.credit(PROGRAM, "alice", "cash", 100, txn_id="seed")
+
+    def posts() -> None:  # after alice's head is read, before dave's
+        ledger.transactions.transfer(PROGRAM, "alice", "dave", "cash", 3, txn_id="t-1")
+        open_accounts(ledger, "erin")
+        ledger.wallet.credit(PROGRAM, "erin", "cash", 10, txn_id="c-erin")
+        ledger.transactions.transfer(PROGRAM, "erin", "alice", "cash", 5, txn_id="t-2")
+
+    live = _PostsAfterFirstHead(store)
+    checking = Ledger(live, clock=clock)
+    live.posts = posts
+    report = checking.check.program(PROGRAM)
+    assert live.posts is None
+    assert report.violations == []
+    assert report.accounts == 2  # erin was opened after the pass listed her shard

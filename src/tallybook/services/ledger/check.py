@@ -86,16 +86,14 @@ class CheckService:
         program = self.programs.get(program_id)
         report = CheckReport()
         totals: dict[str, int] = defaultdict(int)
-        ids = []
         for account_id in self.accounts.list_ids(program_id):
-            ids.append(account_id)
             self._check_settled(program, account_id, report, totals, listed=True)
             if progress:
                 progress(1)
         for unit, amount in self._shard_totals(program, report.violations).items():
             totals[unit] += amount
         if any(totals.values()):  # postings in flight, or a violation: look again
-            consistent = self._consistent_totals(program, ids)
+            consistent = self._consistent_totals(program)
             if consistent is None:
                 report.violations.append(
                     "invariant 5: not checked: the accounts kept changing while they were "
@@ -149,11 +147,13 @@ class CheckService:
                 totals[spec.unit] += amount
         return totals
 
-    def _consistent_totals(self, program: Program, ids: list[str]) -> dict[str, int] | None:
+    def _consistent_totals(self, program: Program) -> dict[str, int] | None:
         """Per unit, the sum of every head's balances and system counters plus the
-        shards, from two reads of them all that found nothing changed in between."""
+        shards, from two reads of them all (accounts opened meanwhile too) that found
+        nothing changed in between."""
         previous: tuple[dict[str, int], dict[str, int]] | None = None
         for _ in range(ATTEMPTS + 1):
+            ids = list(self.accounts.list_ids(program.id))
             versions: dict[str, int] = {}
             totals: dict[str, int] = defaultdict(int)
             for start in range(0, len(ids), 100):
