@@ -604,3 +604,14 @@ def test_tables_and_lines_print_times_as_the_http_api_and_json_do(
         out = cli.ok(*args)
         assert "+00:00" not in out, args
         assert found in out, (args, found, out)
+
+
+def test_cli_times_have_six_fraction_digits_as_http_answers_do() -> None:
+    # was: 2026-11-27T10:00:00Z on a whole second, ...:00.123456Z otherwise
+    from datetime import UTC, datetime
+
+    whole = datetime(2026, 11, 27, 10, 0, 0, tzinfo=UTC)
+    assert output.time_text(whole) == "2026-11-27T10:00:00.000000Z"
+    assert output.to_jsonable({"at": [whole.replace(microsecond=5)]}) == {
+        "at": ["2026-11-27T10:00:00.000005Z"]
+    }

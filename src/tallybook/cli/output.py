@@ -13,6 +13,7 @@ from rich.progress import Progress, ProgressColumn
 from rich.table import Table
 
 from tallybook.ledger import Ledger
+from tallybook.store.records.codec import iso
 from tallybook.store.url import open_store
 
 #: soft wrap: a line of output is one line however narrow the terminal or pipe
@@ -35,8 +36,9 @@ def progress_bar(
 
 
 def time_text(t: datetime) -> str:
-    """A time as the HTTP API and ``--json`` print it: ``2026-01-31T12:00:00Z``."""
-    return t.isoformat().replace("+00:00", "Z")
+    """A time as the HTTP API and ``--json`` print it: ``2026-01-31T12:00:00.000000Z``
+    (UTC, always six fraction digits, so times sort as text)."""
+    return iso(t)
 
 
 def to_jsonable(value: Any) -> Any:

@@ -14,9 +14,10 @@ import re
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema
 
 from tallybook.domain.ids import MAX_ID_LENGTH
+from tallybook.store.records.codec import iso
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$"
 FUND_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
@@ -42,6 +43,15 @@ def _not_a_number(value: object) -> object:
 
 #: a time given in a request: ISO 8601 text, never a number
 Time = Annotated[datetime, BeforeValidator(_not_a_number)]
+
+#: a time in an answer: UTC with six fraction digits, ``2026-01-31T12:00:00.000000Z``,
+#: as webhooks, billing and the CLI print it; one width, so times sort as text
+#: (pydantic left out a zero fraction: ``...:00Z`` beside ``...:00.123456Z``)
+TimeOut = Annotated[
+    datetime,
+    PlainSerializer(iso, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
 
 
 def _ascii_digits(value: object) -> object:

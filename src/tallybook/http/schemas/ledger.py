@@ -3,7 +3,6 @@ transactions (see :mod:`tallybook.http.schemas.common` for the convention)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,7 +24,7 @@ from tallybook.domain.postings import (
     MAX_METADATA_KEYS,
     MAX_METADATA_VALUE,
 )
-from tallybook.http.schemas.common import FUND_PATTERN, LEG_ACCOUNT_PATTERN, Id
+from tallybook.http.schemas.common import FUND_PATTERN, LEG_ACCOUNT_PATTERN, Id, TimeOut
 
 FundName = Annotated[str, Field(pattern=FUND_PATTERN, examples=["points"])]
 Amount = Annotated[
@@ -76,7 +75,7 @@ class ProgramOut(BaseModel):
     name: str
     currency: str
     funds: list[FundOut]
-    created_at: datetime
+    created_at: TimeOut
 
     @classmethod
     def of(cls, p: Program) -> ProgramOut:
@@ -109,7 +108,7 @@ class BalancesOut(BaseModel):
 class AccountOut(BaseModel):
     account: str
     program: str
-    created_at: datetime
+    created_at: TimeOut
     balances: list[BalanceOut]
     attributes: dict[str, Any]
 
@@ -133,7 +132,7 @@ class EntryOut(BaseModel):
     balance: int
     txn_id: str
     type: str
-    created_at: datetime
+    created_at: TimeOut
     order_id: str | None = None
     description: str | None = None
     metadata: dict[str, str]
@@ -186,7 +185,7 @@ class TransactionOut(BaseModel):
     program: str
     type: str
     legs: list[LegOut]
-    created_at: datetime
+    created_at: TimeOut
     order_id: str | None = None
     description: str | None = None
     metadata: dict[str, str]

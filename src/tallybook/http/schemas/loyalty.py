@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,7 +16,7 @@ from tallybook.domain.loyalty_rules import (
     WINDOWS,
 )
 from tallybook.domain.money import MAX_AMOUNT
-from tallybook.http.schemas.common import FUND_PATTERN, ID_PATTERN, Time
+from tallybook.http.schemas.common import FUND_PATTERN, ID_PATTERN, Time, TimeOut
 from tallybook.http.schemas.ledger import Metadata, TransactionOut
 from tallybook.services.loyalty.service import MAX_ORDER_ID, EarnResult, RedeemResult
 
@@ -188,13 +187,13 @@ class TierOut(_Out):
     balance: int
     available: int
     lifetime_points: int
-    qualified_at: datetime | None
+    qualified_at: TimeOut | None
     next_tier: str | None
     points_to_next_tier: int | None
 
 
 class TierChangeOut(_Out):
-    at: datetime
+    at: TimeOut
     previous: str | None
     tier: str
     reason: str
@@ -220,7 +219,7 @@ class MembersOut(_Out):
 
 
 class ExpiringLotOut(_Out):
-    expires: datetime | None
+    expires: TimeOut | None
     points: int
     order_id: str | None
     earned_at: str

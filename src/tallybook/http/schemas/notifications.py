@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tallybook.domain.notifications import MAX_RETENTION_DAYS, Notification
-from tallybook.http.schemas.common import Time
+from tallybook.http.schemas.common import Time, TimeOut
 from tallybook.services.notifications.ingest import IngestResult
 
 TYPE_PATTERN = r"^[A-Za-z][A-Za-z0-9_.:\-]{0,63}$"
@@ -67,17 +66,17 @@ class NotificationOut(BaseModel):
     account: str
     type: str
     payload: dict[str, Any]
-    created_at: datetime
+    created_at: TimeOut
     status: Literal["active", "superseded", "dismissed", "expired", "unlisted"]
     listed: bool
-    expires_at: datetime | None = None
-    dismissed_at: datetime | None = None
+    expires_at: TimeOut | None = None
+    dismissed_at: TimeOut | None = None
     dismissed_by: str | None = Field(
         default=None, description="the superseding notification's id, a transaction id or 'user'"
     )
     dismiss_reason: str | None = None
     delivery: Literal["delivered", "failed"] | None = None
-    delivered_at: datetime | None = None
+    delivered_at: TimeOut | None = None
     delivery_error: str | None = None
     source: str | None = Field(default=None, description="idempotency key it was added with")
 

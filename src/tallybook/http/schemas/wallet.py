@@ -5,14 +5,13 @@ Amounts are strict integers in minor units; times carry a time zone.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tallybook.domain.money import MAX_AMOUNT
 from tallybook.domain.wallet import MAX_HOLD_SECONDS, Grant, Hold, WalletBalance
-from tallybook.http.schemas.common import ID_PATTERN, Time
+from tallybook.http.schemas.common import ID_PATTERN, Time, TimeOut
 from tallybook.services.wallet.holds import HoldResult
 from tallybook.services.wallet.records import WalletTransaction
 from tallybook.services.wallet.service import MAX_GRANT_DAYS
@@ -33,7 +32,7 @@ class WalletBalanceOut(BaseModel):
     account: str
     funds: list[FundViewOut]
     total_available: int
-    as_of: datetime
+    as_of: TimeOut
 
     @staticmethod
     def of(b: WalletBalance) -> WalletBalanceOut:
@@ -49,8 +48,8 @@ class GrantOut(BaseModel):
     grant_id: str
     awarded: int
     available: int
-    expires_at: datetime
-    granted_at: datetime
+    expires_at: TimeOut
+    granted_at: TimeOut
 
     @staticmethod
     def of(g: Grant) -> GrantOut:
@@ -75,7 +74,7 @@ class WalletTransactionOut(BaseModel):
     charge: dict[str, Any] | None
     order_id: str | None
     description: str | None
-    created_at: datetime
+    created_at: TimeOut
     replay: bool
 
     @staticmethod
@@ -106,9 +105,9 @@ class HoldOut(BaseModel):
     amounts: dict[str, int]
     captured: int
     captured_funds: dict[str, int]
-    deadline: datetime
-    created_at: datetime
-    finished_at: datetime | None
+    deadline: TimeOut
+    created_at: TimeOut
+    finished_at: TimeOut | None
 
     @staticmethod
     def of(h: Hold) -> HoldOut:
