@@ -562,6 +562,26 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(
         os.close(write_end)
     assert failed.returncode == 4
     assert failed.stderr == "error: account bob not found in program shop\n"
+    # a failure whose report was still buffered keeps its code (a rejected line:
+    # 2); one that wrote to the closed pipe ended there, as SIGPIPE would end it
+    events = tmp_path / "events.ndjson"
+    events.write_text('{"account": "alice"}\n')
+    ingest = ["events", "ingest", str(events), "-p", "shop", "--json"]
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        rejected = subprocess.run(
+            [sys.executable, "-m", "tallybook", "--store", url, *ingest],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert (rejected.returncode, rejected.stderr) == (141 if unbuffered else 2, "")
 
 
 def test_tables_and_lines_print_times_as_the_http_api_and_json_do(

@@ -152,6 +152,7 @@ def main() -> None:
     120). SIGPIPE keeps Python's handling (ignored), so ``serve`` and webhook
     deliveries do not die of a client's closed socket.
     """
+    code: str | int | None = CLOSED_PIPE_EXIT
     try:
         _main()
     except SystemExit as exc:
@@ -159,7 +160,8 @@ def main() -> None:
             try:  # what print() left buffered, written here rather than at exit
                 sys.stdout.flush()
             except BrokenPipeError:
-                pass
+                if exc.code not in (0, None):
+                    code = exc.code  # a failure keeps its own exit code
             else:
                 raise
     except BrokenPipeError:
@@ -167,7 +169,7 @@ def main() -> None:
     # nothing more can reach the reader: stdout goes nowhere, so exit flushes nothing
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
-    sys.exit(CLOSED_PIPE_EXIT)
+    sys.exit(code)
 
 
 def _main() -> None:
