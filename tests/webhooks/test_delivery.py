@@ -191,3 +191,19 @@ def test_a_held_credit_is_posted_then_its_release_is_a_hold_expired_event(
     assert released["released"] == {"cash": 900}
     assert released["account"] == "seller"
     assert bodies[1]["accounts"] == ["seller"]
+
+
+def test_events_are_delivered_on_a_ledger_clock_past_their_retention(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    """The store reads TTLs on the ledger's clock: the event log's retention is
+    counted on it too, so a clock more than 30 days ahead of the wall still sees
+    (and delivers) the events it logs."""
+    with running_receiver() as receiver:
+        receiver.secret = ledger.webhooks.create("shop", receiver.url, allow_http=True).secret
+        ledger.accounts.open("shop", "alice")
+        clock.advance(timedelta(days=31))
+        ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t1")
+        drain(ledger.webhooks.worker(policy=FAST), receiver, 1)
+        bodies = first_receipts(receiver)
+    assert [(b["type"], b["data"]["txn_id"]) for b in bodies] == [("transaction.posted", "t1")]

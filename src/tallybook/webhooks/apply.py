@@ -15,7 +15,6 @@ asks the caller to read the markers again and plan the rest anew.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -104,14 +103,15 @@ def apply_groups(store: Store, groups: Sequence[Group]) -> int:
     return done
 
 
-def _merged(groups: Sequence[Group]) -> list[Action]:
+def _merged(store: Store, groups: Sequence[Group]) -> list[Action]:
     first: dict[Lane, MarkMove] = {}
     last: dict[Lane, Mark] = {}
     for group in groups:
         for move in group.marks:
             first.setdefault(move.lane, move)
             last[move.lane] = move.mark
-    now, ttl = int(time.time()), retention_ttl()
+    now = store.ttl_now()
+    ttl = retention_ttl(now)
     return [mark_update(lane, first[lane].expect, last[lane], now, ttl) for lane in first]
 
 
@@ -128,7 +128,7 @@ def _apply(store: Store, groups: list[Group], done_before: int) -> int:
                 firsts[at] = i
             at += len(g.actions)
         try:
-            store.transact_write([a for g in groups for a in g.actions] + _merged(groups))
+            store.transact_write([a for g in groups for a in g.actions] + _merged(store, groups))
             return sum(1 for g in groups if g.event is not None)
         except ConditionFailed as exc:
             failed = {i for i, reason in enumerate(exc.reasons) if reason}

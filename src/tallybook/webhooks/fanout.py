@@ -100,7 +100,7 @@ def _fan_out_legacy(store: ItemStore, program: str, subs: Sequence[Subscription]
     """Fan out the events an older version wrote with their changes (pending index)."""
     done = 0
     while pending := pending_events(store, program, limit=200):
-        ttl = retention_ttl()
+        ttl = retention_ttl(store.ttl_now())
         groups = [
             Group([fanned_out(program, event.id), *deliveries(event, pos, subs, ttl)], event)
             for event, pos in pending

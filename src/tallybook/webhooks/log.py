@@ -19,7 +19,8 @@ gives the same events, and the posting pays only for one row.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import cast
 
 from tallybook.store.port import Item, ItemStore
@@ -30,18 +31,22 @@ from tallybook.store.records.webhook_changes import change_item, is_source
 EVENT_RETENTION_DAYS = 30
 
 
-def retention_ttl() -> int:
-    """The ``ttl`` of an event logged now, and of its deliveries."""
-    return int(time.time()) + EVENT_RETENTION_DAYS * 86_400
+def retention_ttl(now: int) -> int:
+    """The ``ttl`` of an event logged at ``now``, and of its deliveries: ``now`` is
+    the store's :meth:`~tallybook.store.port.ItemStore.ttl_now`, the time its TTLs
+    are read on (a ledger's ``ManualClock``), so they live as long on any clock."""
+    return now + EVENT_RETENTION_DAYS * 86_400
 
 
-def capture(images: Sequence[Item]) -> list[Item]:
+def capture(images: Sequence[Item], ttl_now: Callable[[], int] | None = None) -> list[Item]:
     """The SQLite engine's change hook: the change-log rows of the items a transaction
-    writes that events come from, inserted in that same transaction."""
+    writes that events come from, inserted in that same transaction (``ttl_now``:
+    the engine's, the wall clock if not given)."""
     sources = [image for image in images if is_source(image)]
     if not sources:
         return []
-    now, ttl = time.time_ns(), retention_ttl()
+    now = time.time_ns()
+    ttl = retention_ttl(int(time.time()) if ttl_now is None else ttl_now())
     rows = (change_item(image, now, i, ttl) for i, image in enumerate(sources))
     return [row for row in rows if row is not None]
 
@@ -54,7 +59,7 @@ def install(store: ItemStore) -> None:
 
     engine = unwrap(store)
     if isinstance(engine, SqliteStore | MemoryStore):
-        engine.capture = capture
+        engine.capture = partial(capture, ttl_now=engine.ttl_now)
 
 
 def unwrap(store: ItemStore) -> ItemStore:

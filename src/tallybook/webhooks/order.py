@@ -180,7 +180,7 @@ class Ordering:
         self.store = store
         self.subs = subs
         self.now_us = now_us
-        self.ttl = retention_ttl()
+        self.ttl = retention_ttl(store.ttl_now())
         self.marks: dict[Lane, Mark | None] = {}
         #: units planned, by their first event: the parked rows their plan keeps
         self.seen: dict[str, set[str]] = {}
