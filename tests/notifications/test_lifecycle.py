@@ -266,6 +266,19 @@ def test_delivery_is_recorded(ledger: Ledger, alice: str, delivered: RecordingDe
     assert stored.status is Status.ACTIVE
 
 
+def test_check_passes_a_notification_in_the_second_it_expires(
+    ledger: Ledger, clock: ManualClock, alice: str
+) -> None:
+    """The store hides an active item from the second its expires_at falls in:
+    the check does not read the history row as still active then (invariant 6)."""
+    n = ledger.notifications
+    n.add("shop", alice, "Promo", {}, expires_at=clock.now() + timedelta(seconds=1.5))
+    clock.advance(timedelta(seconds=1.2))
+    assert n.list("shop", alice) == []
+    assert ledger.check.program("shop").violations == []
+    assert ledger.notifications.check("shop", alice) == []
+
+
 def test_invariant_6_under_concurrent_adds(ledger: Ledger, alice: str) -> None:
     """Eight threads add the same type at once: one stays active, seven are superseded."""
     n = ledger.notifications

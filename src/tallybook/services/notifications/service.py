@@ -308,14 +308,21 @@ class NotificationService:
     def check(self, program: str, account: str) -> list[str]:
         """Invariant 6 over one account: of its history rows, those still active
         (marked so and not past their ``expires_at``) are at most one per type,
-        and that one is the type's active item."""
-        now = self.clock.now()
+        and that one is the type's active item.
+
+        The store hides an active item from the whole second its ``expires_at``
+        falls in (its ``ttl``), so a row is past it from that second on here too,
+        and ``now`` is read after the active items: one hidden by then is past."""
         active = {
             str(i["type"]): str(i["id"]) for i in items.active_rows(self.store, program, account)
         }
+        now = self.clock.now()
         marked: dict[str, list[str]] = {}
         for item in items.history_rows(self.store, program, account):
-            if items.from_item(item, now).status is Status.ACTIVE:
+            n = items.from_item(item, now)
+            if n.status is Status.ACTIVE and (
+                n.expires_at is None or items.epoch(n.expires_at) > items.epoch(now)
+            ):
                 marked.setdefault(str(item["type"]), []).append(str(item["id"]))
         problems: list[str] = []
         for type_, ids in marked.items():
