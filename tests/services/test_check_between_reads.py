@@ -1,0 +1,60 @@
+"""``ledger.check`` over an account written between the reads of its invariant 2
+and 6 checks (a hold voided, a notification superseded), on both engines: the
+reads are no snapshot, so a write between them must not read as a violation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tallybook.ledger import Ledger
+from tallybook.services.clock import ManualClock
+from tallybook.store import keys
+from tallybook.store.forwarding import ForwardingStore
+from tallybook.store.port import ItemStore, Page, Query
+
+
+class WriteBetweenReads(ForwardingStore):
+    """Runs ``write`` once, just before the first query of a sort-key prefix."""
+
+    def __init__(self, inner: ItemStore) -> None:
+        super().__init__(inner)
+        self.prefix: str | None = None
+        self.write: Callable[[], object] = lambda: None
+
+    def run_query(self, q: Query) -> Page:
+        if self.prefix is not None and q.sort is not None and q.sort.value == self.prefix:
+            self.prefix = None
+            self.write()
+        return super().run_query(q)
+
+
+def _ledgers(store: ItemStore, clock: ManualClock) -> tuple[Ledger, Ledger, WriteBetweenReads]:
+    """The checking ledger (over the wrapper) and a writer over the same store."""
+    watched = WriteBetweenReads(store)
+    checking = Ledger(watched, clock=clock)
+    checking.programs.create("shop")
+    checking.accounts.open("shop", "alice")
+    return checking, Ledger(store, clock=clock), watched
+
+
+def test_a_hold_voided_between_reads_is_no_invariant_2_violation(
+    store: ItemStore, clock: ManualClock
+) -> None:
+    checking, writer, watched = _ledgers(store, clock)
+    writer.transactions.credit("shop", "alice", "cash", 1000, txn_id="c1")
+    writer.wallet.authorize("shop", "alice", 400, hold_id="h1")
+    watched.prefix = keys.WALLET_HOLD_PREFIX  # after the head is read, before the holds
+    watched.write = lambda: writer.wallet.void("shop", "h1")
+    assert checking.check.program("shop").violations == []
+    assert watched.prefix is None  # the void did run between the reads
+
+
+def test_a_notification_superseded_between_reads_is_no_invariant_6_violation(
+    store: ItemStore, clock: ManualClock
+) -> None:
+    checking, writer, watched = _ledgers(store, clock)
+    writer.notifications.add("shop", "alice", "Promo", {"n": 1})
+    watched.prefix = keys.NOTIFICATION_HISTORY_PREFIX  # after the active items are read
+    watched.write = lambda: writer.notifications.add("shop", "alice", "Promo", {"n": 2})
+    assert checking.check.program("shop").violations == []
+    assert watched.prefix is None
