@@ -310,6 +310,6 @@ def created_us(item: Item) -> int:
 
 
 def live(item: Item, now: datetime) -> bool:
-    """Still visible at the ledger clock's ``now`` (the store hides by wall time)."""
+    """Still visible at the ledger clock's ``now`` (whole seconds, as the store reads ``ttl``)."""
     ttl = item.get("ttl")
     return not (isinstance(ttl, int) and not isinstance(ttl, bool) and ttl <= epoch(now))
