@@ -54,10 +54,6 @@ Progress = Callable[[int], None]
 
 #: one capability's invariant over an account: ``(program, account) -> problems``
 AccountCheck = Callable[[str, str], list[str]]
-#: an account check that found problems is run again up to this many times, and
-#: reports them only if they remain (a real violation stays; a concurrent write
-#: between its reads does not)
-RECHECKS = 2
 
 #: checks of an account that finds a violation (a posting in flight may explain it),
 #: and reads of every head for a consistent view of a program's totals
@@ -231,14 +227,7 @@ class CheckService:
                 )
         self._check_records(program, account_id, entries, report)
         for invariant, check in self.account_checks:
-            problems = check(program.id, account_id)
-            for _ in range(RECHECKS):
-                if not problems:
-                    break
-                # its reads are not one snapshot: a write between them (a hold
-                # captured, a notification superseded) looks like a violation once
-                problems = check(program.id, account_id)
-            for problem in problems:
+            for problem in check(program.id, account_id):
                 report.violations.append(f"invariant {invariant}: {problem}")
 
     def _check_records(
