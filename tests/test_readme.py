@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,3 +133,36 @@ def test_the_backfill_example_runs_after_the_cli_walkthrough(tmp_path: Path) -> 
     assert "1 created, 0 already ingested" in result.stdout
     day = tmp_path / "reports" / "shop" / "billing" / "20260101T000000Z_20260102T000000Z"
     assert "acme,USD,1,1005,50" in (day / "billing_totals.csv").read_text()
+
+
+def _cli_commands() -> list[str]:
+    """Every command a user can run, not the groups (typer vendors click: duck-typed)."""
+    import typer.main
+
+    from tallybook.cli import app
+
+    found: list[str] = []
+
+    def walk(command: Any, path: list[str]) -> None:
+        if hasattr(command, "list_commands"):
+            ctx = command.context_class(command)
+            for name in command.list_commands(ctx):
+                walk(command.get_command(ctx, name), [*path, name])
+        else:
+            found.append(" ".join(path))
+
+    walk(typer.main.get_command(app), [])
+    return found
+
+
+def test_the_docs_name_every_cli_command() -> None:
+    """`tallybook account show`, `program show`, `wallet grants`, `wallet hold`,
+    `webhooks enable` and `webhooks delete` were in `--help` and in no page: every
+    command is written out as `tallybook <command>` in README.md or docs/*.md."""
+    text = "\n".join(p.read_text() for p in [README, *(README.parent / "docs").glob("*.md")])
+    missing = [
+        cmd
+        for cmd in _cli_commands()
+        if not re.search(rf"tallybook {re.escape(cmd)}(?![\w-])", text)
+    ]
+    assert missing == []
