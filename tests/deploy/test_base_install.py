@@ -290,3 +290,30 @@ def test_the_cli_extra_works_and_serve_names_the_server_extra(
     assert served.returncode == 1
     assert "pip install 'tallybook[server]'" in served.stderr
     assert "Traceback" not in served.stderr
+
+
+def test_torture_names_the_server_extra_its_http_clients_need(
+    cli_venv: Path, tmp_path: Path
+) -> None:
+    """`tallybook torture` (2 HTTP client threads by default) on the cli extra alone
+    ended "error: unexpected ModuleNotFoundError: No module named 'uvicorn'"."""
+    command = str(cli_venv / "bin" / "tallybook")
+    store = f"sqlite:///{tmp_path / 't.db'}"
+    ran = _run(cli_venv, command, "torture", "--ops", "5", "--store", store, cwd=tmp_path)
+    assert ran.returncode == 1
+    assert "pip install 'tallybook[server]'" in ran.stderr
+    assert "--http-threads 0" in ran.stderr
+    assert "ModuleNotFoundError" not in ran.stderr
+    python_only = _run(
+        cli_venv,
+        command,
+        "torture",
+        "--ops",
+        "5",
+        "--http-threads",
+        "0",
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    assert python_only.returncode == 0, python_only.stderr

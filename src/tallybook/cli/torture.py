@@ -12,8 +12,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
 from tallybook.cli.options import Number, StoreOption
-from tallybook.cli.output import progress_bar, to_jsonable
+from tallybook.cli.output import err_console, progress_bar, to_jsonable
 from tallybook.errors import ValidationError
+from tallybook.extras import install_hint, missing
 from tallybook.reliability.faults import FaultPlan
 from tallybook.reliability.runner import TortureConfig, run
 from tallybook.store.url import parse_store_url, resolve_store_url
@@ -113,6 +114,13 @@ def torture(
         raise ValidationError("--faults is standard or none")
     if threads * (1 + processes) + http_threads == 0:
         raise ValidationError("no clients: give --threads or --http-threads")
+    if http_threads and missing("server"):  # its HTTP clients call an in-process server
+        err_console.print(
+            f"{install_hint('server')} (or --http-threads 0: Python API clients only)",
+            style="red",
+            markup=False,
+        )
+        raise typer.Exit(1)
     if report is not None:  # before the run, not after it, when its result would be lost
         try:
             with report.open("a", encoding="utf-8"):
