@@ -100,8 +100,12 @@ def list_records(
             "holding it is listed to its end)",
         ),
     ],
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE), ASCII_DIGITS] = 100,
-    cursor: Annotated[str | None, Query(max_length=2048)] = None,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_PAGE, description=f"page size, 1-{MAX_PAGE}"), ASCII_DIGITS
+    ] = 100,
+    cursor: Annotated[
+        str | None, Query(max_length=2048, description="the `cursor` of the previous page")
+    ] = None,
 ) -> BillingRecordPageOut:
     page = ledger.billing.records(principal.program, since, until, limit=limit, cursor=cursor)
     return BillingRecordPageOut(
@@ -111,7 +115,9 @@ def list_records(
 
 @router.get("/billing/records/{record_id}", summary="One billing record by its id")
 def get_record(
-    record_id: Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)],
+    record_id: Annotated[
+        str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="billing record id")
+    ],
     principal: ReadPrincipal,
     ledger: LedgerDep,
 ) -> BillingRecordOut:
@@ -138,8 +144,12 @@ def run_reports(
 def list_reports(
     principal: ReadPrincipal,
     ledger: LedgerDep,
-    kind: Annotated[Literal["billing", "rewards"] | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE), ASCII_DIGITS] = 100,
+    kind: Annotated[
+        Literal["billing", "rewards"] | None, Query(description="one kind (default: both)")
+    ] = None,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_PAGE, description="how many of the newest reports"), ASCII_DIGITS
+    ] = 100,
 ) -> ReportListOut:
     infos = ledger.billing.reports.list(principal.program, kind=kind, limit=limit)
     return ReportListOut(reports=[ReportOut.of_info(i) for i in infos])
@@ -152,8 +162,17 @@ def list_reports(
     responses={200: {"content": {"text/csv": {}, "application/json": {}}}},
 )
 def download_report(
-    window: Annotated[str, Path(max_length=64, pattern=r"^[0-9TZ]+_[0-9TZ]+$")],
-    file: Annotated[str, Path(max_length=64)],
+    window: Annotated[
+        str,
+        Path(
+            max_length=64,
+            pattern=r"^[0-9TZ]+_[0-9TZ]+$",
+            description="a reported window, `20260101T000000Z_20260102T000000Z`",
+        ),
+    ],
+    file: Annotated[
+        str, Path(max_length=64, description="a report file, such as `billing_totals.csv`")
+    ],
     principal: ReadPrincipal,
     ledger: LedgerDep,
 ) -> Response:

@@ -110,7 +110,7 @@ def get_program(principal: ReadPrincipal, ledger: LedgerDep) -> ProgramOut:
     summary="Set or clear the amount below which a fund raises LowBalance (admin)",
 )
 def put_low_balance_threshold(
-    fund: Annotated[str, Path(pattern=FUND_PATTERN)],
+    fund: Annotated[str, Path(pattern=FUND_PATTERN, description="fund name")],
     body: ThresholdIn,
     principal: AdminPrincipal,
     ledger: LedgerDep,
@@ -175,7 +175,9 @@ def get_entries(
     principal: ReadPrincipal,
     ledger: LedgerDep,
     fund: Annotated[str, Query(pattern=r"^[a-z][a-z0-9_]{0,31}$", description="fund name")],
-    order: Annotated[Literal["newest", "oldest"], Query()] = "newest",
+    order: Annotated[
+        Literal["newest", "oldest"], Query(description="newest first (default) or oldest first")
+    ] = "newest",
     since: Annotated[Time | None, Query(description="inclusive (ISO 8601)")] = None,
     until: Annotated[Time | None, Query(description="exclusive (ISO 8601)")] = None,
     limit: Limit = 50,
@@ -291,7 +293,9 @@ def _system_legs_need_admin(body: RawIn, principal: Principal) -> None:
     "`@adjustment`. Customer balances plus these sum to zero per unit (invariant 5).",
 )
 def get_system_balance(
-    account: Annotated[str, Path(max_length=32)], principal: AdminPrincipal, ledger: LedgerDep
+    account: Annotated[str, Path(max_length=32, description="system account, such as `@issuance`")],
+    principal: AdminPrincipal,
+    ledger: LedgerDep,
 ) -> SystemBalanceOut:
     balances = ledger.transactions.system_balance(principal.program, account)
     return SystemBalanceOut(account=account, balances=balances)

@@ -214,7 +214,9 @@ def get_expiring(
 
 @router.get("/tiers/{tier}/members", summary="Members of a tier, page by page")
 def get_members(
-    tier: Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)],
+    tier: Annotated[
+        str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="tier name")
+    ],
     principal: ReadPrincipal,
     ledger: LedgerDep,
     limit: Limit = 100,
@@ -234,7 +236,10 @@ def get_members(
 
 @router.get("/orders/{order_id}", summary="The earn an order produced, and its account")
 def get_order(
-    order_id: Annotated[str, Path(min_length=1, max_length=MAX_ORDER_ID, pattern=ID_PATTERN)],
+    order_id: Annotated[
+        str,
+        Path(min_length=1, max_length=MAX_ORDER_ID, pattern=ID_PATTERN, description="order id"),
+    ],
     principal: ReadPrincipal,
     ledger: LedgerDep,
 ) -> OrderOut:

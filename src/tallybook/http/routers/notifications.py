@@ -162,7 +162,9 @@ def notification_history(
     account: AccountId,
     principal: ReadPrincipal,
     ledger: LedgerDep,
-    order: Annotated[Literal["newest", "oldest"], Query()] = "newest",
+    order: Annotated[
+        Literal["newest", "oldest"], Query(description="newest first (default) or oldest first")
+    ] = "newest",
     since: Annotated[Time | None, Query(description="inclusive (ISO 8601)")] = None,
     until: Annotated[Time | None, Query(description="exclusive (ISO 8601)")] = None,
     limit: Limit = 50,

@@ -131,8 +131,10 @@ def list_transactions(
     account: AccountId,
     principal: ReadPrincipal,
     ledger: LedgerDep,
-    limit: Annotated[int, Query(ge=1, le=1000), ASCII_DIGITS] = 50,
-    cursor: Annotated[str | None, Query(max_length=2048)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000, description="page size, 1-1000"), ASCII_DIGITS] = 50,
+    cursor: Annotated[
+        str | None, Query(max_length=2048, description="the `cursor` of the previous page")
+    ] = None,
 ) -> WalletTransactionPageOut:
     page = ledger.wallet.transactions(principal.program, account, limit=limit, cursor=cursor)
     return WalletTransactionPageOut(
