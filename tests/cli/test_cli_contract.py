@@ -144,6 +144,8 @@ READS = [
     ["notifications", "rules", "-p", "shop"],
     ["billing", "list", "-p", "shop", "--since", "2026-01-01", "--until", "2026-01-02"],
     ["report", "list", "-p", "shop"],
+    # writes files, but reads the store only (was: made the mistyped store file)
+    ["report", "rerun", "-p", "shop", "--window", "20260101T000000Z_20260102T000000Z"],
     ["wallet", "balance", "alice", "-p", "shop"],
     ["wallet", "grants", "alice", "-p", "shop"],
     ["wallet", "hold", "h-1", "-p", "shop"],

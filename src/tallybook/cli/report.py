@@ -133,7 +133,7 @@ def rerun(
     Example: tallybook report rerun -p shop --window 20260101T000000Z_20260101T010000Z --out ./r
     """
     sink = open_sink(out)
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:  # reads the store, writes files
         reports = ledger.billing.reports
         if kind is KindChoice.all:
             # the kinds a run reported for this window; none: the rerun says why
