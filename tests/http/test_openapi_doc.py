@@ -233,6 +233,30 @@ def test_every_parameter_says_what_it_is(app_client) -> None:
 
 
 @sqlite_only
+def test_every_problem_answer_has_an_example_of_its_status(app_client) -> None:
+    """No 4xx or 5xx answer had an example, so /docs showed an empty problem and a
+    client author had to guess its shape; each now has one, valid against `Problem`,
+    whose `status` is the answer's."""
+    import jsonschema
+
+    spec = app_client.get("/openapi.json").json()
+    missing = []
+    for path, method, op in _operations(spec):
+        for status, answer in op["responses"].items():
+            if status[0] not in "45":
+                continue
+            media = answer["content"]["application/problem+json"]
+            if "example" not in media:
+                missing.append(f"{method.upper()} {path} {status}")
+                continue
+            example = media["example"]
+            jsonschema.validate(example, {"components": spec["components"], **media["schema"]})
+            assert example["status"] == int(status), (path, status)
+            assert example["type"].startswith("https://tallybook.dev/problems/")
+    assert missing == []
+
+
+@sqlite_only
 def test_every_request_body_has_an_example_the_server_accepts(
     app_client, admin_headers, write_headers, tmp_path, monkeypatch
 ) -> None:

@@ -325,8 +325,42 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(Exception, _unexpected)
 
 
-def _problem_content() -> dict[str, Any]:
-    return {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+#: a typical problem per status, the example of its documented answer: (code, detail)
+_EXAMPLE_PROBLEMS = {
+    400: ("malformed-json", "the request body is not valid JSON"),
+    401: ("unauthorized", "unknown or revoked API key"),
+    402: ("payment-declined", "the charge was declined; nothing was applied"),
+    403: ("forbidden", "this API key lacks the 'write' scope"),
+    404: ("not-found", "account alice not found in program shop"),
+    409: (
+        "idempotency-conflict",
+        "transaction id topup-1 was used before with a different request",
+    ),
+    413: ("payload-too-large", "the request body is over 1048576 bytes"),
+    415: (
+        "unsupported-media-type",
+        "send the request body as JSON (Content-Type: application/json)",
+    ),
+    422: ("insufficient-funds", "insufficient funds in cash of alice: available 250, needed 10000"),
+    429: ("throttled", "the store is throttling requests; retry later"),
+    500: ("internal", "internal error"),
+    503: ("store-unavailable", "the store did not answer; retry later"),
+}
+
+
+def _problem_content(status: int) -> dict[str, Any]:
+    code, detail = _EXAMPLE_PROBLEMS.get(status, _HTTP_CODES.get(status, ("problem", "")))
+    example = {
+        "type": PROBLEM_BASE + code,
+        "title": _title(code),
+        "status": status,
+        "detail": detail or _title(code),
+        "instance": "/v1/accounts/alice",
+        "request_id": "6966124e6f6b492a9750adb25e8d5732",
+    }
+    return {
+        PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}, "example": example}
+    }
 
 
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -335,7 +369,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         s: {
             "model": Problem,
             "description": _HTTP_CODES.get(s, ("", "Problem"))[1],
-            "content": _problem_content(),
+            "content": _problem_content(s),
         }
         for s in statuses
     }
