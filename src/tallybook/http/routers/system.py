@@ -27,7 +27,13 @@ router = APIRouter(tags=["system"])
 _PROBE = Key("HEALTH", "HEALTH")
 
 
-@router.get("/healthz", summary="Liveness: the process answers (no store call)")
+@router.get(
+    "/healthz",
+    summary="Liveness: the process answers (no store call)",
+    description='No API key. 200 `{"status": "ok", "version": ...}` (the tallybook '
+    "version) while the process answers; it makes no storage call, so an unreachable store "
+    "does not make a healthy process look dead.",
+)
 async def healthz() -> Health:
     return Health(status="ok", version=__version__)
 
@@ -35,6 +41,8 @@ async def healthz() -> Health:
 @router.get(
     "/readyz",
     summary="Readiness: the store answers (one key read)",
+    description='No API key. 200 `{"status": "ready"}` when the store answers one '
+    "strongly consistent key read; 503 `store-unavailable` (with `Retry-After`) otherwise.",
     responses=problem_responses(503),
 )
 async def readyz(ledger: LedgerDep) -> Readiness:
