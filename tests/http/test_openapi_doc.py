@@ -198,6 +198,14 @@ def test_every_operation_has_a_summary_and_its_error_answers_are_problems(app_cl
         if status[0] in "45" and "application/problem+json" not in answer.get("content", {})
     ]
     assert bare == []
+    # each also listed application/json, which the server never sends for an error
+    also_json = [
+        f"{method.upper()} {path} {status}"
+        for path, method, op in _operations(spec)
+        for status, answer in op["responses"].items()
+        if status[0] in "45" and set(answer.get("content", {})) != {"application/problem+json"}
+    ]
+    assert also_json == []
     unnamed = [
         f"{method.upper()} {path}"
         for path, method, op in _operations(spec)

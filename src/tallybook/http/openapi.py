@@ -41,6 +41,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
+from tallybook.http.problems import PROBLEM_MEDIA_TYPE
 from tallybook.http.schemas.common import ID_PATTERN
 
 SECURITY_SCHEME = "ApiKey"
@@ -549,6 +550,7 @@ def install_openapi(app: FastAPI) -> None:
             _document_security(schema)
             _document_idempotency(schema)
             _document_examples(schema)
+            _document_problem_media(schema)
             app.openapi_schema = _clean_schema_names(schema)
         return app.openapi_schema
 
@@ -628,6 +630,18 @@ def _document_examples(schema: dict[str, Any]) -> None:
                     content[media_type]["example"] = value
             else:
                 content["application/json"]["example"] = example
+
+
+def _document_problem_media(schema: dict[str, Any]) -> None:
+    """Keep only ``application/problem+json`` on each 4xx/5xx answer: the
+    ``model=Problem`` of :func:`problem_responses` also lists ``application/json``,
+    which the server never sends for an error."""
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            for code, response in operation.get("responses", {}).items():
+                content = response.get("content", {})
+                if code[:1] in "45" and PROBLEM_MEDIA_TYPE in content:
+                    response["content"] = {PROBLEM_MEDIA_TYPE: content[PROBLEM_MEDIA_TYPE]}
 
 
 def _clean_name(mangled: str) -> str:
