@@ -31,6 +31,7 @@ def test_an_earn_replay_answers_a_declared_200_and_a_redeem_replay_its_201(
     app_client: TestClient,
     ledger: Ledger,
     admin_headers: Headers,
+    write_headers: Headers,
     idem: Callable[..., Headers],
     open_account: Callable[..., dict[str, Any]],
 ) -> None:
@@ -43,6 +44,15 @@ def test_an_earn_replay_answers_a_declared_200_and_a_redeem_replay_its_201(
     again = app_client.post("/v1/accounts/alice/earn", json=earn, headers=idem())
     assert again.status_code == 200, again.text
     assert _declared(app_client, "post", "/v1/accounts/{account}/earn", 200)
+    # with the same Idempotency-Key, the stored 201 was replayed instead (200 without one)
+    keyed = {"order_id": "o-2", "amount": 10_000}
+    first = app_client.post("/v1/accounts/alice/earn", json=keyed, headers=idem(key="e-2"))
+    assert first.status_code == 201, first.text
+    for headers in (idem(key="e-2"), idem(), write_headers):
+        again = app_client.post("/v1/accounts/alice/earn", json=keyed, headers=headers)
+        assert again.status_code == 200, again.text
+        assert again.headers["Idempotent-Replayed"] == "true"
+        assert again.json() == first.json()
 
     redeem = {"points": 1, "reward_id": "mug"}
     first = app_client.post("/v1/accounts/alice/redeem", json=redeem, headers=idem(key="r-1"))

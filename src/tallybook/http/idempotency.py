@@ -35,10 +35,10 @@ OpenAPI document as ``x-idempotency``), and no HTTP response is stored for it:
   the transaction id; the transaction record already is the idempotency record,
   so the route answers a replay (same status and body, ``Idempotent-Replayed:
   true``) or a 409 for another body. That saves a read and a write per posting.
-* ``"service"``: notification adds and billing records, idempotent in their
-  service (the notification's idempotency key is the ``Idempotency-Key``; a
-  billing record's is its id, kept for ever); their routes answer a replay
-  themselves, 200 with ``Idempotent-Replayed: true``.
+* ``"service"``: notification adds, billing records and earns, idempotent in
+  their service (the notification's idempotency key is the ``Idempotency-Key``;
+  a billing record's is its id, an earn's its order id, kept for ever); their
+  routes answer a replay themselves, 200 with ``Idempotent-Replayed: true``.
 
 Stored responses are kept through :class:`tallybook.services.responses.StoredResponses`.
 """

@@ -22,7 +22,7 @@ from tallybook.http.deps import (
     ReadPrincipal,
     WritePrincipal,
 )
-from tallybook.http.idempotency import REPLAYED_HEADER
+from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
 from tallybook.http.schemas.common import ASCII_DIGITS, ID_PATTERN
 from tallybook.http.schemas.ledger import TransactionOut
 from tallybook.http.schemas.loyalty import (
@@ -89,6 +89,7 @@ def get_config(principal: ReadPrincipal, ledger: LedgerDep) -> dict[str, Any]:
 
 @router.post(
     "/accounts/{account}/earn",
+    openapi_extra=replays_answered_by("service"),
     status_code=status.HTTP_201_CREATED,
     summary="Earn points for an order, exactly once per order id",
     responses={200: {"model": EarnOut, "description": "the order was rewarded before"}},
