@@ -155,6 +155,24 @@ LISTS = {
 
 
 @sqlite_only
+def test_http_md_says_what_an_unknown_query_parameter_does(
+    app_client, write_headers, open_account, credit
+) -> None:
+    """A misspelt query parameter (`?limit=5&lmit=3`) was answered as if absent, and
+    http.md, which says a parameter given twice is a 422, said nothing of it."""
+    open_account("alice")
+    for _ in range(3):
+        credit("alice", 10)
+    r = app_client.get(
+        "/v1/accounts/alice/entries?fund=points&limit=2&lmit=3", headers=write_headers
+    )
+    assert r.status_code == 200, r.text
+    assert len(r.json()["entries"]) == 2
+    query = HTTP_MD[HTTP_MD.index("- **Query parameters**") : HTTP_MD.index("- **Request bodies**")]
+    assert "`?limit=5&lmit=3`) is ignored" in query
+
+
+@sqlite_only
 def test_http_md_says_which_lists_are_paged_and_their_default_limit(app_client) -> None:
     spec = app_client.get("/openapi.json").json()
     pages = HTTP_MD[HTTP_MD.index("- **Pages.**") : HTTP_MD.index("## Ledger endpoints")]
