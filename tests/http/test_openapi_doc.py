@@ -381,6 +381,9 @@ def test_main_answers_have_an_example_that_is_the_servers_answer(
     main |= {"ledger_get_account", "ledger_get_entries", "wallet_get_balance"}
     main |= {"wallet_post_hold", "wallet_capture_hold", "wallet_void_hold", "wallet_post_credit"}
     main |= {"loyalty_earn", "loyalty_redeem", "notifications_list_notifications"}
+    # the reads a client makes next (a transaction, a hold, an order, a tier) had none
+    main |= {"ledger_get_balances", "ledger_get_transaction", "wallet_get_transaction"}
+    main |= {"wallet_get_hold", "loyalty_get_order", "loyalty_get_tier"}
     assert set(documented) == main
 
     def call(path: str, headers: dict[str, str], op: str = "", key: str = "", **kw: Any) -> None:
@@ -418,6 +421,12 @@ def test_main_answers_have_an_example_that_is_the_servers_answer(
     call("/v1/accounts/alice/wallet", write, "wallet_get_balance")
     call("/v1/accounts/alice", write, "ledger_get_account")
     call("/v1/accounts/alice/entries?fund=points&limit=2", write, "ledger_get_entries")
+    call("/v1/accounts/alice/balances", write, "ledger_get_balances")
+    call("/v1/transactions/txn-1001", write, "ledger_get_transaction")
+    call("/v1/wallet/transactions/debit-77", write, "wallet_get_transaction")
+    call("/v1/holds/h-1", write, "wallet_get_hold")
+    call("/v1/orders/order-1002", write, "loyalty_get_order")
+    call("/v1/accounts/alice/tier", write, "loyalty_get_tier")
     assert not documented  # every example was compared
 
 
