@@ -384,6 +384,8 @@ def test_main_answers_have_an_example_that_is_the_servers_answer(
     # the reads a client makes next (a transaction, a hold, an order, a tier) had none
     main |= {"ledger_get_balances", "ledger_get_transaction", "wallet_get_transaction"}
     main |= {"wallet_get_hold", "loyalty_get_order", "loyalty_get_tier"}
+    main |= {"ledger_get_program", "loyalty_get_config", "wallet_list_holds"}
+    main |= {"ledger_get_order_transactions"}
     assert set(documented) == main
 
     def call(path: str, headers: dict[str, str], op: str = "", key: str = "", **kw: Any) -> None:
@@ -427,6 +429,10 @@ def test_main_answers_have_an_example_that_is_the_servers_answer(
     call("/v1/holds/h-1", write, "wallet_get_hold")
     call("/v1/orders/order-1002", write, "loyalty_get_order")
     call("/v1/accounts/alice/tier", write, "loyalty_get_tier")
+    call("/v1/program", write, "ledger_get_program")
+    call("/v1/program/loyalty", write, "loyalty_get_config")
+    call("/v1/accounts/alice/wallet/holds", write, "wallet_list_holds")
+    call("/v1/orders/order-1002/transactions", write, "ledger_get_order_transactions")
     assert not documented  # every example was compared
 
 

@@ -600,6 +600,122 @@ RESPONSE_EXAMPLES: dict[str, Any] = {
         "next_tier": "gold",
         "points_to_next_tier": 4955,
     },
+    "ledger_get_program": {
+        "id": "shop",
+        "name": "shop",
+        "currency": "USD",
+        "funds": [
+            {
+                "name": "points",
+                "unit": "points",
+                "allow_overdraft": False,
+                "low_balance_threshold": None,
+            },
+            {
+                "name": "cash",
+                "unit": "USD",
+                "allow_overdraft": False,
+                "low_balance_threshold": None,
+            },
+            {
+                "name": "store_credit",
+                "unit": "USD",
+                "allow_overdraft": False,
+                "low_balance_threshold": None,
+            },
+            {
+                "name": "bonus",
+                "unit": "USD",
+                "allow_overdraft": False,
+                "low_balance_threshold": None,
+            },
+        ],
+        "created_at": "2026-01-31T12:00:00.000000Z",
+    },
+    "loyalty_get_config": {
+        "fund": "points",
+        "earn": {"points_per_unit": "1", "unit_size": 100, "rounding": "down"},
+        "tiers": [
+            {"name": "member", "threshold": 0, "multiplier": "1"},
+            {"name": "gold", "threshold": 5000, "multiplier": "1.5"},
+        ],
+        "qualification": {"window": "lifetime", "months": 12, "basis": "earned"},
+        "downgrade": {"rule": "after_hold", "hold_months": 12, "max_steps": 0},
+        "campaigns": [],
+        "expiry": {"warn_days": 30, "months": 24},
+    },
+    "wallet_list_holds": [
+        {
+            "hold_id": "h-1",
+            "account": "alice",
+            "kind": "debit",
+            "status": "captured",
+            "amount": 400,
+            "amounts": {"cash": 400},
+            "captured": 250,
+            "captured_funds": {"cash": 250},
+            "deadline": "2026-01-31T13:00:06.000000Z",
+            "created_at": "2026-01-31T12:00:06.000000Z",
+            "finished_at": "2026-01-31T12:00:07.000000Z",
+        },
+        {
+            "hold_id": "h-2",
+            "account": "alice",
+            "kind": "debit",
+            "status": "voided",
+            "amount": 100,
+            "amounts": {"cash": 100},
+            "captured": 0,
+            "captured_funds": {},
+            "deadline": "2026-02-07T12:00:08.000000Z",
+            "created_at": "2026-01-31T12:00:08.000000Z",
+            "finished_at": "2026-01-31T12:00:09.000000Z",
+        },
+    ],
+    "ledger_get_order_transactions": {
+        "transactions": [
+            {
+                "id": "order:order-1002",
+                "program": "shop",
+                "type": "earn",
+                "legs": [
+                    {
+                        "account": "alice",
+                        "fund": "points",
+                        "unit": "points",
+                        "amount": 45,
+                        "balance": 245,
+                        "seq": 3,
+                    },
+                    {
+                        "account": "@issuance",
+                        "fund": "points",
+                        "unit": "points",
+                        "amount": -45,
+                        "balance": None,
+                        "seq": None,
+                    },
+                ],
+                "created_at": "2026-01-31T12:00:11.000000Z",
+                "order_id": "order-1002",
+                "description": None,
+                "metadata": {},
+                "details": {
+                    "tier_changed": True,
+                    "account": "alice",
+                    "points": 45,
+                    "amount": 4599,
+                    "currency": "USD",
+                    "multiplier": "1",
+                    "bonus": 0,
+                    "campaigns": [],
+                    "lot_expires": "2028-01-31T12:00:11.000000Z",
+                    "tier": "member",
+                    "previous_tier": None,
+                },
+            }
+        ]
+    },
 }
 
 _MANGLED = re.compile(r"^(?:[A-Za-z0-9_]+__)+(?P<module>[A-Za-z0-9_]+)__(?P<name>[A-Za-z0-9_]+)$")
