@@ -53,6 +53,11 @@ def test_an_earn_replay_answers_a_declared_200_and_a_redeem_replay_its_201(
         assert again.status_code == 200, again.text
         assert again.headers["Idempotent-Replayed"] == "true"
         assert again.json() == first.json()
+    # the earn is keyed by its order id alone (docs/http.md): the key on another order
+    other = app_client.post(
+        "/v1/accounts/alice/earn", json={"order_id": "o-3", "amount": 100}, headers=idem(key="e-2")
+    )
+    assert other.status_code == 201, other.text
 
     redeem = {"points": 1, "reward_id": "mug"}
     first = app_client.post("/v1/accounts/alice/redeem", json=redeem, headers=idem(key="r-1"))
