@@ -36,7 +36,8 @@ def now_epoch() -> int:
 
 def is_expired(item: Mapping[str, Value], now: int | None = None) -> bool:
     ttl = item.get(TTL_ATTR)
-    return isinstance(ttl, int) and not isinstance(ttl, bool) and ttl <= (now or now_epoch())
+    at = now_epoch() if now is None else now
+    return isinstance(ttl, int) and not isinstance(ttl, bool) and ttl <= at
 
 
 def _compare(left: Value, op: CompareOp, right: Value) -> bool:
