@@ -528,6 +528,9 @@ def test_table_create_refuses_a_table_with_other_indexes_or_stream(
     try:
         with pytest.raises(ConfigError, match=message):
             store.create_table()
+        # a refused table is left as it was: TTL was not turned on before the refusal
+        ttl = store.client.describe_time_to_live(TableName=store.table)
+        assert ttl["TimeToLiveDescription"]["TimeToLiveStatus"] == "DISABLED"
         if change is _keys_only_stream:
             with pytest.raises(ConfigError, match="not of new images"):
                 Ledger(store).webhooks.worker().take_in({})

@@ -169,6 +169,8 @@ class TableAdmin:
             if time.monotonic() > deadline:
                 raise StoreUnavailable(f"table {self.table} not ACTIVE after {timeout:.0f}s")
             self.sleep(self.poll_seconds)
+        if status == "ACTIVE" and not created:
+            self.stream_enabled()  # refuse another stream before changing anything
         ttl_enabled = self.enable_ttl() if status == "ACTIVE" else False
         if status == "ACTIVE" and not created:
             self.enable_stream()
@@ -236,20 +238,31 @@ class TableAdmin:
         except BotoCoreError as exc:
             raise self.unavailable(exc) from exc
 
-    def enable_stream(self) -> bool:
-        """Turn the NEW_IMAGE stream on for a table made before it; whether this did."""
+    def stream_enabled(self) -> bool:
+        """Whether the table has its stream of new images; another stream is refused."""
         try:
             desc = self.client.describe_table(TableName=self.table)["Table"]
-            stream = desc.get("StreamSpecification", {})
-            if stream.get("StreamEnabled"):
-                view = stream.get("StreamViewType")
-                if view not in NEW_IMAGE_VIEWS:
-                    raise ConfigError(
-                        f"table {self.table} has a stream of {view}, not of new images "
-                        "(webhook events are derived from them): turn it off, then run "
-                        "`tallybook table create` again"
-                    )
-                return False
+        except ClientError as exc:
+            raise self.translate(exc) from exc
+        except BotoCoreError as exc:
+            raise self.unavailable(exc) from exc
+        stream = desc.get("StreamSpecification", {})
+        if not stream.get("StreamEnabled"):
+            return False
+        view = stream.get("StreamViewType")
+        if view not in NEW_IMAGE_VIEWS:
+            raise ConfigError(
+                f"table {self.table} has a stream of {view}, not of new images "
+                "(webhook events are derived from them): turn it off, then run "
+                "`tallybook table create` again"
+            )
+        return True
+
+    def enable_stream(self) -> bool:
+        """Turn the NEW_IMAGE stream on for a table made before it; whether this did."""
+        if self.stream_enabled():
+            return False
+        try:
             self.client.update_table(
                 TableName=self.table,
                 StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
