@@ -103,7 +103,11 @@ class Ledger:
             core.programs,
             core.accounts,
             core.transactions,
-            account_checks=((2, self.wallet.check), (6, self.notifications.check)),
+            account_checks=(
+                (2, self.wallet.check_balances),
+                (None, self.wallet.charges_due),
+                (6, self.notifications.check),
+            ),
         )
 
     @cached_property

@@ -258,7 +258,9 @@ def check(
     available amount is not below zero, that each transaction was applied
     once, that every unit's total is conserved and that an account has at most
     one active notification per type, over one account or a whole program
-    (with a progress bar). Safe to run while the program is in use.
+    (with a progress bar). A charge intent past its grace is reported too, as
+    a recovery reconcile will make (and exits 1 until it has run). Safe to run
+    while the program is in use.
 
     Example: tallybook check --program shop
     """

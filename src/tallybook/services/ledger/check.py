@@ -18,7 +18,9 @@ without any of them changing in between).
 
 Another capability's invariant is an :data:`AccountCheck` given with its number:
 ``(program, account) -> problems`` (the wallet's holds, invariant 2; the
-notifications, invariant 6), so this module imports no capability.
+notifications, invariant 6), so this module imports no capability; one given
+without a number (the wallet's charge intents past their grace, which reconcile
+refunds: a recovery due, not a wrong balance) is reported as it words it.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ Progress = Callable[[int], None]
 
 #: one capability's invariant over an account: ``(program, account) -> problems``
 AccountCheck = Callable[[str, str], list[str]]
+#: a check given with no invariant number reports what it finds as it words it
 
 #: checks of an account that finds a violation (a posting in flight may explain it),
 #: and reads of every head for a consistent view of a program's totals
@@ -67,7 +70,7 @@ class CheckService:
         programs: ProgramLookup,
         accounts: AccountService,
         transactions: TransactionService,
-        account_checks: Sequence[tuple[int, AccountCheck]] = (),
+        account_checks: Sequence[tuple[int | None, AccountCheck]] = (),
     ) -> None:
         self.store = store
         self.programs = programs
@@ -228,7 +231,8 @@ class CheckService:
         self._check_records(program, account_id, entries, report)
         for invariant, check in self.account_checks:
             for problem in check(program.id, account_id):
-                report.violations.append(f"invariant {invariant}: {problem}")
+                label = "" if invariant is None else f"invariant {invariant}: "
+                report.violations.append(f"{label}{problem}")
 
     def _check_records(
         self,

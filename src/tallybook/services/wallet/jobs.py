@@ -234,6 +234,24 @@ class WalletJobs:
     def check(self, program: str, account: str) -> list[str]:
         """Holds match the heads' withheld amounts, grants match the bonus balance,
         no fund is below zero available, no charge intent outlived reconcile."""
+        return self.check_balances(program, account) + self.charges_due(program, account)
+
+    def charges_due(self, program: str, account: str) -> list[str]:
+        """Charge intents in flight past their grace: no balance is wrong, but a
+        charge may be taken that no debit records until reconcile refunds it."""
+        now = self.core.clock.now()
+        grace = f"{CHARGE_GRACE.total_seconds() / 60:.0f} min"
+        return [
+            f"charge intent {intent.txn_id} of {account} in flight since "
+            f"{iso(intent.created_at)}, past its {grace} grace: "
+            "reconcile will refund its charge and delete it"
+            for intent in read_charges(self.store, program, account)
+            if intent.created_at + CHARGE_GRACE <= now
+        ]
+
+    def check_balances(self, program: str, account: str) -> list[str]:
+        """Invariant 2 over an account's wallet: withheld amounts, the bonus fund's
+        grants, available amounts and the head's marks."""
         prog = self.core.programs.get(program)
         acct = self.core.accounts.get(program, account)
         now = self.core.clock.now()
@@ -269,9 +287,6 @@ class WalletJobs:
                     f"{account}/bonus: grant {g.id} was resolved by expiry but holds {g.available}"
                 )
         problems += self._check_marks(acct, holds, now, prog.fund(BONUS) is not None)
-        for intent in read_charges(self.store, program, account):
-            if intent.created_at + CHARGE_GRACE <= now:
-                problems.append(f"charge intent {intent.txn_id} of {account} is stale")
         return problems
 
     def _check_marks(

@@ -91,6 +91,8 @@ class WalletService:
         self.expire_holds = self._jobs.expire_holds
         self.reconcile = self._jobs.reconcile
         self.check = self._jobs.check
+        self.check_balances = self._jobs.check_balances
+        self.charges_due = self._jobs.charges_due
 
     # -- reads ----------------------------------------------------------------
 
