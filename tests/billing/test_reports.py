@@ -4,6 +4,7 @@ byte-identical reruns, crash between writing and advancing, rewards issued."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from tallybook.services.billing.reports import ReportService
 from tallybook.services.billing.sinks import DirectorySink
 from tallybook.services.clock import ManualClock
 from tallybook.store.port import ItemStore
+from tallybook.store.records.reports import report_put
 
 from .helpers import MIN, aligned_start, billing_docs, ingest, record, snapshot
 
@@ -152,6 +154,30 @@ def test_rerun_is_byte_identical(ledger: Ledger, clock: ManualClock, tmp_path: P
         )
     with pytest.raises(ValidationError):
         _run(ledger, first, "10m")  # not a multiple of the 15 min bucket
+
+
+def test_rerun_writes_what_this_version_renders_and_leaves_the_stored_sha256(
+    ledger: Ledger, clock: ManualClock, tmp_path: Path
+) -> None:
+    """A window reported by an earlier version (before a change of CSV quoting, say)
+    reruns with this version's bytes: rerun neither compares nor refuses nor updates
+    the sha256 its report row keeps (docs/billing.md)."""
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=0, start=t0)
+    clock.advance(MIN)
+    ingest(ledger, "r0", t0 + MIN)
+    clock.set(t0 + 31 * MIN)
+    window = _w(t0, 0, 30)
+    assert _run(ledger, tmp_path / "first", "30m") == [window]
+    info = ledger.billing.reports.get("shop", "billing", window)
+    old = replace(info, sha256=dict.fromkeys(info.sha256, "0" * 64))  # as first written
+    ledger.store.transact_write([report_put(old)])
+    result = ledger.billing.reports.rerun(
+        "shop", window, kind="billing", sink=DirectorySink(tmp_path / "again")
+    )
+    assert result.sha256 == info.sha256 != old.sha256
+    assert ledger.billing.reports.get("shop", "billing", window) == old
+    assert snapshot(tmp_path / "again") == snapshot(tmp_path / "first")
 
 
 def test_crash_between_write_and_checkpoint_repeats_the_window(

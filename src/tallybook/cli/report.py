@@ -125,7 +125,11 @@ def rerun(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Write a reported window again: the same bytes as the first run.
+    """Write a reported window again, from the table.
+
+    The same bytes as the first run, unless an earlier version wrote it in
+    another format (see --json's sha256 against report list --json; the
+    stored sha256 is not changed).
 
     By default every report written for the window (billing and rewards, as
     report run writes them); --kind billing or rewards for one.

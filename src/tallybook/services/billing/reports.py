@@ -222,7 +222,9 @@ class ReportService:
     # -- rerun, render, list -----------------------------------------------------------
 
     def rerun(self, program: str, window: str, *, kind: str, sink: ReportSink) -> ReportResult:
-        """Write a reported window's files again: the same bytes as the first time."""
+        """Write a reported window's files again, as this version renders them: the
+        first run's bytes unless an earlier version wrote it in another format (the
+        report row's sha256 is left as first written; nothing compares them)."""
         report_kind = check_kind(kind)
         bounds = parse_window(window)
         state = self.billing.state(program)
