@@ -35,6 +35,7 @@ from tallybook.services.ledger.accounts import AccountService
 from tallybook.services.ledger.core import ProgramLookup
 from tallybook.services.ledger.transactions import TransactionService
 from tallybook.store.port import ItemStore
+from tallybook.store.records.accounts import checked_entries
 from tallybook.store.records.codec import transaction_from_item
 from tallybook.store.records.ledger import read_heads, read_transactions, system_shard_totals
 
@@ -199,8 +200,17 @@ class CheckService:
             running = 0
             expected_seq = 1
             seen: set[str] = set()
-            for entry in self.accounts.iter_history(program.id, account_id, spec.name):
+            resync = False
+            for entry in checked_entries(self.store, program.id, account_id, spec.name):
                 report.entries += 1
+                if isinstance(entry, str):  # an item that does not read as an entry
+                    report.violations.append(
+                        f"invariant 1: {account_id}/{spec.name}: malformed {entry}"
+                    )
+                    resync = True
+                    continue
+                if resync:  # go on from the entry after it, as it says it follows
+                    running, expected_seq, resync = entry.balance - entry.amount, entry.seq, False
                 where = f"{account_id}/{spec.name} seq {entry.seq}"
                 if entry.seq != expected_seq:
                     report.violations.append(

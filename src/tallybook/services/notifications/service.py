@@ -313,18 +313,24 @@ class NotificationService:
         The store hides an active item from the whole second its ``expires_at``
         falls in (its ``ttl``), so a row is past it from that second on here too,
         and ``now`` is read after the active items: one hidden by then is past."""
-        active = {
-            str(i["type"]): str(i["id"]) for i in items.active_rows(self.store, program, account)
-        }
+        problems: list[str] = []
+        active: dict[str, str] = {}
+        for item in items.active_rows(self.store, program, account):
+            if (problem := items.row_problem(item, account)) is not None:
+                problems.append(problem)
+                continue
+            active[str(item["type"])] = str(item["id"])
         now = self.clock.now()
         marked: dict[str, list[str]] = {}
         for item in items.history_rows(self.store, program, account):
+            if (problem := items.row_problem(item, account)) is not None:
+                problems.append(problem)
+                continue
             n = items.from_item(item, now)
             if n.status is Status.ACTIVE and (
                 n.expires_at is None or items.epoch(n.expires_at) > items.epoch(now)
             ):
                 marked.setdefault(str(item["type"]), []).append(str(item["id"]))
-        problems: list[str] = []
         for type_, ids in marked.items():
             if len(ids) > 1:
                 problems.append(f"{account} has {len(ids)} active {type_} notifications")

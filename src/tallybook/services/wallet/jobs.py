@@ -31,6 +31,7 @@ from tallybook.store.records.wallet import (
     DUE_GRANT,
     DUE_HOLD,
     cancelling_charge,
+    checked_holds,
     drop_hold,
     due_rows,
     expire_grant,
@@ -44,7 +45,6 @@ from tallybook.store.records.wallet import (
     read_charge,
     read_charges,
     read_grants,
-    read_holds,
     row_key,
     stranded_grants,
     takes_value,
@@ -255,10 +255,8 @@ class WalletJobs:
         prog = self.core.programs.get(program)
         acct = self.core.accounts.get(program, account)
         now = self.core.clock.now()
-        holds = [
-            h for h in read_holds(self.store, program, account) if h.status is HoldStatus.ACTIVE
-        ]
-        problems: list[str] = []
+        every, problems = checked_holds(self.store, program, account)
+        holds = [h for h in every if h.status is HoldStatus.ACTIVE]
         for spec in prog.funds:  # every fund: one outside the wallet withholds nothing
             fund = spec.name
             state = acct.fund(fund)

@@ -16,7 +16,7 @@ from typing import cast
 from tallybook.domain.model import Account, Entry, Program
 from tallybook.store import keys
 from tallybook.store.port import ITEM_ABSENT, Item, ItemStore, Put, SortCondition, Value
-from tallybook.store.records.codec import account_from_item, entry_from_item, iso
+from tallybook.store.records.codec import account_from_item, entry_from_item, entry_problem, iso
 from tallybook.store.records.ledger import head_key, iter_directory
 
 
@@ -66,6 +66,20 @@ def entries_page(
         cursor=cursor,
     )
     return [entry_from_item(i) for i in page.items], page.cursor
+
+
+def checked_entries(
+    store: ItemStore, program_id: str, account_id: str, fund: str
+) -> Iterator[Entry | str]:
+    """Every entry of a fund, oldest first, for the check: an item that does not
+    read as an entry comes as what is wrong with it, named by its key."""
+    items = store.query_all(
+        keys.account_partition(program_id, account_id),
+        SortCondition.begins_with(keys.entry_prefix(fund)),
+    )
+    for item in items:
+        problem = entry_problem(item)
+        yield entry_from_item(item) if problem is None else f"entry {item['sk']}: {problem}"
 
 
 def account_ids(store: ItemStore, program_id: str) -> Iterator[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -182,6 +183,44 @@ def _system_counters(item: Item) -> dict[tuple[str, str], int]:
             account, _, fund = name[4:].rpartition(":")
             out[(account, fund)] = value
     return out
+
+
+def malformed(
+    item: Mapping[str, Any],
+    *,
+    text: Sequence[str] = (),
+    ints: Sequence[str] = (),
+    times: Sequence[str] = (),
+) -> str | None:
+    """What keeps ``item`` from being read (for the check): the first of ``text``,
+    ``ints`` or ``times`` attributes missing or of another type; None if none."""
+    for name in (*text, *times):
+        if name not in item:
+            return f"no {name}"
+        if not isinstance(item[name], str):
+            return f"{name} is not text"
+    for name in ints:
+        value = item.get(name)
+        if value is None:
+            return f"no {name}"
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"{name} {value!r} is not an integer"
+    for name in times:
+        try:
+            parse_iso(cast(str, item[name]))
+        except ValueError:
+            return f"{name} {item[name]!r} is not a time"
+    return None
+
+
+def entry_problem(item: Item) -> str | None:
+    """What keeps an entry item from being read; None if it reads."""
+    return malformed(
+        item,
+        text=("program", "account", "fund", "unit", "txn_id", "type"),
+        ints=("seq", "amount", "balance"),
+        times=("created_at",),
+    )
 
 
 def entry_from_item(item: Item) -> Entry:

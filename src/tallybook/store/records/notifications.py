@@ -36,7 +36,7 @@ from tallybook.store.port import (
     Update,
     Value,
 )
-from tallybook.store.records.codec import iso, parse_iso
+from tallybook.store.records.codec import iso, malformed, parse_iso
 
 #: what a dismissal writes onto a history row
 DISMISS_FIELDS = ("status", "dismissed_at", "dismissed_by", "dismiss_reason")
@@ -302,6 +302,26 @@ def from_item(item: Item, now: datetime, *, status: Status | None = None) -> Not
         delivery_error=_opt_str(d, "delivery_error"),
         source=_opt_str(d, "source"),
     )
+
+
+def row_problem(item: Item, account: str) -> str | None:
+    """What keeps an active or history row of ``account`` from being read, named
+    by its key; None if it reads."""
+    found = _row_problem(item)
+    return None if found is None else f"malformed notification {item['sk']} of {account}: {found}"
+
+
+def _row_problem(item: Item) -> str | None:
+    optional = [n for n in ("expires_at", "dismissed_at", "delivered_at") if n in item]
+    found = malformed(
+        item, text=("program", "account", "id", "type"), times=("created_at", *optional)
+    )
+    if found is not None:
+        return found
+    status = item.get("status", str(Status.ACTIVE))
+    if status not in {str(s) for s in Status}:
+        return f"status {status!r} is unknown"
+    return None
 
 
 def created_us(item: Item) -> int:

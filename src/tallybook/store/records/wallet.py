@@ -48,7 +48,7 @@ from tallybook.store.port import (
     any_of,
     key_of,
 )
-from tallybook.store.records.codec import iso, parse_iso, to_us
+from tallybook.store.records.codec import iso, malformed, parse_iso, to_us
 
 #: finished holds stay readable this long, then their row expires (TTL); the
 #: transaction records that created and settled them are kept for ever
@@ -346,6 +346,51 @@ def read_holds(store: ItemStore, program: str, account: str) -> list[Hold]:
         SortCondition.begins_with(keys.WALLET_HOLD_PREFIX),
     )
     return [hold_from_item(i) for i in items]
+
+
+def hold_problem(item: Item) -> str | None:
+    """What keeps a hold item from being read; None if it reads."""
+    found = malformed(
+        item, text=("hold_id", "account", "kind", "status"), times=("deadline", "created_at")
+    )
+    if found is not None:
+        return found
+    if item["kind"] not in {str(k) for k in HoldKind}:
+        return f"kind {item['kind']!r} is unknown"
+    if item["status"] not in {str(s) for s in HoldStatus}:
+        return f"status {item['status']!r} is unknown"
+    for name in ("amounts", "captured_funds"):
+        amounts = item.get(name) or {}
+        if not isinstance(amounts, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in amounts.values()
+        ):
+            return f"{name} {amounts!r} are not integers per fund"
+    captured = item.get("captured") or 0
+    if not isinstance(captured, int) or isinstance(captured, bool):
+        return f"captured {captured!r} is not an integer"
+    try:
+        takes_from_value(item.get("grants"))
+    except (TypeError, ValueError, IndexError, KeyError):
+        return f"grants {item.get('grants')!r} are not grant takes"
+    return None
+
+
+def checked_holds(store: ItemStore, program: str, account: str) -> tuple[list[Hold], list[str]]:
+    """The account's holds, for the check, and what is wrong with each item that
+    does not read as a hold, named by its key."""
+    holds: list[Hold] = []
+    problems: list[str] = []
+    items = store.query_all(
+        keys.account_partition(program, account),
+        SortCondition.begins_with(keys.WALLET_HOLD_PREFIX),
+    )
+    for item in items:
+        problem = hold_problem(item)
+        if problem is None:
+            holds.append(hold_from_item(item))
+        else:
+            problems.append(f"malformed hold {item['sk']} of {account}: {problem}")
+    return holds, problems
 
 
 # --- charge intents -------------------------------------------------------------

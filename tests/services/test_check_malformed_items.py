@@ -1,0 +1,71 @@
+"""The check reports an item that does not read (an entry without ``txn_id``, a hold
+with a non-integer amount, a notification row without ``type``) as a violation
+naming it, and goes on: it stopped with ``KeyError``/``TypeError`` instead."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from tallybook.ledger import Ledger
+from tallybook.store import keys
+from tallybook.store.port import ItemStore, SortCondition
+
+
+def _rows(store: ItemStore, account: str, prefix: str) -> list[dict[str, Any]]:
+    found = store.query_all(keys.account_partition("p", account), SortCondition.begins_with(prefix))
+    return [cast(dict[str, Any], dict(i)) for i in found]
+
+
+@pytest.fixture
+def ledger(store: ItemStore) -> Ledger:
+    ledger = Ledger(store)
+    ledger.programs.create("p")
+    for account in ("a", "b"):
+        ledger.accounts.open("p", account)
+        for i in (1, 2, 3):
+            ledger.wallet.credit("p", account, "cash", 100, txn_id=f"{account}-c{i}")
+        ledger.wallet.authorize("p", account, 30, hold_id=f"{account}-h")
+        ledger.notifications.add("p", account, "Promo", {"n": 1})
+    assert ledger.check.program("p").ok
+    return ledger
+
+
+def test_an_entry_without_txn_id_is_named_and_the_rest_checked(ledger: Ledger) -> None:
+    entry = _rows(ledger.store, "a", keys.entry_prefix("cash"))[1]
+    del entry["txn_id"]
+    ledger.store.put(entry)
+    head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "b")))
+    head["funds"]["cash"]["held"] += 1
+    ledger.store.put(head)
+
+    report = ledger.check.program("p")
+    assert report.violations == [
+        f"invariant 1: a/cash: malformed entry {entry['sk']}: no txn_id",
+        "invariant 2: b/cash: head withholds 31, holds sum 30",
+    ]
+    assert report.entries == 6
+
+
+def test_a_hold_with_a_non_integer_amount_is_named(ledger: Ledger) -> None:
+    (hold,) = _rows(ledger.store, "a", keys.WALLET_HOLD_PREFIX)
+    hold["amounts"] = {"cash": "30"}
+    ledger.store.put(hold)
+
+    report = ledger.check.program("p")
+    assert report.violations == [
+        f"invariant 2: malformed hold {hold['sk']} of a: amounts {{'cash': '30'}} "
+        "are not integers per fund",
+        "invariant 2: a/cash: head withholds 30, holds sum 0",
+    ]
+    assert ledger.check.account("p", "b").ok
+
+
+def test_a_notification_row_without_type_is_named(ledger: Ledger) -> None:
+    (row,) = _rows(ledger.store, "a", keys.NOTIFICATION_HISTORY_PREFIX)
+    del row["type"]
+    ledger.store.put(row)
+
+    report = ledger.check.program("p")
+    assert report.violations == [f"invariant 6: malformed notification {row['sk']} of a: no type"]
