@@ -55,6 +55,23 @@ def test_partial_capture_releases_the_rest(wallet: Ledger) -> None:
     assert_consistent(wallet, "alice")
 
 
+@pytest.mark.parametrize("amount", [None, 100, 250])
+def test_capturing_a_captured_hold_again_is_refused_by_its_state(
+    wallet: Ledger, amount: int | None
+) -> None:
+    """A partial capture releases the rest: capturing 'the rest' (no amount) or
+    another amount afterwards was a 409 idempotency-conflict, as if a key had been
+    reused; it is a 409 invalid-state naming what was captured."""
+    fund(wallet, "alice", cash=1000)
+    wallet.wallet.authorize(P, "alice", 500, hold_id="h1")
+    wallet.wallet.capture(P, "h1", 200)
+    with pytest.raises(InvalidState, match=r"already captured \(200 of 500, the rest released\)"):
+        wallet.wallet.capture(P, "h1", amount)
+    assert wallet.wallet.capture(P, "h1", 200).hold.captured == 200  # the same one replays
+    assert available(wallet, "alice")["total"] == 800
+    assert_consistent(wallet, "alice")
+
+
 def test_capture_more_than_held_is_refused(wallet: Ledger) -> None:
     fund(wallet, "alice", cash=100)
     wallet.wallet.authorize(P, "alice", 50, hold_id="h1")

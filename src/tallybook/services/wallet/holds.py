@@ -347,10 +347,13 @@ class HoldOps:
                 raise InvalidState(expired_message(exc.hold)) from None
             raise
         except IdempotencyConflict:
+            # a hold is captured once (a partial capture releases the rest): another
+            # capture of it is refused by its state, like one of a voided hold
             hold = self.get(program, account, hold_id)
-            raise IdempotencyConflict(
-                f"hold {hold_id} was already captured ({hold.captured} of {hold.amount}); "
-                "only a repeat of that same capture replays it"
+            raise InvalidState(
+                f"hold {hold_id} was already captured ({hold.captured} of {hold.amount}, "
+                "the rest released); it cannot be captured again, only a repeat of that "
+                "same capture replays it"
                 if hold.status is HoldStatus.CAPTURED
                 else f"hold {hold_id} is {hold.status}; it cannot be captured"
             ) from None
