@@ -349,12 +349,12 @@ def test_an_overlong_grant_or_held_credit_id_names_the_txn_id(ledger: Ledger) ->
     # the caller passed txn_id, and was told "a hold id has at most 100 characters"
     open_accounts(ledger, "alice")
     with pytest.raises(
-        ValidationError, match=r"a grant's txn_id \(also its hold id\) has at most 100"
+        ValidationError, match=r"a grant's txn_id \(also its hold id\) is longer than 100"
     ):
         ledger.wallet.grant(PROGRAM, "alice", 5, txn_id="g" * 101, expires_in_days=1)
-    with pytest.raises(ValidationError, match=r"a held credit's txn_id .* has at most 100"):
+    with pytest.raises(ValidationError, match=r"a held credit's txn_id .* is longer than 100"):
         ledger.wallet.credit_held(PROGRAM, "alice", "cash", 5, txn_id="r" * 101, release_in_days=1)
-    with pytest.raises(ValidationError, match="a hold id has at most 100"):
+    with pytest.raises(ValidationError, match="hold id is longer than 100"):
         ledger.wallet.authorize(PROGRAM, "alice", 5, hold_id="h" * 101)
     assert ledger.wallet.grant(PROGRAM, "alice", 5, txn_id="g" * 100, expires_in_days=1).funds
 
@@ -375,3 +375,44 @@ def test_a_flag_that_is_not_a_bool_is_refused(ledger: Ledger, flag: object) -> N
         with pytest.raises(ValidationError, match="must be True or False"):
             call()
     assert ledger.webhooks.list(PROGRAM) == []
+
+
+_ID_KINDS: list[tuple[str, int, Callable[[Ledger, str], object]]] = [
+    ("program id", 128, lambda led, v: led.accounts.open(v, "carol")),
+    ("account", 128, lambda led, v: led.wallet.credit(PROGRAM, v, "cash", 5, txn_id="t-acc")),
+    (
+        "transaction id",
+        128,
+        lambda led, v: led.transactions.credit(PROGRAM, "alice", "cash", 5, txn_id=v),
+    ),
+    ("hold id", 100, lambda led, v: led.wallet.authorize(PROGRAM, "alice", 5, hold_id=v)),
+    (
+        r"a grant's txn_id \(also its hold id\)",
+        100,
+        lambda led, v: led.wallet.grant(PROGRAM, "alice", 5, txn_id=v, expires_in_days=1),
+    ),
+    (
+        r"a held credit's txn_id \(also its hold id\)",
+        100,
+        lambda led, v: led.wallet.credit_held(
+            PROGRAM, "alice", "cash", 5, txn_id=v, release_in_days=1
+        ),
+    ),
+    ("hold id", 100, lambda led, v: led.wallet.capture(PROGRAM, v)),
+    ("order id", 122, lambda led, v: led.loyalty.earn(PROGRAM, "alice", v, 100)),
+]
+
+
+@pytest.mark.parametrize(("what", "limit", "call"), _ID_KINDS)
+def test_every_id_kind_states_its_own_length_limit(
+    ledger: Ledger, what: str, limit: int, call: Callable[[Ledger, str], object]
+) -> None:
+    # a missing hold id was "required (1-128 characters)", and one of 129 "longer
+    # than 128 characters", though hold ids are limited to 100
+    open_accounts(ledger, "alice")
+    ledger.wallet.credit(PROGRAM, "alice", "cash", 100, txn_id="seed-cash")
+    with pytest.raises(ValidationError, match=rf"^{what} is required \(1-{limit} characters\)$"):
+        call(ledger, "")
+    for length in (limit + 1, 129):
+        with pytest.raises(ValidationError, match=rf"^{what} is longer than {limit} characters$"):
+            call(ledger, "x" * length)

@@ -20,12 +20,15 @@ def check_flag(value: object, what: str) -> bool:
     return value
 
 
-def check_id(value: object, what: str = "id") -> str:
-    """An id: 1-128 ASCII letters, digits, ``.``, ``_``, ``:`` or ``-``; no slashes."""
+def check_id(value: object, what: str = "id", *, max_length: int = MAX_ID_LENGTH) -> str:
+    """An id: 1-128 ASCII letters, digits, ``.``, ``_``, ``:`` or ``-``; no slashes.
+
+    ``max_length`` is a shorter limit of some kinds (a hold id), named in the messages.
+    """
     if not isinstance(value, str) or not value:
-        raise ValidationError(f"{what} is required (1-{MAX_ID_LENGTH} characters)")
-    if len(value) > MAX_ID_LENGTH:
-        raise ValidationError(f"{what} is longer than {MAX_ID_LENGTH} characters")
+        raise ValidationError(f"{what} is required (1-{max_length} characters)")
+    if len(value) > max_length:
+        raise ValidationError(f"{what} is longer than {max_length} characters")
     if not _ID.fullmatch(value):
         raise ValidationError(
             f"{what} {value[:40]!r} may hold only ASCII letters, digits, '.', '_', ':' and '-', "
@@ -65,14 +68,16 @@ def is_derived(txn_id: str) -> bool:
     return head in DERIVED_PREFIXES or txn_id.rpartition(":")[2] in DERIVED_SUFFIXES
 
 
-def check_client_txn_id(value: object, what: str = "transaction id") -> str:
+def check_client_txn_id(
+    value: object, what: str = "transaction id", *, max_length: int = MAX_ID_LENGTH
+) -> str:
     """A transaction or hold id chosen by a client: an id outside the derived namespace.
 
     Taking a derived id would block what tallybook does under it later (a
     client transfer named ``ord-7:capture`` made the capture of hold ``ord-7``
     a conflict, and a taken ``{hold}:expire`` kept its funds withheld).
     """
-    txn_id = check_id(value, what)
+    txn_id = check_id(value, what, max_length=max_length)
     if is_derived(txn_id):
         raise ValidationError(f"{what} {txn_id[:40]!r} is reserved: {RESERVED_RULE}")
     return txn_id

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from tallybook.domain.ids import check_client_txn_id
 from tallybook.domain.model import FundState
 from tallybook.errors import ValidationError
 
@@ -181,10 +182,9 @@ def split_capture(
     return CaptureSplit(captured, tuple(captured_grants), released, tuple(released_grants))
 
 
-def check_hold_id(hold_id: str, what: str = "a hold id") -> str:
-    if len(hold_id) > MAX_HOLD_ID:
-        raise ValidationError(f"{what} has at most {MAX_HOLD_ID} characters")
-    return hold_id
+def check_hold_id(hold_id: object, what: str = "hold id") -> str:
+    """A hold id a client chooses: a client transaction id of 1-``MAX_HOLD_ID`` characters."""
+    return check_client_txn_id(hold_id, what, max_length=MAX_HOLD_ID)
 
 
 def hold_deadline(now: datetime, seconds: int | None) -> datetime:

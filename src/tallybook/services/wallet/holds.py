@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeVar, cast
 
-from tallybook.domain.ids import check_client_txn_id, check_fund, check_id, derived_id
+from tallybook.domain.ids import check_fund, check_id, derived_id
 from tallybook.domain.model import EXTERNAL, Leg, Transaction, TxnType
 from tallybook.domain.money import check_amount
 from tallybook.domain.times import check_time
 from tallybook.domain.wallet import (
     BONUS,
     CREDIT_FUNDS,
+    MAX_HOLD_ID,
     Hold,
     HoldKind,
     HoldStatus,
@@ -110,7 +111,7 @@ class HoldOps:
     def account_of(self, program: str, hold_id: str) -> str:
         """A hold's owner, from the transaction that created it (hold id = its id)."""
         check_id(program, "program id")
-        check_id(hold_id, "hold id")
+        check_id(hold_id, "hold id", max_length=MAX_HOLD_ID)
         item = read_transaction(self.store, program, hold_id)
         owner = item.get("owner") if item else None
         details = item.get("details") if item else None
@@ -141,7 +142,7 @@ class HoldOps:
         """Withhold ``amount`` across funds in spend order until capture, void or deadline."""
         check_id(account, "account")
         check_amount(amount)
-        check_hold_id(check_client_txn_id(hold_id, "hold id"))
+        check_hold_id(hold_id)
         body = {
             "op": "wallet.authorize",
             "account": account,
@@ -242,7 +243,7 @@ class HoldOps:
         check_id(account, "account")
         check_fund(fund)
         check_amount(amount)
-        check_hold_id(check_client_txn_id(txn_id), "a held credit's txn_id (also its hold id)")
+        check_hold_id(txn_id, "a held credit's txn_id (also its hold id)")
         if (release_at is None) == (release_in_days is None):
             raise ValidationError("give exactly one of release_at or release_in_days")
         if release_at is not None:

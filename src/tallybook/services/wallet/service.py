@@ -174,7 +174,7 @@ class WalletService:
         is granted (the grant id is ``txn_id``; a retry of either keeps the first answer)."""
         check_id(account, "account")
         check_amount(amount)
-        check_hold_id(check_client_txn_id(txn_id), "a grant's txn_id (also its hold id)")
+        check_hold_id(txn_id, "a grant's txn_id (also its hold id)")
         if (expires_at is None) == (expires_in_days is None):
             raise ValidationError("give exactly one of expires_at or expires_in_days")
         expires_at = check_optional_time(expires_at, "expires_at")
