@@ -3,6 +3,8 @@ points whole, parsing exact or refused."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tallybook.admin.money import MINUS, example, exponent, format_amount, parse_amount
@@ -47,6 +49,7 @@ def test_exponents_follow_iso_4217() -> None:
         ("1400", "JPY", 1_400),
         ("0.001", "KWD", 1),
         ("500", "points", 500),
+        ("$10,000,000,000,000.00", "USD", 10**15),  # the largest a posting carries
     ],
 )
 def test_parse(text: str, unit: str, minor: int) -> None:
@@ -67,10 +70,16 @@ def test_parse(text: str, unit: str, minor: int) -> None:
         ("", "USD", "positive number of USD"),
         ("\u0661\u0662", "USD", "positive number of USD"),  # Arabic-Indic digits
         ("\uff11\uff12", "points", "whole number of points"),  # full-width digits
+        # 17+ digits were "must be a positive number of USD"; 16 got the ledger's
+        # "exceeds the maximum of 1000000000000000 minor units"
+        ("12345678901234567", "USD", "too large: at most $10,000,000,000,000.00"),
+        ("$10,000,000,000,000.01", "USD", "too large: at most $10,000,000,000,000.00"),
+        ("1000000000000001", "points", "too large: at most 1,000,000,000,000,000"),
+        ("1000000000000000000", "JPY", "too large: at most ¥1,000,000,000,000,000"),
     ],
 )
 def test_parse_refuses_rather_than_rounds(text: str, unit: str, message: str) -> None:
-    with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ValidationError, match=re.escape(message)):
         parse_amount(text, unit)
 
 

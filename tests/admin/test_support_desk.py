@@ -263,6 +263,7 @@ def test_adjust_needs_a_reason_an_amount_and_the_csrf_token(
         ({"reason": "   "}, "a reason is required"),
         ({"amount": "1.005"}, "more precision than USD allows"),
         ({"amount": "abc"}, "positive number of USD"),
+        ({"amount": "12345678901234567"}, "too large: at most $10,000,000,000,000.00"),
         ({"fund": "gold"}, "has no fund"),
         ({"direction": "remove", "amount": "1000000"}, "Adjust failed"),
     ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
+from tallybook.domain.money import MAX_AMOUNT
 from tallybook.errors import ValidationError
 
 #: ISO 4217 currencies whose minor unit is not 2 digits (all others: 2)
@@ -27,7 +28,7 @@ _EXPONENTS = {
 _SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥", "INR": "₹", "KRW": "₩"}
 _CODE = re.compile(r"[A-Z]{3}")
 #: ASCII digits only: `\d` takes any script's digits, which `Decimal` reads too
-_INPUT = re.compile(r"[0-9]{1,16}(\.[0-9]*)?|\.[0-9]+")
+_INPUT = re.compile(r"[0-9]+(\.[0-9]*)?|\.[0-9]+")
 MINUS = "\N{MINUS SIGN}"
 
 
@@ -65,7 +66,7 @@ def example(unit: str) -> str:
 def parse_amount(text: str, unit: str, what: str = "the amount") -> int:
     """What an agent typed (``14``, ``14.5``, ``$1,400.00``) as a positive number of minor
     units of ``unit``; more decimals than the currency has, or points with decimals,
-    are refused rather than rounded."""
+    are refused rather than rounded, and more than a posting carries is too large."""
     digits = exponent(unit)
     cleaned = text.strip().replace(",", "").replace(" ", "")
     cleaned = cleaned.removeprefix(_SYMBOLS.get(unit, "\0")).removesuffix(unit)
@@ -86,4 +87,6 @@ def parse_amount(text: str, unit: str, what: str = "the amount") -> int:
         raise ValidationError(f"{what} has more precision than {unit} allows ({places})")
     if minor <= 0:
         raise ValidationError(f"{what} must be more than zero")
+    if minor > MAX_AMOUNT:  # the ledger's own refusal names minor units
+        raise ValidationError(f"{what} is too large: at most {format_amount(MAX_AMOUNT, unit)}")
     return int(minor)
