@@ -11,14 +11,16 @@ from __future__ import annotations
 import base64
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from urllib.parse import unquote, urlencode
 
 import pytest
+from fastapi.testclient import TestClient
 
 from tallybook.admin.money import MINUS, format_amount
 from tallybook.admin.timeline import timeline
+from tallybook.http.app import create_app
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.store.forwarding import ForwardingStore
@@ -485,3 +487,35 @@ def test_the_account_page_shows_no_points_past_their_date(
     clock.advance(timedelta(days=6))
     page = build(ledger, "club", "ann", HistoryFilter(fund="points"), None)
     assert [b.total for b in page.balances if b.fund == "points"] == [0]
+
+
+@SQLITE_ONLY
+def test_a_form_over_the_body_limit_gets_an_admin_page(seeded: Seeded, ledger: Ledger) -> None:
+    """A form body over the server's limit was answered the API's 413 JSON problem;
+    an admin page answers its own HTML page, and the API keeps its problem+json."""
+    with TestClient(create_app(ledger, max_body=1000)) as client:
+        admin = AdminClient(client)
+        admin.login(seeded.admin_secret)
+        before = ledger.wallet.balance("shop", "alice").fund("cash").total
+        form = {"fund": "cash", "direction": "add", "amount": "1.00", "reason": "x" * 2000}
+        r = admin.post("/admin/accounts/alice/adjust", {**_adjust_form(admin), **form})
+        assert r.status_code == 413
+        assert r.headers["content-type"].startswith("text/html")
+        assert "larger than the 1,000 bytes the server takes" in r.text
+        assert r.headers["X-Frame-Options"] == "DENY"
+
+        token = admin.csrf().encode()
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: the limit applies while reading
+            yield b"csrf=" + token + b"&reason="
+            yield b"x" * 2000
+
+        kind = {"content-type": "application/x-www-form-urlencoded"}
+        r = client.post("/admin/accounts/alice/adjust", content=chunks(), headers=kind)
+        assert r.status_code == 413
+        assert "larger than the 1,000 bytes" in r.text
+        assert ledger.wallet.balance("shop", "alice").fund("cash").total == before
+        api = client.post("/v1/accounts", json={"account": "x" * 2000})
+        assert api.status_code == 413
+        assert api.headers["content-type"] == "application/problem+json"
+        assert api.json()["type"].endswith("payload-too-large")

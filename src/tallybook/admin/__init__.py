@@ -2,7 +2,8 @@
 
 ``router`` (prefix ``/admin``) and ``install(app)`` are what
 :func:`tallybook.http.app.create_app` looks for: the router carries the pages,
-``install`` adds the session signer, the login redirects and the static files.
+``install`` adds the session signer, the login redirects and the static files,
+``too_large_page`` answers a form body over the server's limit.
 Server-rendered with Jinja2; no JavaScript is needed and nothing is fetched
 from a CDN. See docs/admin.md.
 """
@@ -39,4 +40,6 @@ def install(app: FastAPI, *, secret: bytes | str | None = None) -> None:
     app.mount("/admin/static", StaticFiles(directory=HERE / "static"), name="admin-static")
 
 
-__all__ = ["install", "router"]
+too_large_page = auth.too_large_page
+
+__all__ = ["install", "router", "too_large_page"]

@@ -9,6 +9,7 @@ from fastapi import APIRouter, FastAPI, Form, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Scope
 
 from tallybook.admin.session import LOGIN_COOKIE, LOGIN_TTL, SESSION_COOKIE, SESSION_TTL
 from tallybook.admin.web import (
@@ -96,6 +97,28 @@ def logout(request: Request, agent: PostingAgent) -> Response:
     return response
 
 
+def on_page(request: Request) -> bool:
+    """Whether ``request`` asks for an admin page (the API's routes answer problem+json)."""
+    path = str(request.scope.get("path", ""))
+    return path.startswith((base_path(request), "/admin"))
+
+
+def too_large_page(scope: Scope, limit: int) -> Response | None:
+    """The page answering a body over the server's ``limit`` (bytes) sent to an admin
+    page, or ``None`` for the API's paths (their 413 stays problem+json)."""
+    request = Request(scope)
+    if not on_page(request):
+        return None
+    return render(
+        request,
+        "error.html",
+        status_code=413,
+        title="Request refused",
+        message=f"This form is larger than the {limit:,} bytes the server takes. "
+        "Go back, shorten what you typed and try again.",
+    )
+
+
 def install_handlers(app: FastAPI) -> None:
     """Unauthenticated admin requests go to the login page; a bad CSRF token is a 403."""
 
@@ -136,10 +159,6 @@ def install_handlers(app: FastAPI) -> None:
     api_ledger_error = app.exception_handlers.get(TallybookError)
     api_validation_error = app.exception_handlers.get(RequestValidationError)
     api_http_error = app.exception_handlers.get(StarletteHTTPException)
-
-    def on_page(request: Request) -> bool:
-        path = str(request.scope.get("path", ""))
-        return path.startswith((base_path(request), "/admin"))
 
     async def api_answer(handler: Any, request: Request, exc: Exception) -> Response:
         if handler is None:  # pragma: no cover - the API installs one
@@ -190,4 +209,4 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, no_such_page)
 
 
-__all__ = ["install_handlers", "router", "set_flash"]
+__all__ = ["install_handlers", "router", "set_flash", "too_large_page"]

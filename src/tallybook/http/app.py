@@ -121,6 +121,7 @@ def create_app(
         max_body=max_body,
         literal_paths=literal_paths(api_routes),
         api_paths=route_paths(api_routes),
+        too_large_page=admin.too_large_page,
     )
     install_docs(app)
     install_openapi(app)

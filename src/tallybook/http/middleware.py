@@ -28,11 +28,13 @@ import re
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, cast
 from urllib.parse import parse_qsl
 
 from pythonjsonlogger.json import JsonFormatter as _LibraryJsonFormatter
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tallybook.domain.json_text import RepeatedKey, loads_unique
@@ -165,6 +167,7 @@ class RequestMiddleware:
         max_body: int = DEFAULT_MAX_BODY,
         literal_paths: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (),
         api_paths: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (),
+        too_large_page: Callable[[Scope, int], Response | None] | None = None,
     ) -> None:
         self.app = app
         self.metrics = metrics
@@ -173,6 +176,8 @@ class RequestMiddleware:
         self.literal_paths = literal_paths
         #: :func:`tallybook.http.problems.route_paths` of the app's API routes
         self.api_paths = api_paths
+        #: the admin page's own answer to a body over ``max_body`` (``None``: not a page)
+        self.too_large_page = too_large_page
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -272,7 +277,7 @@ class RequestMiddleware:
         """The whole body, or ``None`` when a problem was answered (or the client left)."""
         length = _header(scope, b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
-            await self._too_large(scope, send)
+            await self._too_large(scope, receive, send)
             return None
         chunks: list[bytes] = []
         size = 0
@@ -283,7 +288,7 @@ class RequestMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
-                await self._too_large(scope, send)
+                await self._too_large(scope, receive, send)
                 return None
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -313,7 +318,11 @@ class RequestMiddleware:
         scope["state"]["body"] = body
         return body
 
-    async def _too_large(self, scope: Scope, send: Send) -> None:
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        page = self.too_large_page(scope, self.max_body) if self.too_large_page else None
+        if page is not None:
+            await page(scope, receive, send)
+            return
         await send_problem(
             scope,
             send,
