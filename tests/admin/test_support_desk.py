@@ -519,3 +519,27 @@ def test_a_form_over_the_body_limit_gets_an_admin_page(seeded: Seeded, ledger: L
         assert api.status_code == 413
         assert api.headers["content-type"] == "application/problem+json"
         assert api.json()["type"].endswith("payload-too-large")
+
+
+@SQLITE_ONLY
+def test_money_in_ledger_raised_notifications_reads_in_the_currency(
+    admin: AdminClient, seeded: Seeded, ledger: Ledger, clock: ManualClock
+) -> None:
+    """A HoldExpired payload showed ``amount: 300`` (minor units), a LowBalance one its
+    balance and threshold the same way; they read in the fund's unit, the stored
+    value kept in the title. A client's own notification shows its payload as given."""
+    ledger.accounts.open("shop", "carol")
+    ledger.wallet.credit("shop", "carol", "cash", 1_000, txn_id="carol-cash")
+    ledger.programs.set_low_balance_threshold("shop", "cash", 500)
+    ledger.wallet.authorize("shop", "carol", 300, hold_id="carol-h", expires_in=60)
+    ledger.wallet.debit("shop", "carol", 400, txn_id="carol-buy")  # available 300 < 500
+    clock.advance(timedelta(seconds=61))
+    ledger.wallet.reconcile("shop")  # the hold expires: HoldExpired
+    ledger.notifications.add("shop", "carol", "Custom", {"amount": 300})
+    admin.login(seeded.admin_secret)
+    html = admin.client.get("/admin/accounts/carol").text
+    assert '<dt>amount</dt><dd title="300 minor units">$3.00</dd>' in html
+    assert '<dt>threshold</dt><dd title="500 minor units">$5.00</dd>' in html
+    assert '<dt>available</dt><dd title="300 minor units">$3.00</dd>' in html
+    assert "<dt>fund</dt><dd>cash</dd>" in html
+    assert "<dt>amount</dt><dd>300</dd>" in html  # the client's Custom notification

@@ -25,6 +25,8 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from tallybook.admin.money import example, format_amount
 from tallybook.admin.session import SESSION_COOKIE, Session, SessionSigner
+from tallybook.domain.model import Program
+from tallybook.domain.notifications import HOLD_EXPIRED, LOW_BALANCE
 from tallybook.errors import NotFound, TallybookError
 from tallybook.ledger import Ledger
 from tallybook.services.apikeys import ApiKey
@@ -70,15 +72,47 @@ def _money(value: int | None, unit: str, signed: bool = False) -> str:
     return "" if value is None else format_amount(value, unit, signed=signed)
 
 
-def _readable(payload: Any) -> list[tuple[str, str]]:
-    """A notification payload as (key, text) lines: strings as they are, anything else
-    as JSON with its characters unescaped (the page escapes them for HTML itself)."""
+#: the money amounts in the payloads of notifications the ledger raises: their keys,
+#: and the payload key naming the fund whose unit they are in (``None``: the
+#: program's currency, as a hold's amount)
+_MONEY_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
+    HOLD_EXPIRED: (("amount",), None),
+    LOW_BALANCE: (("balance", "available", "threshold"), "fund"),
+}
+
+
+def _money_unit(payload: dict[str, Any], kind: str, program: Program | None) -> str | None:
+    """The unit the money amounts of ``payload`` are in, if ``kind`` has any."""
+    if program is None or kind not in _MONEY_KEYS:
+        return None
+    fund_key = _MONEY_KEYS[kind][1]
+    if fund_key is None:
+        return program.currency
+    fund = payload.get(fund_key)
+    spec = program.fund(fund) if isinstance(fund, str) else None
+    return spec.unit if spec else None
+
+
+def _readable(
+    payload: Any, kind: str = "", program: Program | None = None
+) -> list[tuple[str, str, str]]:
+    """A notification payload as (key, text, raw) lines: strings as they are, anything
+    else as JSON with its characters unescaped (the page escapes them for HTML itself).
+    The money amounts of a notification the ledger raises (``kind`` HoldExpired,
+    LowBalance) read in their unit (``$3.00``, not ``300``); ``raw`` keeps the value as
+    stored (minor units) for those, and is empty for the rest."""
     if not isinstance(payload, dict):
-        return [("", json.dumps(payload, ensure_ascii=False))]
-    return [
-        (str(k), v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
-        for k, v in payload.items()
-    ]
+        return [("", json.dumps(payload, ensure_ascii=False), "")]
+    unit = _money_unit(payload, kind, program)
+    money = _MONEY_KEYS[kind][0] if unit is not None else ()
+    lines = []
+    for k, v in payload.items():
+        text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+        if unit is not None and k in money and isinstance(v, int) and not isinstance(v, bool):
+            lines.append((str(k), format_amount(v, unit), f"{text} minor units"))
+        else:
+            lines.append((str(k), text, ""))
+    return lines
 
 
 _env.filters.update(
