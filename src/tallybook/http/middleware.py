@@ -28,8 +28,9 @@ import re
 import secrets
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, cast
 from urllib.parse import parse_qsl
 
@@ -54,6 +55,8 @@ REQUEST_ID_HEADER = "X-Request-Id"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _BODY_METHODS = frozenset(("POST", "PUT", "PATCH", "DELETE"))
+#: the answer a request is refused with, sent unless no route serves it (a 404 or 405)
+Refusal = Callable[[Send], Awaitable[None]]
 _REQUEST_ID_KEY = REQUEST_ID_HEADER.lower().encode()
 _IDEMPOTENCY_KEY = b"idempotency-key"
 
@@ -221,25 +224,27 @@ class RequestMiddleware:
                         scope, wrapped, 405, "method-not-allowed", detail, headers=allow
                     )
                     return
-            if scope["path"].startswith("/v1/") and not self._served(app_scope["method"], scope):
-                # an unknown path is a 404 and a method the path does not serve a
-                # 405 (with Allow), whatever its query or body would be refused for
-                await self.app(app_scope, receive, wrapped)
-                return
+            refusal: Refusal | None = None
             query = scope.get("query_string", b"")
             if query and scope["path"].startswith("/v1/"):
                 name = _repeated_parameter(query)
                 if name is not None:
-                    await _refuse_repeated_parameter(scope, wrapped, name)
-                    return
-            if scope["method"] in _BODY_METHODS:
+                    refusal = partial(_refuse_repeated_parameter, scope, name=name)
+            if refusal is None and scope["method"] in _BODY_METHODS:
                 if _given_twice(scope, _IDEMPOTENCY_KEY):
-                    await _refuse_repeated_key_header(scope, wrapped)
-                    return
-                body = await self._read_body(scope, receive, wrapped)
-                if body is None:
-                    return
-                receive = replay_receive(body, receive)
+                    refusal = partial(_refuse_repeated_key_header, scope)
+                else:
+                    read = await self._read_body(scope, receive)
+                    if read is None:
+                        return  # the client left
+                    body, refusal = read
+                    receive = replay_receive(body, receive)
+            # an unknown path is a 404 and a method the path does not serve a 405
+            # (with Allow), whatever its query or body would be refused for; the
+            # routes are only scanned for a request about to be refused
+            if refusal is not None and not self._unserved(app_scope):
+                await refusal(wrapped)
+                return
             await self.app(app_scope, receive, wrapped)
         except TallybookError as exc:
             # raised outside the routes (the idempotency middleware's own store
@@ -267,18 +272,22 @@ class RequestMiddleware:
             request_id_var.reset(token)
             trace_var.reset(trace_token)
 
-    def _served(self, method: str, scope: Scope) -> bool:
-        """Whether an API route serves ``method`` at this path (all do without ``api_paths``)."""
-        if not self.api_paths:
-            return True
-        return any(method in served and p.match(scope["path"]) for p, served in self.api_paths)
+    def _unserved(self, scope: Scope) -> bool:
+        """Whether no API route serves this ``/v1`` path and method (none is, without
+        ``api_paths``)."""
+        path, method = scope["path"], scope["method"]
+        if not self.api_paths or not path.startswith("/v1/"):
+            return False
+        return not any(method in served and p.match(path) for p, served in self.api_paths)
 
-    async def _read_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
-        """The whole body, or ``None`` when a problem was answered (or the client left)."""
+    async def _read_body(
+        self, scope: Scope, receive: Receive
+    ) -> tuple[bytes, Refusal | None] | None:
+        """The whole body (empty when too large) and the refusal it earns, if any;
+        ``None`` when the client left."""
         length = _header(scope, b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
-            await self._too_large(scope, receive, send)
-            return None
+            return b"", partial(self._too_large, scope, receive)
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -288,35 +297,32 @@ class RequestMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
-                await self._too_large(scope, receive, send)
-                return None
+                return b"", partial(self._too_large, scope, receive)
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if body and scope["path"].startswith("/v1/") and not _json_like(scope):
-            await send_problem(
+            return body, partial(
+                send_problem,
                 scope,
-                send,
-                415,
-                "unsupported-media-type",
-                "send the request body as JSON (Content-Type: application/json)",
-                "Unsupported media type",
+                status=415,
+                code="unsupported-media-type",
+                detail="send the request body as JSON (Content-Type: application/json)",
+                title="Unsupported media type",
             )
-            return None
         repeated = _parse_unique(scope, body)
         if repeated is not None:  # which one counts would be a guess: refused, never ignored
-            await send_problem(
+            return body, partial(
+                send_problem,
                 scope,
-                send,
-                422,
-                "validation",
-                f"invalid request: the body gives {repeated[:64]!r} more than once",
+                status=422,
+                code="validation",
+                detail=f"invalid request: the body gives {repeated[:64]!r} more than once",
                 errors=[{"loc": ["body", repeated], "msg": "given twice", "type": "duplicate"}],
             )
-            return None
         scope["state"]["body"] = body
-        return body
+        return body, None
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         page = self.too_large_page(scope, self.max_body) if self.too_large_page else None
