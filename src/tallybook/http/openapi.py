@@ -184,6 +184,20 @@ _CAPTURED_HOLD: dict[str, Any] = {
     "created_at": "2026-01-31T12:00:06.000000Z",
     "finished_at": "2026-01-31T12:00:07.000000Z",
 }
+#: h-2, authorised with the default expiry (7 days) and voided a second later
+_VOIDED_HOLD: dict[str, Any] = {
+    "hold_id": "h-2",
+    "account": "alice",
+    "kind": "debit",
+    "status": "voided",
+    "amount": 100,
+    "amounts": {"cash": 100},
+    "captured": 0,
+    "captured_funds": {},
+    "deadline": "2026-02-07T12:00:08.000000Z",
+    "created_at": "2026-01-31T12:00:08.000000Z",
+    "finished_at": "2026-01-31T12:00:09.000000Z",
+}
 _EARN_TRANSACTION: dict[str, Any] = {
     "id": "order:order-1002",
     "program": "shop",
@@ -381,19 +395,7 @@ RESPONSE_EXAMPLES: dict[str, Any] = {
         },
     },
     "wallet_void_hold": {
-        "hold": {
-            "hold_id": "h-2",
-            "account": "alice",
-            "kind": "debit",
-            "status": "voided",
-            "amount": 100,
-            "amounts": {"cash": 100},
-            "captured": 0,
-            "captured_funds": {},
-            "deadline": "2026-01-31T13:00:08.000000Z",
-            "created_at": "2026-01-31T12:00:08.000000Z",
-            "finished_at": "2026-01-31T12:00:09.000000Z",
-        },
+        "hold": _VOIDED_HOLD,
         "transaction": {
             "id": "h-2:void",
             "type": "void",
@@ -560,19 +562,7 @@ RESPONSE_EXAMPLES: dict[str, Any] = {
     },
     "wallet_list_holds": [
         _CAPTURED_HOLD,
-        {
-            "hold_id": "h-2",
-            "account": "alice",
-            "kind": "debit",
-            "status": "voided",
-            "amount": 100,
-            "amounts": {"cash": 100},
-            "captured": 0,
-            "captured_funds": {},
-            "deadline": "2026-02-07T12:00:08.000000Z",
-            "created_at": "2026-01-31T12:00:08.000000Z",
-            "finished_at": "2026-01-31T12:00:09.000000Z",
-        },
+        _VOIDED_HOLD,
     ],
     "ledger_get_order_transactions": {"transactions": [_EARN_TRANSACTION]},
 }
