@@ -509,3 +509,50 @@ def test_zero_grace_a_reward_not_yet_in_the_index_is_not_lost(
     clock.set(t0 + 16 * MIN)
     [rewards] = ledger.billing.reports.run("shop", sink=DirectorySink(out), kinds=["rewards"])
     assert (rewards.window, rewards.rows) == (_w(t0, 0, 15), 1)
+
+
+def test_an_entry_against_redemption_and_expiry_is_reported_under_each(
+    ledger: Ledger, clock: ManualClock, tmp_path: Path
+) -> None:
+    """One customer entry whose fund is posted against two counters (a wallet
+    capture releasing bonus of a grant that expired meanwhile) counts its share
+    under each: redeemed 30 and expired 20 of the one -50 entry."""
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=1, start=t0)
+    ledger.accounts.open("shop", "alice")
+    clock.advance(MIN)
+    legs = [Leg("alice", "points", 80), Leg(ISSUANCE, "points", -80)]
+    ledger.transactions.post("shop", legs, txn_id="e1", type="earn")
+    legs = [Leg("alice", "points", -50), Leg(REDEMPTION, "points", 30), Leg(EXPIRY, "points", 20)]
+    ledger.transactions.post("shop", legs, txn_id="rx", type="capture")
+    clock.set(t0 + 16 * MIN)
+    out = tmp_path / "out"
+    [result] = ledger.billing.reports.run("shop", sink=DirectorySink(out), kinds=["rewards"])
+    assert result.rows == 2
+    csv = (out / "shop" / "rewards" / result.window / "rewards_issued.csv").read_text()
+    assert csv.splitlines()[1:] == [",points,points,80,30,20,2"]
+
+
+def test_a_wallet_capture_reports_the_bonus_it_spent_and_the_bonus_that_expired(
+    ledger: Ledger, clock: ManualClock, tmp_path: Path
+) -> None:
+    """End to end: a 60 bonus hold on a grant that then expires, captured for 25;
+    the 35 released goes to expiry. The rewards report shows the grant's 100
+    issued, 25 redeemed and 75 expired (40 by the job, 35 by the capture)."""
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=1, start=t0)
+    ledger.accounts.open("shop", "alice")
+    clock.advance(MIN)
+    ledger.wallet.grant("shop", "alice", 100, expires_at=clock.now() + 5 * MIN, txn_id="g1")
+    ledger.wallet.authorize("shop", "alice", 60, hold_id="h1", expires_in=3600)
+    clock.advance(6 * MIN)
+    assert [e.amount for e in ledger.wallet.expire_grants("shop")] == [40]
+    captured = ledger.wallet.capture("shop", "h1", 25)
+    assert captured.transaction is not None
+    assert captured.transaction.funds == {"bonus": -60}
+    assert ledger.transactions.system_balance("shop", "@expiry") == {"bonus": 75}
+    clock.set(t0 + 16 * MIN)
+    out = tmp_path / "out"
+    [result] = ledger.billing.reports.run("shop", sink=DirectorySink(out), kinds=["rewards"])
+    csv = (out / "shop" / "rewards" / result.window / "rewards_issued.csv").read_text()
+    assert csv.splitlines()[1:] == [",bonus,USD,100,25,75,3"]

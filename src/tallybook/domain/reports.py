@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -72,13 +72,14 @@ class PartnerTotal:
 
 @dataclass(frozen=True, slots=True)
 class RewardFlow:
-    """One customer entry posted against an issuance, redemption or expiry account."""
+    """One customer entry posted against issuance, redemption or expiry accounts:
+    its amount per such account (one, but for a wallet capture that also sends
+    released bonus of an expired grant to expiry)."""
 
     partner: str
     fund: str
     unit: str
-    counter: str
-    amount: int
+    shares: Mapping[str, int]
     txn_id: str
     account: str
 
@@ -109,6 +110,11 @@ def partner_totals(records: Iterable[BillingRecord]) -> list[PartnerTotal]:
     return [PartnerTotal(p, c, n, a, k) for (p, c), (n, a, k) in sorted(acc.items())]
 
 
+#: reward counter -> its column in a :class:`RewardTotal` row: issued counts
+#: credits, redeemed and expired count debits (the amount negated)
+_COLUMNS = {ISSUANCE: 0, REDEMPTION: 1, EXPIRY: 2}
+
+
 def reward_totals(flows: Iterable[RewardFlow]) -> list[RewardTotal]:
     """Issued = credited from issuance; redeemed and expired = debited to those accounts.
 
@@ -118,15 +124,14 @@ def reward_totals(flows: Iterable[RewardFlow]) -> list[RewardTotal]:
     acc: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for f in flows:
         row = acc[(f.partner, f.fund, f.unit)]
-        if f.counter == ISSUANCE:
-            row[0] += f.amount
-        elif f.counter == REDEMPTION:
-            row[1] -= f.amount
-        elif f.counter == EXPIRY:
-            row[2] -= f.amount
-        else:
-            continue
-        row[3] += 1
+        counted = False
+        for counter, amount in f.shares.items():
+            column = _COLUMNS.get(counter)
+            if column is not None:
+                row[column] += -amount if column else amount
+                counted = True
+        if counted:
+            row[3] += 1
     return [
         RewardTotal(p, fund, unit, i, r, e, n)
         for (p, fund, unit), (i, r, e, n) in sorted(acc.items())

@@ -442,9 +442,10 @@ class PostingEngine:
             if p.balance is None:  # a system leg: no entry
                 continue
             fields = plan.entry_fields.get((leg.account, leg.fund))
-            if leg.fund in counters:
+            shares = counters.get(leg.fund)
+            if shares is not None:
                 index = reward_index_fields(
-                    program.id, counters[leg.fund], txn_id, leg.account, leg.fund, now_iso
+                    program.id, shares, txn_id, leg.account, leg.fund, now_iso
                 )
                 fields = index if fields is None else {**index, **fields}
             state = new_states[leg.account][leg.fund]
@@ -473,14 +474,26 @@ def _system_amounts(legs: Sequence[Leg]) -> dict[tuple[str, str], int]:
     return out
 
 
-def _reward_counters(legs: Sequence[Leg]) -> dict[str, str]:
-    """fund -> the one reward counter (issuance, redemption or expiry) a
-    transaction posts that fund against. A customer entry in such a fund
-    carries index attributes: the rewards-issued report reads them per hour on
-    gsi1 (no extra item, no scan; see docs/billing.md). A fund posted against
-    none or against several is left out of the index."""
-    found: dict[str, set[str]] = {}
+def _reward_counters(legs: Sequence[Leg]) -> dict[str, dict[str, int]]:
+    """fund -> the reward counters (issuance, redemption or expiry) a transaction
+    posts that fund against, each with the customer's share of it. A customer
+    entry in such a fund carries index attributes: the rewards-issued report
+    reads them per hour on gsi1 (no extra item, no scan; see docs/billing.md).
+
+    A fund posted against one counter indexes every customer entry in it. A fund
+    posted against several (a wallet capture that also sends released bonus of
+    an expired grant to ``@expiry``) indexes its one customer entry with the
+    share of each counter; with several customer entries in such a fund no
+    entry's share of each counter is known, and it is left out of the index."""
+    found: dict[str, dict[str, int]] = {}
     for leg in legs:
         if leg.account in _REWARD_COUNTERS:
-            found.setdefault(leg.fund, set()).add(leg.account)
-    return {fund: next(iter(c)) for fund, c in found.items() if len(c) == 1}
+            shares = found.setdefault(leg.fund, {})
+            # the customer's side of the counter's leg
+            shares[leg.account] = shares.get(leg.account, 0) - leg.amount
+    for fund, shares in list(found.items()):
+        if len(shares) > 1:
+            entries = [leg for leg in legs if leg.fund == fund]
+            if sum(not is_system_account(leg.account) for leg in entries) != 1:
+                del found[fund]
+    return found

@@ -12,7 +12,7 @@ rewards index the rewards-issued report reads.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -93,16 +93,21 @@ def latest_reports(
 
 
 def reward_index_fields(
-    program: str, counter: str, txn_id: str, account: str, fund: str, now_iso: str
+    program: str, shares: Mapping[str, int], txn_id: str, account: str, fund: str, now_iso: str
 ) -> Item:
-    """Attributes that put a customer entry posted against ``counter`` (issuance,
-    redemption or expiry) in the hourly rewards index."""
+    """Attributes that put a customer entry posted against the counters of
+    ``shares`` (issuance, redemption or expiry -> the entry's share of each) in
+    the hourly rewards index. An entry against one counter names it
+    (``counter``); one against several also keeps each share (``counter_shares``)."""
     shard = keys.shard_of(txn_id, keys.REWARD_INDEX_SHARDS)
-    return {
-        "counter": counter,
+    fields: Item = {
+        "counter": min(shares),
         "gsi1pk": keys.reward_index(program, now_iso[:13], shard),
         "gsi1sk": f"{now_iso}#{txn_id}#{account}#{fund}",
     }
+    if len(shares) > 1:
+        fields["counter_shares"] = dict(shares)
+    return fields
 
 
 def reward_flows(
@@ -121,8 +126,15 @@ def reward_flows(
                 partner=metadata.get("partner", ""),
                 fund=cast(str, item["fund"]),
                 unit=cast(str, item["unit"]),
-                counter=cast(str, item["counter"]),
-                amount=cast(int, item["amount"]),
+                shares=_shares(item),
                 txn_id=cast(str, item["txn_id"]),
                 account=cast(str, item["account"]),
             )
+
+
+def _shares(item: Item) -> dict[str, int]:
+    """An indexed entry's amount per counter it was posted against."""
+    shares = item.get("counter_shares")
+    if isinstance(shares, dict):
+        return cast(dict[str, int], shares)
+    return {cast(str, item["counter"]): cast(int, item["amount"])}
