@@ -652,3 +652,31 @@ def test_the_server_agrees_with_every_numeric_limit_the_schema_states(
     assert any("notifications_put_rules ('retention_days',)" in c for c in checked)
     assert any("loyalty_put_config ('campaigns', 0, 'bonus')" in c for c in checked)
     assert len(checked) > 60
+
+
+@sqlite_only
+def test_the_postings_are_matched_first_and_the_document_keeps_the_routers_order(
+    app_client,
+) -> None:
+    """The app tries the postings' routes first (FastAPI matches a request route
+    by route, and the transactions route was 20 tries in); the document still
+    lists the paths as the routers declare them, health checks first."""
+    from tallybook.http.app import DOCUMENT_ORDER, HOT_ROUTES
+
+    app = app_client.app
+    routers = [c.original_router for c in app.router.routes if hasattr(c, "original_router")]
+    matched = [
+        (method, route.path)
+        for router in routers
+        for route in router.routes
+        for method in sorted(getattr(route, "methods", None) or ())
+    ]
+    assert matched[0] == ("POST", "/v1/transactions")
+    assert matched[1] == ("GET", "/v1/accounts/{account}/balances")
+    assert set(HOT_ROUTES) <= set(matched)  # every hot route names a real route
+    spec = app_client.get("/openapi.json").json()
+    first_seen = list(dict.fromkeys(path for _, path in DOCUMENT_ORDER))
+    assert list(spec["paths"]) == [p for p in first_seen if p in spec["paths"]]
+    assert list(spec["paths"])[:3] == ["/healthz", "/readyz", "/metrics"]
+    ids = {(m, p): op["operationId"] for p, m, op in _operations(spec)}
+    assert ids[("post", "/v1/transactions")] == "ledger_post_transaction"

@@ -32,6 +32,7 @@ import inspect
 import json
 import re
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -627,12 +628,15 @@ def install_docs(app: FastAPI) -> None:
         )
 
 
-def install_openapi(app: FastAPI) -> None:
-    """Replace ``app.openapi`` with the post-processed document (built once)."""
+def install_openapi(app: FastAPI, order: Sequence[tuple[str, str]] = ()) -> None:
+    """Replace ``app.openapi`` with the post-processed document (built once);
+    ``order`` lists (method, path) pairs in the order the document gives them,
+    whatever the order the app matches its routes in."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = FastAPI.openapi(app)
+            _order_paths(schema, order)
             _document_security(schema)
             _document_idempotency(schema)
             _document_examples(schema)
@@ -641,6 +645,20 @@ def install_openapi(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _order_paths(schema: dict[str, Any], order: Sequence[tuple[str, str]]) -> None:
+    """Paths in the order of their first operation in ``order``; any other
+    after them, as they came (a path's operations keep the order the app
+    matches them in)."""
+    rank = {pair: n for n, pair in enumerate(order)}
+    last = len(rank)
+
+    def first(item: tuple[str, dict[str, Any]]) -> int:
+        path, operations = item
+        return min((rank.get((m.upper(), path), last) for m in operations), default=last)
+
+    schema["paths"] = dict(sorted(schema.get("paths", {}).items(), key=first))
 
 
 def _route_scope(route: APIRoute) -> str | None:
