@@ -122,3 +122,28 @@ def test_a_request_running_longer_than_its_lease_keeps_its_claim(
         (201, "true"),
     ]
     assert len(ledger.webhooks.list("shop")) == 1
+
+
+def test_one_keyed_earn_sent_at_once_to_several_processes_earns_once(
+    ledger: Ledger, servers: list[TestClient], write_headers: Headers
+) -> None:
+    """An earn answers its own replays (no claim in the idempotency layer): the
+    earn service's exactly-once per order id is what serialises them."""
+    ledger.loyalty.configure("shop", {"earn": {"points_per_unit": 1, "unit_size": 100}})
+    ledger.accounts.open("shop", "ann")
+    headers = {**write_headers, "Idempotency-Key": "earn-o-1"}
+    bodies: list[dict[str, Any]] = []
+
+    def send(server: TestClient, _: int) -> tuple[int, str | None]:
+        r = server.post(
+            "/v1/accounts/ann/earn", json={"order_id": "o-1", "amount": 500}, headers=headers
+        )
+        bodies.append(r.json())
+        return r.status_code, r.headers.get("idempotent-replayed")
+
+    assert _at_once(servers, send) == Counter({(201, None): 1, (200, "true"): 7})
+    assert {b["transaction"]["id"] for b in bodies} == {"order:o-1"}
+    assert {(b["points"], b["transaction"]["legs"][0]["balance"]) for b in bodies} == {(5, 5)}
+    assert [t.id for t in ledger.transactions.for_order("shop", "o-1")] == ["order:o-1"]
+    points = ledger.accounts.balances("shop", "ann")
+    assert next(b.balance for b in points if b.fund == "points") == 5

@@ -255,3 +255,24 @@ def test_every_paged_route_refuses_another_routes_cursor_with_a_4xx(
             r = app_client.get(url, params={**params, "cursor": cursor}, headers=write_headers)
             assert 400 <= r.status_code < 500, (path, cursor, r.status_code, r.text)
             assert r.headers["content-type"].startswith("application/problem+json"), path
+
+
+@pytest.mark.parametrize("key", ["-x", "k" * 129, "a b"])
+def test_an_earn_or_account_open_with_an_invalid_idempotency_key_is_a_422(
+    app_client: TestClient, ledger: Ledger, write_headers: Headers, key: str
+) -> None:
+    """docs/http.md: a key outside the pattern is a 422, never ignored, on every POST
+    (the routes answering their own replays included)."""
+    ledger.loyalty.configure("shop", {"earn": {"points_per_unit": 1, "unit_size": 100}})
+    ledger.accounts.open("shop", "ann")
+    headers = {**write_headers, "Idempotency-Key": key}
+    earn = app_client.post(
+        "/v1/accounts/ann/earn", json={"order_id": "o-1", "amount": 500}, headers=headers
+    )
+    opened = app_client.post("/v1/accounts", json={"account": "bea"}, headers=headers)
+    for r in (earn, opened):
+        assert r.status_code == 422, r.text
+        assert r.headers["content-type"] == "application/problem+json"
+        assert r.json()["errors"][0]["loc"] == ["header", "Idempotency-Key"]
+    assert ledger.transactions.for_order("shop", "o-1") == []
+    assert app_client.get("/v1/accounts/bea", headers=write_headers).status_code == 404

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Query, Response, status
+from fastapi import APIRouter, Body, Header, Path, Query, Response, status
 
 from tallybook.errors import ValidationError
 from tallybook.http.deps import (
@@ -100,6 +100,17 @@ def earn(
     principal: WritePrincipal,
     ledger: LedgerDep,
     response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=128,
+            pattern=ID_PATTERN,
+            description="optional: the order id is the idempotency key (one outside "
+            "1-128 of A-Z a-z 0-9 . _ : - is still a 422)",
+        ),
+    ] = None,
 ) -> EarnOut:
     r = ledger.loyalty.earn(
         principal.program,
