@@ -18,9 +18,9 @@
 - Every JSON request body has an ``example`` (:data:`REQUEST_EXAMPLES`), valid
   against its schema and accepted by the server in that order (a test posts
   each), so "Try it out" in ``/docs`` starts from a request that works.
-- The main operations' 2xx answers have an ``example`` too
-  (:data:`RESPONSE_EXAMPLES`), valid against the response schema and shaped
-  like the server's answer to the request examples (a test compares them).
+- Every 2xx JSON answer has an ``example`` too (:data:`RESPONSE_EXAMPLES`),
+  valid against the response schema and shaped like the server's answer to
+  the request examples (a test compares them).
 - ``/docs`` (Swagger UI) and ``/redoc`` load their scripts and styles from
   the app itself (``/docs-assets``, the files of the ``fastapi-offline``
   package), so they work without a network.
@@ -240,6 +240,50 @@ _EARN_TRANSACTION: dict[str, Any] = {
     },
 }
 
+#: r1, the request example of a billing record, as every answer shows it
+_BILLING_RECORD: dict[str, Any] = {
+    "id": "r1",
+    "partner": "acme",
+    "order_id": "o1",
+    "amount": 1999,
+    "currency": "USD",
+    "rate": "0.05",
+    "commission": 100,
+    "time": "2026-01-01T12:00:00.000000Z",
+    "bucket": "2026-01-31T12:00:00.000000Z",
+    "ingested_at": "2026-01-31T12:00:25.000000Z",
+    "late": True,
+}
+#: the request example's subscription (its secret is shown once, when created)
+_SUBSCRIPTION: dict[str, Any] = {
+    "id": "sub_29e34a4a3667ac2d",
+    "program": "shop",
+    "url": "https://example.com/hooks",
+    "types": ["transaction.posted", "hold.expired"],
+    "status": "active",
+    "created_at": "2026-01-31T12:00:26.000000Z",
+    "secret_hint": "…FPE=",
+    "description": "order service",
+    "disabled_reason": None,
+}
+#: the billing report of r1's window, run two hours after the writes above
+_BILLING_REPORT: dict[str, Any] = {
+    "kind": "billing",
+    "window": "20260131T120000Z_20260131T130000Z",
+    "start": "2026-01-31T12:00:00.000000Z",
+    "end": "2026-01-31T13:00:00.000000Z",
+    "rows": 1,
+    "sha256": {
+        "billing_totals.csv": "29c4e353249177e3b389af24650007d1f3b1aa242fcbcb718f0ade33ce0e47d0",
+        "billing_line_items.csv": (
+            "c0d98e47b6284d5f043f1110aaa47dcf2bdbe3cda1615a129a7878288b4615ae"
+        ),
+        "billing.json": "0c50983a7e8b4c33ae8f74ba5dfbd88f8fa5d2aba574e37e038814861ec5e29e",
+    },
+    "files": ["billing.json", "billing_line_items.csv", "billing_totals.csv"],
+    "repeated": False,
+}
+
 #: operationId -> the example of its 2xx JSON answer: real answers to the request
 #: examples above (posted in that order on a fresh program, one second apart, from
 #: 2026-01-31T12:00:00Z); a test compares each with the server's answer
@@ -283,7 +327,7 @@ RESPONSE_EXAMPLES: dict[str, Any] = {
             {"fund": "store_credit", "unit": "USD", "balance": 0, "held": 0, "available": 0},
             {"fund": "bonus", "unit": "USD", "balance": 0, "held": 0, "available": 0},
         ],
-        "attributes": {},
+        "attributes": {"segment": "retail"},
     },
     "ledger_get_entries": {
         "entries": [
@@ -561,11 +605,569 @@ RESPONSE_EXAMPLES: dict[str, Any] = {
         "campaigns": [],
         "expiry": {"warn_days": 30, "months": 24},
     },
-    "wallet_list_holds": [
-        _CAPTURED_HOLD,
-        _VOIDED_HOLD,
-    ],
+    "wallet_list_holds": [_VOIDED_HOLD, _CAPTURED_HOLD],  # newest first
     "ledger_get_order_transactions": {"transactions": [_EARN_TRANSACTION]},
+    "loyalty_put_config": {
+        "fund": "points",
+        "earn": {"points_per_unit": "1", "unit_size": 100, "rounding": "down"},
+        "tiers": [
+            {"name": "member", "threshold": 0, "multiplier": "1"},
+            {"name": "gold", "threshold": 5000, "multiplier": "1.5"},
+        ],
+        "qualification": {"window": "lifetime", "months": 12, "basis": "earned"},
+        "downgrade": {"rule": "after_hold", "hold_months": 12, "max_steps": 0},
+        "campaigns": [],
+        "expiry": {"warn_days": 30, "months": 24},
+    },
+    "ledger_open_account": {
+        "account": "alice",
+        "program": "shop",
+        "created_at": "2026-01-31T12:00:01.000000Z",
+        "balances": [
+            {"fund": "points", "unit": "points", "balance": 0, "held": 0, "available": 0},
+            {"fund": "cash", "unit": "USD", "balance": 0, "held": 0, "available": 0},
+            {"fund": "store_credit", "unit": "USD", "balance": 0, "held": 0, "available": 0},
+            {"fund": "bonus", "unit": "USD", "balance": 0, "held": 0, "available": 0},
+        ],
+        "attributes": {"segment": "retail"},
+    },
+    "notifications_add_notification": {
+        "id": "n-1769860813000000-de6f5199d3",
+        "account": "alice",
+        "type": "TierChanged",
+        "payload": {"tier": "gold"},
+        "created_at": "2026-01-31T12:00:13.000000Z",
+        "status": "active",
+        "listed": True,
+        "expires_at": None,
+        "dismissed_at": None,
+        "dismissed_by": None,
+        "dismiss_reason": None,
+        "delivery": "delivered",
+        "delivered_at": "2026-01-31T12:00:13.000000Z",
+        "delivery_error": None,
+        "source": "n-1",
+    },
+    "system_healthz": {"status": "ok", "version": "0.1.0"},
+    "system_readyz": {"status": "ready"},
+    "ledger_get_account_transactions": {
+        "transactions": [
+            {
+                "id": "redeem-1",
+                "program": "shop",
+                "type": "redeem",
+                "legs": [
+                    {
+                        "account": "alice",
+                        "fund": "points",
+                        "unit": "points",
+                        "amount": -20,
+                        "balance": 225,
+                        "seq": 4,
+                    },
+                    {
+                        "account": "@redemption",
+                        "fund": "points",
+                        "unit": "points",
+                        "amount": 20,
+                        "balance": None,
+                        "seq": None,
+                    },
+                ],
+                "created_at": "2026-01-31T12:00:12.000000Z",
+                "order_id": None,
+                "description": None,
+                "metadata": {"reward_id": "mug"},
+                "details": {
+                    "tier_changed": False,
+                    "account": "alice",
+                    "reward_id": "mug",
+                    "points": 20,
+                    "balance": 225,
+                    "tier": "member",
+                    "previous_tier": "member",
+                },
+            },
+            {
+                "id": "order:order-1002",
+                "program": "shop",
+                "type": "earn",
+                "legs": [
+                    {
+                        "account": "alice",
+                        "fund": "points",
+                        "unit": "points",
+                        "amount": 45,
+                        "balance": 245,
+                        "seq": 3,
+                    },
+                    {
+                        "account": "@issuance",
+                        "fund": "points",
+                        "unit": "points",
+                        "amount": -45,
+                        "balance": None,
+                        "seq": None,
+                    },
+                ],
+                "created_at": "2026-01-31T12:00:11.000000Z",
+                "order_id": "order-1002",
+                "description": None,
+                "metadata": {},
+                "details": {
+                    "tier_changed": True,
+                    "account": "alice",
+                    "points": 45,
+                    "amount": 4599,
+                    "currency": "USD",
+                    "multiplier": "1",
+                    "bonus": 0,
+                    "campaigns": [],
+                    "lot_expires": "2028-01-31T12:00:11.000000Z",
+                    "tier": "member",
+                    "previous_tier": None,
+                },
+            },
+        ],
+        "cursor": (
+            "eyJhdCI6IjE3Njk4NjA4MTEwMDAwMDAjIiwiZTpjYXNoIjoiRSNjYXNoIzE3Njk4"
+            "NjA4MTAwMDAwMDAjMDAwMDAwMDAwMDAzIiwiZTpwb2ludHMiOiJFI3BvaW50cyMx"
+            "NzY5ODYwODA0MDAwMDAwIzAwMDAwMDAwMDAwMiIsImZvciI6IjQ2ZGJhZDE3ZTM2"
+            "NzQ1MTEiLCJvd25lciI6IjIwMjYtMDEtMzFUMTI6MDA6MDkuMDAwMDAwWiNoLTI6"
+            "dm9pZCJ9"
+        ),
+    },
+    "ledger_get_system_balance": {"account": "@issuance", "balances": {"points": -45}},
+    "loyalty_get_tier_history": {
+        "changes": [
+            {
+                "at": "2026-01-31T12:00:11.000000Z",
+                "previous": None,
+                "tier": "member",
+                "reason": "earn",
+                "txn_id": "order:order-1002",
+            }
+        ],
+        "cursor": None,
+    },
+    "loyalty_get_expiring": {
+        "account": "alice",
+        "points": 25,
+        "lots": [
+            {
+                "expires": "2028-01-31T12:00:11.000000Z",
+                "points": 25,
+                "order_id": "order-1002",
+                "earned_at": "2026-01-31T12:00:11.000000Z",
+            }
+        ],
+        "cursor": None,
+    },
+    "loyalty_get_members": {
+        "tier": "member",
+        "members": [{"account": "alice", "points": 225, "qualifying_points": 45}],
+        "accounts": ["alice"],
+        "cursor": None,
+    },
+    "notifications_get_notification": {
+        "id": "n-1769860813000000-de6f5199d3",
+        "account": "alice",
+        "type": "TierChanged",
+        "payload": {"tier": "gold"},
+        "created_at": "2026-01-31T12:00:13.000000Z",
+        "status": "active",
+        "listed": True,
+        "expires_at": None,
+        "dismissed_at": None,
+        "dismissed_by": None,
+        "dismiss_reason": None,
+        "delivery": "delivered",
+        "delivered_at": "2026-01-31T12:00:13.000000Z",
+        "delivery_error": None,
+        "source": "n-1",
+    },
+    "notifications_notification_history": {
+        "notifications": [
+            {
+                "id": "n-1769860813000000-de6f5199d3",
+                "account": "alice",
+                "type": "TierChanged",
+                "payload": {"tier": "gold"},
+                "created_at": "2026-01-31T12:00:13.000000Z",
+                "status": "active",
+                "listed": True,
+                "expires_at": None,
+                "dismissed_at": None,
+                "dismissed_by": None,
+                "dismiss_reason": None,
+                "delivery": "delivered",
+                "delivered_at": "2026-01-31T12:00:13.000000Z",
+                "delivery_error": None,
+                "source": "n-1",
+            }
+        ],
+        "cursor": None,
+    },
+    "notifications_dismiss_notification": {
+        "id": "n-1769860813000000-de6f5199d3",
+        "account": "alice",
+        "type": "TierChanged",
+        "payload": {"tier": "gold"},
+        "created_at": "2026-01-31T12:00:13.000000Z",
+        "status": "dismissed",
+        "listed": True,
+        "expires_at": None,
+        "dismissed_at": "2026-01-31T12:00:14.000000Z",
+        "dismissed_by": "user",
+        "dismiss_reason": "user",
+        "delivery": "delivered",
+        "delivered_at": "2026-01-31T12:00:13.000000Z",
+        "delivery_error": None,
+        "source": "n-1",
+    },
+    "notifications_dismiss_type": {
+        "dismissed": {
+            "id": "n-1769860815000000-50339d963f",
+            "account": "alice",
+            "type": "TierChanged",
+            "payload": {"tier": "member"},
+            "created_at": "2026-01-31T12:00:15.000000Z",
+            "status": "dismissed",
+            "listed": True,
+            "expires_at": None,
+            "dismissed_at": "2026-01-31T12:00:16.000000Z",
+            "dismissed_by": "user",
+            "dismiss_reason": "user",
+            "delivery": "delivered",
+            "delivered_at": "2026-01-31T12:00:15.000000Z",
+            "delivery_error": None,
+            "source": "n-2",
+        }
+    },
+    "ledger_put_low_balance_threshold": {
+        "name": "cash",
+        "unit": "USD",
+        "allow_overdraft": False,
+        "low_balance_threshold": 500,
+    },
+    "notifications_put_rules": {
+        "retention_days": 90,
+        "types": {
+            "HoldExpired": {
+                "listed": True,
+                "dismisses": [],
+                "deliver": True,
+                "expires_after_days": None,
+            },
+            "LowBalance": {
+                "listed": True,
+                "dismisses": [],
+                "deliver": True,
+                "expires_after_days": None,
+            },
+            "PointsExpiring": {
+                "listed": True,
+                "dismisses": [],
+                "deliver": True,
+                "expires_after_days": None,
+            },
+            "TierChanged": {
+                "listed": True,
+                "dismisses": [],
+                "deliver": True,
+                "expires_after_days": None,
+            },
+            "TopUp": {
+                "listed": False,
+                "dismisses": ["LowBalance"],
+                "deliver": False,
+                "expires_after_days": None,
+            },
+        },
+        "default": {"listed": True, "dismisses": [], "deliver": False, "expires_after_days": None},
+    },
+    "notifications_get_rules": {
+        "retention_days": 90,
+        "types": {
+            "HoldExpired": {
+                "listed": True,
+                "dismisses": [],
+                "deliver": True,
+                "expires_after_days": None,
+            },
+            "LowBalance": {
+                "listed": True,
+                "dismisses": [],
+                "deliver": True,
+                "expires_after_days": None,
+            },
+            "PointsExpiring": {
+                "listed": True,
+                "dismisses": [],
+                "deliver": True,
+                "expires_after_days": None,
+            },
+            "TierChanged": {
+                "listed": True,
+                "dismisses": [],
+                "deliver": True,
+                "expires_after_days": None,
+            },
+            "TopUp": {
+                "listed": False,
+                "dismisses": ["LowBalance"],
+                "deliver": False,
+                "expires_after_days": None,
+            },
+        },
+        "default": {"listed": True, "dismisses": [], "deliver": False, "expires_after_days": None},
+    },
+    "wallet_post_grant": {
+        "id": "grant-1",
+        "type": "grant",
+        "account": "alice",
+        "funds": {"bonus": 500},
+        "held": {},
+        "availability": {"bonus": 500, "store_credit": 0, "cash": 1950, "total": 2450},
+        "grants": [
+            {"grant_id": "grant-1", "expires_at": "2026-03-02T12:00:19.000000Z", "amount": 500}
+        ],
+        "hold_id": None,
+        "charge": None,
+        "order_id": None,
+        "description": None,
+        "created_at": "2026-01-31T12:00:19.000000Z",
+        "replay": False,
+    },
+    "wallet_post_held_credit": {
+        "hold": {
+            "hold_id": "held-1",
+            "account": "alice",
+            "kind": "credit",
+            "status": "active",
+            "amount": 9000,
+            "amounts": {"cash": 9000},
+            "captured": 0,
+            "captured_funds": {},
+            "deadline": "2030-01-01T00:00:00.000000Z",
+            "created_at": "2026-01-31T12:00:20.000000Z",
+            "finished_at": None,
+        },
+        "transaction": {
+            "id": "held-1",
+            "type": "credit",
+            "account": "alice",
+            "funds": {"cash": 9000},
+            "held": {"cash": 9000},
+            "availability": {"bonus": 500, "store_credit": 0, "cash": 1950, "total": 2450},
+            "grants": [],
+            "hold_id": "held-1",
+            "charge": None,
+            "order_id": None,
+            "description": None,
+            "created_at": "2026-01-31T12:00:20.000000Z",
+            "replay": False,
+        },
+    },
+    "wallet_list_grants": [
+        {
+            "grant_id": "grant-1",
+            "awarded": 500,
+            "available": 500,
+            "expires_at": "2026-03-02T12:00:19.000000Z",
+            "granted_at": "2026-01-31T12:00:19.000000Z",
+        }
+    ],
+    "wallet_list_transactions": {
+        "transactions": [
+            {
+                "id": "held-1",
+                "type": "credit",
+                "account": "alice",
+                "funds": {"cash": 9000},
+                "held": {"cash": 9000},
+                "availability": {"bonus": 500, "store_credit": 0, "cash": 1950, "total": 2450},
+                "grants": [],
+                "hold_id": "held-1",
+                "charge": None,
+                "order_id": None,
+                "description": None,
+                "created_at": "2026-01-31T12:00:20.000000Z",
+                "replay": False,
+            },
+            {
+                "id": "grant-1",
+                "type": "grant",
+                "account": "alice",
+                "funds": {"bonus": 500},
+                "held": {},
+                "availability": {"bonus": 500, "store_credit": 0, "cash": 1950, "total": 2450},
+                "grants": [
+                    {
+                        "grant_id": "grant-1",
+                        "expires_at": "2026-03-02T12:00:19.000000Z",
+                        "amount": 500,
+                    }
+                ],
+                "hold_id": None,
+                "charge": None,
+                "order_id": None,
+                "description": None,
+                "created_at": "2026-01-31T12:00:19.000000Z",
+                "replay": False,
+            },
+        ],
+        "cursor": (
+            "eyJhdCI6IjE3Njk4NjA4MTkwMDAwMDAjIiwiZTpib251cyI6IkUjYm9udXMjMTc2"
+            "OTg2MDgxOTAwMDAwMCMwMDAwMDAwMDAwMDEiLCJlOmNhc2giOiJFI2Nhc2gjMTc2"
+            "OTg2MDgxMDAwMDAwMCMwMDAwMDAwMDAwMDMiLCJlOnBvaW50cyI6IkUjcG9pbnRz"
+            "IzE3Njk4NjA4MTIwMDAwMDAjMDAwMDAwMDAwMDA0IiwiZm9yIjoiNDZkYmFkMTdl"
+            "MzY3NDUxMSIsIm93bmVyIjoiMjAyNi0wMS0zMVQxMjowMDowOS4wMDAwMDBaI2gt"
+            "Mjp2b2lkIn0"
+        ),
+    },
+    "wallet_post_reconcile": {"actions": []},
+    "loyalty_run_expire": {
+        "days": 1,
+        "accounts": 0,
+        "lots": 0,
+        "points": 0,
+        "transactions": 0,
+        "warned": 0,
+        "warnings_failed": 0,
+    },
+    "loyalty_run_downgrade": {"members": 0, "downgraded": 0},
+    "notifications_ingest_sns": {
+        "status": "added",
+        "message_id": "m-1",
+        "notification": {
+            "id": "n-1769860824000000-6f0bdff5a6",
+            "account": "alice",
+            "type": "TopUp",
+            "payload": {"amount": 500},
+            "created_at": "2026-01-31T12:00:24.000000Z",
+            "status": "unlisted",
+            "listed": False,
+            "expires_at": None,
+            "dismissed_at": None,
+            "dismissed_by": None,
+            "dismiss_reason": None,
+            "delivery": None,
+            "delivered_at": None,
+            "delivery_error": None,
+            "source": "m-1",
+        },
+        "detail": None,
+    },
+    "notifications_ingest_stats": {
+        "received": 1,
+        "added": 1,
+        "replayed": 0,
+        "confirmed": 0,
+        "ignored": 0,
+        "rejected": 0,
+        "reasons": {},
+    },
+    "billing_ingest_record": _BILLING_RECORD,
+    "billing_list_records": {"records": [_BILLING_RECORD], "cursor": None},
+    "billing_get_record": _BILLING_RECORD,
+    "webhooks_create_subscription": {
+        **_SUBSCRIPTION,
+        "secret": "whsec_jhrSQsqpC2Cc1UKA3Pn5tE/Y+EvnXD3XjmkOBqFuFPE=",
+    },
+    "webhooks_disable_subscription": {
+        "id": "sub_29e34a4a3667ac2d",
+        "program": "shop",
+        "url": "https://example.com/hooks",
+        "types": ["transaction.posted", "hold.expired"],
+        "status": "disabled",
+        "created_at": "2026-01-31T12:00:26.000000Z",
+        "secret_hint": "…FPE=",
+        "description": "order service",
+        "disabled_reason": "disabled by an operator",
+    },
+    "webhooks_enable_subscription": _SUBSCRIPTION,
+    "webhooks_list_subscriptions": {"subscriptions": [_SUBSCRIPTION]},
+    "webhooks_get_subscription": _SUBSCRIPTION,
+    "webhooks_list_deliveries": {
+        "deliveries": [
+            {
+                "subscription": "sub_29e34a4a3667ac2d",
+                "position": "0000000000000000000001795840966282737497.000",
+                "event_id": "evt_b0af251bd9d4ef14ec210d6daacc1dce",
+                "type": "transaction.posted",
+                "accounts": ["alice"],
+                "status": "delivered",
+                "attempts": 1,
+                "at": "2026-01-31T12:00:29.000000Z",
+                "last_code": 200,
+                "last_error": None,
+                "last_latency_ms": 12,
+                "log": [{"at_us": 1795840966325176, "code": 200, "latency_ms": 12, "error": None}],
+            },
+            {
+                "subscription": "sub_29e34a4a3667ac2d",
+                "position": "0000000000000000000001795840966143038446.000",
+                "event_id": "evt_babec4a278301347050e9d3e99709073",
+                "type": "transaction.posted",
+                "accounts": ["alice"],
+                "status": "delivered",
+                "attempts": 1,
+                "at": "2026-01-31T12:00:20.000000Z",
+                "last_code": 200,
+                "last_error": None,
+                "last_latency_ms": 12,
+                "log": [{"at_us": 1795840966325156, "code": 200, "latency_ms": 12, "error": None}],
+            },
+        ],
+        "cursor": (
+            "eyJmb3IiOiJkMWU0YzU2ODEyM2MxMzhkIiwicGsiOiJXSERMViNzaG9wI3N1Yl8y"
+            "OWUzNGE0YTM2NjdhYzJkIiwic2siOiIwMDAwMDAwMDAwMDAwMDAwMDAwMDAxNzk1"
+            "ODQwOTY2MTQzMDM4NDQ2LjAwMCJ9"
+        ),
+    },
+    "webhooks_resend_delivery": {
+        "subscription": "sub_29e34a4a3667ac2d",
+        "position": "0000000000000000000001795840966282737497.000",
+        "event_id": "evt_b0af251bd9d4ef14ec210d6daacc1dce",
+        "type": "transaction.posted",
+        "accounts": ["alice"],
+        "status": "pending",
+        "attempts": 1,
+        "at": "2026-01-31T12:00:29.000000Z",
+        "last_code": 200,
+        "last_error": None,
+        "last_latency_ms": 12,
+        "log": [{"at_us": 1795840966325176, "code": 200, "latency_ms": 12, "error": None}],
+    },
+    "billing_run_reports": {"reports": [_BILLING_REPORT]},
+    "billing_list_reports": {"reports": [_BILLING_REPORT]},
+    "billing_download_report": {
+        "kind": "billing",
+        "line_items": [
+            {
+                "amount": 1999,
+                "commission": 100,
+                "currency": "USD",
+                "late": True,
+                "order_id": "o1",
+                "partner": "acme",
+                "rate": "0.05",
+                "record_id": "r1",
+                "time": "2026-01-01T12:00:00.000000Z",
+            }
+        ],
+        "program": "shop",
+        "records": 1,
+        "totals": [
+            {"amount": 1999, "commission": 100, "currency": "USD", "partner": "acme", "records": 1}
+        ],
+        "window": {
+            "end": "2026-01-31T13:00:00.000000Z",
+            "name": "20260131T120000Z_20260131T130000Z",
+            "start": "2026-01-31T12:00:00.000000Z",
+        },
+    },
 }
 
 _MANGLED = re.compile(r"^(?:[A-Za-z0-9_]+__)+(?P<module>[A-Za-z0-9_]+)__(?P<name>[A-Za-z0-9_]+)$")
