@@ -7,6 +7,7 @@ on a SQLite file; what is asserted is what a user sees.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -304,3 +305,81 @@ def test_help_still_shows_the_range_of_a_bounded_number(cli: Cli) -> None:
     assert code == 0
     assert "<integer 2<=x<=500>" in out
     assert "<decimal 0<=x<=1>" in out
+
+
+def test_a_report_interval_is_one_rule_on_every_edge(
+    cli: Cli, ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI (and Python) took ``1H`` and `` 1h`` where HTTP refused ``1H``; every
+    edge now takes a number and m, h or d in either case, nothing around it."""
+    from fastapi.testclient import TestClient
+
+    from tallybook.domain.billing import parse_interval
+    from tallybook.errors import ValidationError
+    from tallybook.http.app import create_app
+
+    monkeypatch.setenv("TALLYBOOK_REPORTS_OUT", str(tmp_path / "http"))
+    _, secret = ledger.keys.create("shop", "admin", None)
+    headers = {"Authorization": f"Bearer {secret}"}
+    out = str(tmp_path / "cli")
+    with TestClient(create_app(ledger)) as client:
+        for text in ("1H", "15M", "1d"):
+            assert parse_interval(text) == parse_interval(text.lower())
+            code, _, err = cli("report", "run", "-p", "shop", "--interval", text, "--out", out)
+            assert code == 0, err
+            r = client.post("/v1/reports/run", json={"interval": text}, headers=headers)
+            assert r.status_code == 200, r.text
+        for text in (" 1h", "1h ", "1 h", "1w", "32d"):
+            with pytest.raises(ValidationError):
+                parse_interval(text)
+            code, _, err = cli("report", "run", "-p", "shop", "--interval", text, "--out", out)
+            assert code != 0
+            assert "interval" in one_error(err)
+            r = client.post("/v1/reports/run", json={"interval": text}, headers=headers)
+            assert r.status_code == 422, r.text
+            assert r.headers["content-type"] == "application/problem+json"
+
+
+def test_a_commission_rate_is_one_rule_on_every_edge(
+    cli: Cli, ledger: Ledger, tmp_path: Path
+) -> None:
+    """NDJSON and Python took the integers 0 and 1 as a rate, HTTP refused them; every
+    edge now takes them, and refuses a float, a bool or another integer."""
+    from fastapi.testclient import TestClient
+
+    from tallybook.errors import ValidationError
+    from tallybook.http.app import create_app
+
+    _, secret = ledger.keys.create("shop", "read,write", None)
+    headers = {"Authorization": f"Bearer {secret}"}
+    record = {"partner": "acme", "order_id": "o-1", "amount": 1000, "currency": "USD"}
+    record["time"] = "2026-01-01T12:00:00Z"
+    rows = tmp_path / "records.ndjson"
+    with TestClient(create_app(ledger)) as client:
+        for i, rate in enumerate([0, 1, "1", "0.05"]):
+            ids = [f"py-{i}", f"http-{i}", f"cli-{i}"]
+            kept = ledger.billing.ingest("shop", ids[0], rate=rate, **record)  # type: ignore[arg-type]
+            r = client.post(
+                "/v1/billing/records", json={**record, "id": ids[1], "rate": rate}, headers=headers
+            )
+            assert r.status_code == 201, r.text
+            rows.write_text(json.dumps({**record, "id": ids[2], "rate": rate}) + "\n")
+            code, out, err = cli("billing", "ingest", "-p", "shop", str(rows))
+            assert code == 0, err
+            assert "1 created" in out
+            stored = {ledger.billing.get("shop", i).rate for i in ids}
+            assert stored == {kept.rate} == {r.json()["rate"]}
+        for i, rate in enumerate([0.5, 1.0, True, 2, -1]):
+            with pytest.raises(ValidationError):
+                ledger.billing.ingest("shop", f"bad-py-{i}", rate=rate, **record)  # type: ignore[arg-type]
+            r = client.post(
+                "/v1/billing/records",
+                json={**record, "id": f"bad-http-{i}", "rate": rate},
+                headers=headers,
+            )
+            assert r.status_code == 422, r.text
+            assert "rate" in r.json()["detail"]
+            rows.write_text(json.dumps({**record, "id": f"bad-cli-{i}", "rate": rate}) + "\n")
+            code, out, err = cli("billing", "ingest", "-p", "shop", str(rows))
+            assert "0 created" in out, (out, err)
+            assert "1 rejected" in out, (out, err)

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from tallybook.domain.billing import BillingRecord, iso
+from tallybook.domain.billing import INTERVAL_PATTERN, BillingRecord, canonical_rate, iso
 from tallybook.domain.money import MAX_AMOUNT
+from tallybook.errors import TallybookError
 from tallybook.http.schemas.common import Id
 from tallybook.services.billing.reports import ReportInfo, ReportResult
+
+
+def _rate_not_a_float(value: object) -> object:
+    """A rate that is not text is read as Python and the CLI read it (the integers 0
+    and 1; a float, a bool or another integer is refused with the ledger's reason)."""
+    if not isinstance(value, str):
+        try:
+            canonical_rate(value)
+        except TallybookError as exc:
+            raise ValueError(exc.message) from None
+    return value
 
 
 class BillingRecordIn(BaseModel):
@@ -25,8 +37,13 @@ class BillingRecordIn(BaseModel):
         description="non-zero, minor units; negative for a refund",
     )
     currency: str = Field(pattern=r"^[A-Z][A-Z0-9]{2,7}$", examples=["USD"])
-    rate: str = Field(
-        max_length=32, description="commission rate 0-1 as a decimal string", examples=["0.05"]
+    rate: Annotated[
+        Annotated[str, Field(max_length=32)] | Annotated[int, Field(strict=True, ge=0, le=1)],
+        BeforeValidator(_rate_not_a_float),
+    ] = Field(
+        description="commission rate 0-1 as a decimal string (or the integer 0 or 1; "
+        "never a float)",
+        examples=["0.05"],
     )
     time: str = Field(
         max_length=64,
@@ -82,7 +99,7 @@ class ReportRunIn(BaseModel):
 
     interval: str | None = Field(
         None,
-        pattern=r"^[1-9][0-9]{0,4}[mhd]$",
+        pattern=INTERVAL_PATTERN,
         examples=["15m", "1h", "1d"],
         description="Window length; default: the server's $TALLYBOOK_REPORT_INTERVAL, else 15m "
         "(what the scheduled reports job uses).",
