@@ -346,7 +346,8 @@ _RANDOM = {"secret": "<secret>", "secret_hint": "<secret>", "position": "<positi
 
 
 def _shape(value: Any, key: str = "") -> Any:
-    """An answer with its times, random ids and cursors made placeholders."""
+    """An answer with its random ids, wall-clock positions and cursors made placeholders
+    (its times are the ledger clock's, which the test sets)."""
     if isinstance(value, dict):
         return {k: _shape(v, k) for k, v in value.items()}
     if isinstance(value, list):
@@ -358,8 +359,6 @@ def _shape(value: Any, key: str = "") -> Any:
             return "<cursor>"
         if key in _RANDOM:
             return _RANDOM[key]
-        if re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", value):
-            return "<time>"
         if re.fullmatch(r"n-\d{16}-[0-9a-f]{10}", value):
             return "<notification id>"
         if re.fullmatch(r"(sub|evt)_[0-9a-f]+", value):
@@ -410,7 +409,6 @@ def test_every_answer_example_is_the_servers_answer(
         schema = {"components": spec["components"], **media.get("schema", {})}
         documented[op] = {"schema": schema, "example": media["example"]}
     assert set(documented) == set(RESPONSE_EXAMPLES)
-    answers: dict[str, Any] = {}
 
     def call(path: str, headers: dict[str, str], op: str = "", key: str = "", **kw: Any) -> Any:
         method = kw.pop("method", "POST" if key else "GET")
@@ -421,8 +419,11 @@ def test_every_answer_example_is_the_servers_answer(
             clock.advance(timedelta(seconds=1))
         if op:
             jsonschema.validate(r.json(), documented[op]["schema"])
-            assert _shape(r.json()) == _shape(documented.pop(op)["example"]), op
-            answers[op] = r.json()
+            example = documented.pop(op)["example"]
+            answer = r.json()
+            if op == "ledger_get_program":  # the fixture made it before the clock was set
+                answer["created_at"] = example["created_at"]
+            assert _shape(answer) == _shape(example), op
         return r.json()
 
     rq, admin, write = REQUEST_EXAMPLES, admin_headers, write_headers

@@ -389,7 +389,7 @@ RESPONSE_EXAMPLES: dict[str, Any] = {
             {"fund": "cash", "unit": "USD", "total": 1950, "withheld": 0, "available": 1950},
         ],
         "total_available": 1950,
-        "as_of": "2026-01-31T12:00:15.000000Z",
+        "as_of": "2026-01-31T12:00:14.000000Z",
     },
     "wallet_post_hold": {
         "hold": {
@@ -557,7 +557,7 @@ RESPONSE_EXAMPLES: dict[str, Any] = {
         "balance": 225,
         "available": 225,
         "lifetime_points": 45,
-        "qualified_at": "2026-01-31T12:00:11.000000Z",
+        "qualified_at": "2026-01-31T12:00:12.000000Z",
         "next_tier": "gold",
         "points_to_next_tier": 4955,
     },
