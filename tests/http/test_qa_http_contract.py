@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tallybook.errors import ValidationError
 from tallybook.ledger import Ledger
 from tallybook.services.wallet.charges import FakeChargeProcessor
 from tallybook.store.queries import encode_cursor
@@ -276,3 +277,23 @@ def test_an_earn_or_account_open_with_an_invalid_idempotency_key_is_a_422(
         assert r.json()["errors"][0]["loc"] == ["header", "Idempotency-Key"]
     assert ledger.transactions.for_order("shop", "o-1") == []
     assert app_client.get("/v1/accounts/bea", headers=write_headers).status_code == 404
+
+
+def test_an_earn_in_another_currency_is_a_422_that_does_not_echo_it_whole(
+    app_client: TestClient, ledger: Ledger, write_headers: Headers, idem: Callable[..., Headers]
+) -> None:
+    """The detail repeated a currency of any length (a megabyte body, a megabyte detail),
+    and the document stated no limit for it."""
+    ledger.loyalty.configure("shop", {"earn": {"points_per_unit": 1, "unit_size": 100}})
+    ledger.accounts.open("shop", "ann")
+    spec = app_client.get("/openapi.json").json()
+    currency = spec["components"]["schemas"]["EarnIn"]["properties"]["currency"]
+    assert currency["anyOf"][0]["pattern"] == r"^[A-Za-z][A-Za-z0-9_]{0,15}$"
+    for given in ("EUR", "E" * 16, "E" * 17, "E" * 100_000):
+        body = {"order_id": "o-1", "amount": 500, "currency": given}
+        r = app_client.post("/v1/accounts/ann/earn", json=body, headers=idem())
+        assert r.status_code == 422, r.text
+        assert len(r.json()["detail"]) < 200
+    assert ledger.transactions.for_order("shop", "o-1") == []
+    with pytest.raises(ValidationError, match="not EEEE"):
+        ledger.loyalty.earn("shop", "ann", "o-1", 500, currency="E" * 100_000)

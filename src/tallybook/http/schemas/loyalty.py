@@ -120,7 +120,11 @@ class EarnIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     order_id: OrderId
     amount: int = Field(strict=True, ge=1, le=MAX_AMOUNT, description="order amount in minor units")
-    currency: str | None = Field(None, description="default: the program's currency")
+    currency: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z][A-Za-z0-9_]{0,15}$",
+        description="the program's currency (the default); another is a 422",
+    )
     at: Time | None = Field(None, description="when the order was placed; default now")
     description: str | None = Field(None, max_length=500)
     metadata: Metadata | None = None

@@ -199,7 +199,7 @@ class LoyaltyService:
             cfg = config_of(snap.program)
             expected = cfg.earn.currency or snap.program.currency
             if currency is not None and currency != expected:
-                raise ValidationError(f"orders earn points in {expected}, not {currency}")
+                raise ValidationError(f"orders earn points in {expected}, not {str(currency)[:40]}")
             if at is not None and at > snap.now + MAX_ORDER_AHEAD:  # picks the campaigns
                 raise ValidationError(
                     f"order {order_id} is dated more than a day ahead ({iso(at)}): "
