@@ -508,3 +508,30 @@ def test_a_malformed_idempotency_key_on_a_billing_record_is_a_422_not_ignored(
     assert r.status_code == 422, r.text
     assert r.json()["errors"][0]["loc"] == ["header", "Idempotency-Key"]
     assert app_client.get("/v1/billing/records/rec-1", headers=write_headers).status_code == 404
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_a_problem_quotes_a_huge_input_and_never_repeats_it_whole(
+    app_client: TestClient, admin_headers: Headers, write_headers: Headers
+) -> None:
+    """A 100,000-character value came back whole in the detail (and again in
+    ``errors``): a posting's ``type``, a loyalty rule, a webhook event type, an unknown
+    or repeated field's name. Each problem now quotes at most a few hundred characters."""
+    big = "Z" * 100_000
+    assert app_client.post("/v1/accounts", json={"account": "ann"}, headers=write_headers)
+    posting = {"type": big, "account": "ann", "fund": "points", "amount": 1}
+    repeated = f'{{"account": "bob", "{big}": 1, "{big}": 2}}'.encode()
+    json_body = {**admin_headers, "content-type": "application/json"}
+    sent = [
+        ("POST", "/v1/transactions", {"json": posting}, {"Idempotency-Key": "t-1"}),
+        ("PUT", "/v1/program/loyalty", {"json": {"earn": {"rounding": big}}}, {}),
+        ("POST", "/v1/webhooks", {"json": {"url": "https://example.com/h", "types": [big]}}, {}),
+        ("POST", "/v1/accounts", {"json": {"account": "bob", big: 1}}, {}),
+        ("POST", "/v1/accounts", {"content": repeated}, json_body),
+    ]
+    for method, path, body, extra in sent:
+        r = app_client.request(method, path, headers={**admin_headers, **extra}, **body)
+        assert 400 <= r.status_code < 500, r.text[:300]
+        assert r.headers["content-type"] == "application/problem+json"
+        assert len(r.content) < 3000, (path, r.text[:300])
+        assert "ZZZZZZZZZZ" in r.json()["detail"]  # still says what was refused

@@ -319,7 +319,9 @@ class RequestMiddleware:
                 status=422,
                 code="validation",
                 detail=f"invalid request: the body gives {repeated[:64]!r} more than once",
-                errors=[{"loc": ["body", repeated], "msg": "given twice", "type": "duplicate"}],
+                errors=[
+                    {"loc": ["body", repeated[:64]], "msg": "given twice", "type": "duplicate"}
+                ],
             )
         scope["state"]["body"] = body
         return body, None

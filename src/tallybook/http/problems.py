@@ -25,6 +25,10 @@ from tallybook.errors import TallybookError
 
 PROBLEM_BASE = "https://tallybook.dev/problems/"
 PROBLEM_MEDIA_TYPE = "application/problem+json"
+#: the longest ``detail`` a problem carries, and the longest text of an error's
+#: ``msg`` or ``loc``: what a client sent is quoted, never repeated whole
+MAX_DETAIL = 1000
+MAX_ERROR_TEXT = 200
 
 log = logging.getLogger("tallybook.http")
 
@@ -91,7 +95,7 @@ def problem_body(
         "type": PROBLEM_BASE + code,
         "title": title or _title(code),
         "status": status,
-        "detail": detail,
+        "detail": _bounded(detail, MAX_DETAIL),
     }
     if instance is not None:
         body["instance"] = instance
@@ -167,11 +171,20 @@ def error_response(exc: TallybookError, request: Request | None = None) -> JSONR
     )
 
 
+def _bounded(text: str, limit: int) -> str:
+    """``text``, cut to ``limit`` characters (ending in an ellipsis) when longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     out = []
     for err in exc.errors():
-        loc = [p if isinstance(p, int) else str(p) for p in err.get("loc", ())]
-        out.append({"loc": loc, "msg": str(err.get("msg", "")), "type": str(err.get("type", ""))})
+        loc = [
+            p if isinstance(p, int) else _bounded(str(p), MAX_ERROR_TEXT)
+            for p in err.get("loc", ())
+        ]
+        msg = _bounded(str(err.get("msg", "")), MAX_ERROR_TEXT)
+        out.append({"loc": loc, "msg": msg, "type": str(err.get("type", ""))})
     return out
 
 
