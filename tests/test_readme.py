@@ -2,37 +2,28 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from docblocks import DocShell, blocks
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-
-
-@pytest.mark.parametrize("index", range(len(python_blocks())))
+@pytest.mark.parametrize("index", range(len(blocks(README.read_text(), "python"))))
 def test_readme_python_example_runs_twice(index: int, tmp_path: Path) -> None:
-    code = python_blocks()[index]
+    code = blocks(README.read_text(), "python")[index]
+    shell = DocShell(tmp_path)
     for _ in range(2):  # idempotent: a second run replays instead of failing
-        result = subprocess.run(
-            [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
-        )
-        assert result.returncode == 0, result.stderr
+        shell.python(code)
 
 
 def test_readme_starts_with_run_and_test_commands() -> None:
-    text = README.read_text()
-    first_block = re.search(r"```bash\n(.*?)```", text, flags=re.S)
-    assert first_block is not None
-    commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]
+    first_block = blocks(README.read_text(), "bash")[0]
+    commands = [line.split("#")[0].strip() for line in first_block.splitlines()]
     assert commands[:2] == ["scripts/serve.sh", "scripts/test.sh"]
     for command in commands[:2]:
         assert (README.parent / command).exists()
@@ -110,26 +101,12 @@ def test_store_urls_in_commands_are_quoted() -> None:
 def test_the_backfill_example_runs_after_the_cli_walkthrough(tmp_path: Path) -> None:
     """README's "Reports: grace period and backfill" block, under ``set -e`` in the folder
     of the CLI walkthrough (its `shop`): it made no `history.ndjson`, so it failed."""
-    text = README.read_text()
-    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
-    cli = next(b for b in blocks if "tallybook program create" in b)
-    backfill = next(b for b in blocks if "--start 2026-01-01" in b)
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM", "TALLYBOOK_REPORTS_OUT"):
-        env.pop(name, None)
-    for script in (cli, backfill):
-        result = subprocess.run(
-            ["bash", "-c", "set -e\n" + script],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
+    bash = blocks(README.read_text(), "bash")
+    cli = next(b for b in bash if "tallybook program create" in b)
+    backfill = next(b for b in bash if "--start 2026-01-01" in b)
+    shell = DocShell(tmp_path)
+    shell.run(cli)
+    result = shell.run(backfill)
     assert "1 created, 0 already ingested" in result.stdout
     day = tmp_path / "reports" / "shop" / "billing" / "20260101T000000Z_20260102T000000Z"
     assert "acme,USD,1,1005,50" in (day / "billing_totals.csv").read_text()

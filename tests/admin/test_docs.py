@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +12,7 @@ from typing import Any
 import httpx
 from fastapi.routing import APIRoute
 
+from docblocks import DocShell, blocks, free_port
 from tallybook import admin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,42 +52,21 @@ def test_every_module_is_in_the_code_listing() -> None:
         assert re.search(rf"^  {re.escape(module.name)} ", listing, re.M), module.name
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_the_signing_in_commands_run_and_their_key_signs_in(tmp_path: Path) -> None:
     """The "Signing in" block in a fresh folder: the two commands as written, then its
     `serve` line on a free port of 127.0.0.1 (the page's default is 8080), where the key
     it printed signs in to /admin and sees its program."""
-    text = re.search(r"```bash\n(.*?)```", DOC, flags=re.S)
-    assert text is not None
-    lines = text[1].replace("\\\n", " ").splitlines()
+    lines = blocks(DOC, "bash")[0].replace("\\\n", " ").splitlines()
     setup, serve = [line for line in lines if line.startswith("tallybook")][:2], lines[-1]
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM"):
-        env.pop(name, None)
-    result = subprocess.run(
-        ["bash", "-c", "set -e\n" + "\n".join(setup)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    shell = DocShell(tmp_path)
+    result = shell.run("\n".join(setup), timeout=60)
     secret = result.stdout.strip().splitlines()[-1]
     assert secret.startswith("tb_")
-    port = _free_port()
+    port = free_port()
     command = [*shlex.split(serve, comments=True), "--port", str(port)]
     assert command[:2] == ["tallybook", "serve"]
     server = subprocess.Popen(
-        command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        command, cwd=tmp_path, env=shell.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     try:
         base = f"http://127.0.0.1:{port}"

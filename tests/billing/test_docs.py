@@ -3,14 +3,13 @@ fresh namespace and folder, and print what the page says they print."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from docblocks import DocShell, blocks
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "billing.md").read_text()
 
@@ -18,12 +17,12 @@ DOC = (Path(__file__).resolve().parents[2] / "docs" / "billing.md").read_text()
 def test_the_python_examples_run_as_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", DOC, flags=re.S)
-    assert len(blocks) == 2
+    python = blocks(DOC, "python")
+    assert len(python) == 2
     monkeypatch.chdir(tmp_path)
     for run in range(2):  # a second run replays every write instead of failing
         scope: dict[str, Any] = {}
-        for code in blocks:
+        for code in python:
             exec(code, scope)
         printed = capsys.readouterr().out.splitlines()
         assert printed[0] == "100 1 ['r1', 'r2']"  # as the page's comment says
@@ -46,29 +45,14 @@ def test_the_cli_examples_run_as_written_after_the_python_ones(
     the Python examples ran first (as a reader following the page does)."""
     monkeypatch.chdir(tmp_path)
     scope: dict[str, Any] = {}
-    for code in re.findall(r"```python\n(.*?)```", DOC, flags=re.S):
+    for code in blocks(DOC, "python"):
         exec(code, scope)
-    ingest, report = re.findall(r"```bash\n(.*?)```", DOC, flags=re.S)
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM", "TALLYBOOK_REPORTS_OUT"):
-        env.pop(name, None)
-    outputs = []
-    for script in (ingest, report):
-        result = subprocess.run(
-            ["bash", "-c", "set -e\n" + script],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        outputs.append(result.stdout)
-    assert "1 created, 0 already ingested, 0 filed late, 0 rejected" in outputs[0]
-    assert re.search(r"│ r1 +│ acme +│ o1 ", outputs[0]), outputs[0]
+    ingest, report = blocks(DOC, "bash")
+    shell = DocShell(tmp_path)
+    ingested = shell.run(ingest).stdout
+    shell.run(report)
+    assert "1 created, 0 already ingested, 0 filed late, 0 rejected" in ingested
+    assert re.search(r"│ r1 +│ acme +│ o1 ", ingested), ingested
     window = "20260101T000000Z_20260102T000000Z"
     for name in ("billing_totals.csv", "billing_line_items.csv", "billing.json"):
         reported = tmp_path / "reports" / "shop" / "billing" / window / name

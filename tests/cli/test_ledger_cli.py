@@ -12,7 +12,6 @@ import io
 import json
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ import typer.main
 from rich.console import Console
 from typer.testing import CliRunner
 
+from docblocks import DocShell, blocks
 from tallybook.cli import app, main
 from tallybook.ledger import Ledger
 from tallybook.store import keys
@@ -418,23 +418,8 @@ def test_every_command_summary_is_one_line() -> None:
 
 def test_readme_cli_walkthrough_runs_as_written(tmp_path: Path) -> None:
     """The README's ``## CLI`` block, run with the installed console script."""
-    text = README.read_text()
-    section = text[text.index("## CLI") :]
-    block = re.search(r"```bash\n(.*?)```", section, flags=re.S)
-    assert block is not None
-    bindir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
-    env.pop("TALLYBOOK_STORE", None)
-    env.pop("TALLYBOOK_PROGRAM", None)
-    result = subprocess.run(
-        ["bash", "-c", "set -e\n" + block.group(1)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    block = blocks(README.read_text(), "bash", after="## CLI")[0]
+    result = DocShell(tmp_path).run(block)
     assert "ok" in result.stdout.splitlines()[-1]
     assert (tmp_path / "tallybook.db").exists()
 

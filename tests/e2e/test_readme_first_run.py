@@ -3,47 +3,23 @@ walkthrough in the same folder, each under ``set -e``."""
 
 from __future__ import annotations
 
-import os
-import re
-import socket
-import subprocess
-import sys
 from pathlib import Path
+
+from docblocks import DocShell, blocks, free_port
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _block(fence: str, after: str, must_contain: str) -> str:
-    text = README.read_text()
-    section = text[text.index(after) :]
-    return next(b for b in re.findall(rf"```{fence}\n(.*?)```", section, re.S) if must_contain in b)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return next(b for b in blocks(README.read_text(), fence, after=after) if must_contain in b)
 
 
 def test_http_walkthrough_runs_after_the_cli_walkthrough(tmp_path: Path) -> None:
     cli = _block("bash", "## CLI", "tallybook program create")
-    http = _block("sh", "## HTTP API", "curl").replace("8080", str(_free_port()))
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    env.pop("TALLYBOOK_STORE", None)
-    env.pop("TALLYBOOK_PROGRAM", None)
-    for script in (cli, http):
-        result = subprocess.run(
-            ["bash", "-c", "set -e\n" + script],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
+    http = _block("sh", "## HTTP API", "curl").replace("8080", str(free_port()))
+    shell = DocShell(tmp_path)
+    shell.run(cli, timeout=180)
+    result = shell.run(http, timeout=180)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     assert '"account":"alice"' in lines[0]  # open already (the CLI walkthrough): 200
     assert '"amount":250' in lines[1]

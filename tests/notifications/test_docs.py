@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
+from docblocks import DocShell, blocks, free_port
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.store import keys
@@ -23,20 +21,14 @@ from tallybook.store.port import ItemStore
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "notifications.md").read_text()
 
 
-def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", DOC, flags=re.S)
-
-
 def test_the_python_examples_run_as_written_twice(tmp_path: Path) -> None:
     """The blocks used `ledger`, `t0` and `t1` without defining them (NameError as
     written); the first now opens its own store, and the page's blocks run in order,
     twice (every write replays or is a no-op)."""
-    code = "\n".join(_blocks("python"))
+    code = "\n".join(blocks(DOC, "python"))
+    shell = DocShell(tmp_path)
     for _ in range(2):
-        result = subprocess.run(
-            [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
-        )
-        assert result.returncode == 0, result.stderr
+        shell.python(code)
     with Ledger.open(f"sqlite:///{tmp_path / 'notifications-demo.db'}") as ledger:
         (note,) = ledger.notifications.history("shop", "alice").notifications
         assert note.status.value == "dismissed"
@@ -50,7 +42,7 @@ def test_the_rules_sample_is_the_defaults_and_a_program_type(
     ledger = Ledger(store, clock=clock)
     ledger.programs.create("shop")
     assert "The defaults, with a `Promo` type added" in DOC
-    (sample,) = _blocks("json")[:1]
+    (sample,) = blocks(DOC, "json")[:1]
     given = json.loads(sample)
     defaults = ledger.notifications.rules("shop")
     assert given["retention_days"] == defaults.retention_days
@@ -95,32 +87,13 @@ def test_a_payload_is_the_same_object_in_any_key_order(
     assert (replay.replay, replay.id) == (True, added.id)
 
 
-def test_the_cli_examples_run_as_written_in_page_order(
-    engine: str, store: ItemStore, tmp_path: Path
-) -> None:
+def test_the_cli_examples_run_as_written_in_page_order(store: ItemStore, tmp_path: Path) -> None:
     """The page's `sh` blocks that run tallybook (not the AWS one), in a fresh folder on
     the default SQLite store (or a fresh DynamoDB table named by ``$TALLYBOOK_STORE``),
     each line under ``set -e``; what they print is the page's."""
-    scripts = [b for b in re.findall(r"```sh\n(.*?)```", DOC, flags=re.S) if "aws " not in b]
+    scripts = [b for b in blocks(DOC, "sh") if "aws " not in b]
     assert len(scripts) == 3
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM"):
-        env.pop(name, None)
-    if engine == "dynamodb":
-        env["TALLYBOOK_STORE"] = store.describe()
-    result = subprocess.run(
-        ["bash", "-c", "set -e\n" + "\n".join(scripts)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
+    out = DocShell(tmp_path, store).run("\n".join(scripts)).stdout
     added = re.search(r"^TierChanged (n-\d+-[0-9a-f]+) active$", out, flags=re.M)
     assert added is not None, out
     assert f"TierChanged {added[1]} dismissed" in out
@@ -138,27 +111,20 @@ def test_the_sns_examples_add_once_on_a_served_store(tmp_path: Path) -> None:
     """The inbound events block's `curl` (its `aws sns subscribe` needs AWS) against a
     server on a free port of 127.0.0.1 with a `write` key in ``$KEY``: added, then
     replayed; the page's JSON message sample is accepted too."""
-    (block,) = [b for b in re.findall(r"```sh\n(.*?)```", DOC, flags=re.S) if "aws sns" in b]
+    (block,) = [b for b in blocks(DOC, "sh") if "aws sns" in b]
     curl = block[block.index("curl ") :]
-    (sample,) = [b for b in re.findall(r"```json\n(.*?)```", DOC, flags=re.S) if "TopicArn" in b]
+    (sample,) = [b for b in blocks(DOC, "json") if "TopicArn" in b]
     url = f"sqlite:///{tmp_path / 'tallybook.db'}"
     ledger = Ledger.open(url)
     ledger.programs.create("shop")
     ledger.accounts.open("shop", "alice")
     _, secret = ledger.keys.create("shop", "write", "sns")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "KEY": secret,
-    }
-    env.pop("TALLYBOOK_STORE", None)
+    port = free_port()
+    shell = DocShell(tmp_path, KEY=secret)
     server = subprocess.Popen(
         ["tallybook", "serve", "--port", str(port), "--store", url],
         cwd=tmp_path,
-        env=env,
+        env=shell.env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -171,15 +137,7 @@ def test_the_sns_examples_add_once_on_a_served_store(tmp_path: Path) -> None:
             time.sleep(0.1)
         answers = []
         for _ in range(2):
-            result = subprocess.run(
-                ["bash", "-c", "set -e\n" + curl.replace("http://127.0.0.1:8080", base)],
-                cwd=tmp_path,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            assert result.returncode == 0, result.stdout + result.stderr
+            result = shell.run(curl.replace("http://127.0.0.1:8080", base), timeout=60)
             answers.append(json.loads(result.stdout))
         assert [a["status"] for a in answers] == ["added", "replayed"]
         assert answers[0]["notification"]["id"] == answers[1]["notification"]["id"]
