@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tallybook.domain.billing import commission, epoch, from_epoch, iso, parse_iso, rate_fraction
@@ -25,12 +25,11 @@ from tallybook.ledger import Ledger
 from tallybook.services.billing.sinks import DirectorySink
 from tallybook.services.clock import ManualClock
 
-from .helpers import MIN, snapshot
+from .helpers import MIN, examples, new_program, snapshot
 
 pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
 
 EXAMPLES = {"memory": 40, "sqlite": 40, "dynamodb": 4}
-_programs = itertools.count()
 
 ingest_op = st.tuples(
     st.just("ingest"),
@@ -95,22 +94,15 @@ def _check_window(folder: Path, start: int, end: int) -> list[dict[str, Any]]:
 def test_every_record_lands_in_exactly_one_window(
     ledger: Ledger, clock: ManualClock, engine: str, tmp_path: Path
 ) -> None:
-    @settings(
-        max_examples=EXAMPLES[engine],
-        deadline=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
+    @examples(EXAMPLES[engine])
     @given(
         bucket=st.sampled_from([5, 15]),
         grace=st.sampled_from([0, 1, 5]),
         ops=st.lists(operation, max_size=30),
     )
     def run(bucket: int, grace: int, ops: list[tuple[Any, ...]]) -> None:
-        program = f"inv7p{next(_programs)}"
-        ledger.programs.create(program)
         # each example starts on a fresh hour, a day after the last one's end
-        clock.set(clock.now().replace(minute=0, second=0, microsecond=0) + timedelta(days=2))
-        t0 = clock.now()
+        program, t0 = new_program(ledger, clock, "inv7p", days_on=2)
         ledger.billing.configure(
             program, bucket_minutes=bucket, grace_minutes=grace, start=t0 - 60 * MIN
         )

@@ -5,15 +5,13 @@ expired points and entry counts equal what their history says."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections import defaultdict
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tallybook.domain.model import EXPIRY, ISSUANCE, REDEMPTION
@@ -21,13 +19,12 @@ from tallybook.ledger import Ledger
 from tallybook.services.billing.sinks import DirectorySink
 from tallybook.services.clock import ManualClock
 
-from .helpers import MIN
+from .helpers import MIN, examples, new_program
 
 pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
 
 EXAMPLES = {"memory": 25, "sqlite": 25, "dynamodb": 3}
 MEMBERS = ("m1", "m2")
-_programs = itertools.count()
 
 operation = st.tuples(
     st.sampled_from(["earn", "earn", "redeem", "expire"]),
@@ -72,17 +69,10 @@ def _from_history(ledger: Ledger, program: str) -> dict[str, list[int]]:
 def test_rewards_report_equals_the_loyalty_history_per_partner(
     ledger: Ledger, clock: ManualClock, engine: str, tmp_path: Path
 ) -> None:
-    @settings(
-        max_examples=EXAMPLES[engine],
-        deadline=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
+    @examples(EXAMPLES[engine])
     @given(ops=st.lists(operation, min_size=1, max_size=20))
     def run(ops: list[tuple[Any, ...]]) -> None:
-        program = f"rwdp{next(_programs)}"
-        ledger.programs.create(program)
-        clock.set(clock.now().replace(minute=0, second=0, microsecond=0) + timedelta(days=5))
-        t0 = clock.now()
+        program, t0 = new_program(ledger, clock, "rwdp", days_on=5)
         ledger.billing.configure(program, grace_minutes=1, start=t0)
         ledger.loyalty.configure(
             program,
