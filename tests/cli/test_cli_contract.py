@@ -21,7 +21,7 @@ from tallybook.cli import app
 from tallybook.errors import NotFound
 from tallybook.ledger import Ledger
 
-from .test_ledger_cli import Cli, _commands
+from .test_ledger_cli import Cli, _commands, one_error
 
 DAY = timedelta(days=1)
 
@@ -39,16 +39,7 @@ def url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def cli(url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
-    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM", "TALLYBOOK_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
     return Cli(monkeypatch, capsys, url)
-
-
-def one_error(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: "), err
-    return lines[0]
 
 
 def _groups() -> list[list[str]]:

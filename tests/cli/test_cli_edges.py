@@ -23,7 +23,7 @@ from tallybook.store import keys
 from tallybook.webhooks.vault import KEY_ENV, RekeyIncomplete, keyring_for, new_key
 
 from .test_cli_contract import _leaves
-from .test_ledger_cli import Cli
+from .test_ledger_cli import Cli, one_error
 
 
 @pytest.fixture
@@ -41,16 +41,7 @@ def ledger(url: str) -> Ledger:
 
 @pytest.fixture
 def cli(url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
-    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM", "TALLYBOOK_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
     return Cli(monkeypatch, capsys, url)
-
-
-def one_error(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: "), err
-    return lines[0]
 
 
 def _state(ledger: Ledger) -> object:

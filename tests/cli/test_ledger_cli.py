@@ -34,11 +34,17 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 class Cli:
-    """Runs ``tallybook ARGS`` in-process through ``main()``; returns (code, out, err)."""
+    """Runs ``tallybook ARGS`` in-process through ``main()``; returns (code, out, err).
+
+    As in a shell that sets none of ``$TALLYBOOK_STORE``, ``$TALLYBOOK_PROGRAM`` and
+    ``$TALLYBOOK_DEBUG``: the store is ``url`` (``--store``), the program each
+    command's own, an error one line."""
 
     def __init__(
         self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], url: str
     ) -> None:
+        for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM", "TALLYBOOK_DEBUG"):
+            monkeypatch.delenv(name, raising=False)
         self.monkeypatch = monkeypatch
         self.capsys = capsys
         self.url = url
@@ -62,10 +68,17 @@ class Cli:
         return json.loads(self.ok(*args, "--json"))
 
 
+def one_error(err: str) -> str:
+    """The one ``error:`` line a refused command writes to stderr (no traceback)."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
 @pytest.fixture
 def cli(ledger: Ledger, store: ItemStore, monkeypatch: pytest.MonkeyPatch, capsys) -> Cli:
-    monkeypatch.delenv("TALLYBOOK_STORE", raising=False)
-    monkeypatch.delenv("TALLYBOOK_PROGRAM", raising=False)
     return Cli(monkeypatch, capsys, store.describe())
 
 

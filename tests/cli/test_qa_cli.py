@@ -29,7 +29,7 @@ from tallybook.errors import ValidationError
 from tallybook.ledger import Ledger
 from tallybook.services.loyalty.service import load_toml
 
-from .test_ledger_cli import Cli
+from .test_ledger_cli import Cli, one_error
 
 
 @pytest.fixture
@@ -49,19 +49,9 @@ def ledger(url: str) -> Ledger:
 def cli(
     ledger: Ledger, url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> Cli:
-    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM", "TALLYBOOK_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
     # what a terminal of 80 columns (or a pipe) shows
     monkeypatch.setattr(output, "console", Console(width=80, soft_wrap=True))
     return Cli(monkeypatch, capsys, url)
-
-
-def one_error(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.mark.parametrize("payload", ["[1, 2]", '"text"', "5"])
@@ -171,8 +161,6 @@ def test_torture_runs_on_a_memory_store(
 ) -> None:
     # was: "error: tallybook reconcile failed: error: program torture-... not found" (exit 1):
     # the reconcile step ran in a child process, which sees an empty memory://NAME
-    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM"):
-        monkeypatch.delenv(name, raising=False)
     cli = Cli(monkeypatch, capsys, "memory://qa-torture")
     args = ("torture", "--ops", "40", "--threads", "2", "--http-threads", "0", "--readers", "0")
     code, out, err = cli(*args, "--json")
@@ -478,8 +466,6 @@ def test_torture_checks_its_report_file_before_the_run(
 ) -> None:
     # was: the whole run, then "error: unexpected IsADirectoryError: ..." (exit 1)
     # and its result lost
-    for name in ("TALLYBOOK_STORE", "TALLYBOOK_PROGRAM"):
-        monkeypatch.delenv(name, raising=False)
     cli = Cli(monkeypatch, capsys, "memory://qa-torture-report")
     args = ("torture", "--ops", "10", "--threads", "1", "--http-threads", "0", "--readers", "0")
     for report, reason in ((tmp_path, "Is a directory"), (tmp_path / "no" / "r.md", "No such")):

@@ -22,8 +22,6 @@ def wh_cli(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> Cli:
-    monkeypatch.delenv("TALLYBOOK_STORE", raising=False)
-    monkeypatch.delenv("TALLYBOOK_PROGRAM", raising=False)
     return Cli(monkeypatch, capsys, store.describe())
 
 
