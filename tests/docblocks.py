@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import textwrap
@@ -40,13 +39,6 @@ def blocks(text: str, lang: str, *, after: str | None = None) -> list[str]:
     if after is not None:
         text = text[text.index(after) :]
     return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
-
-
-def free_port() -> int:
-    """A free port of 127.0.0.1, for a page's server (the pages say 8080)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class DocShell:

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from servers import serving
 from tallybook.admin.money import MINUS
-from tallybook.http.app import create_app
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.store.sqlite import SqliteStore
@@ -59,12 +56,6 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("admin-e2e") / "tallybook.db"
@@ -73,8 +64,6 @@ def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(store_path: Path) -> Iterator[tuple[str, Seeded]]:
     """A seeded store served on 127.0.0.1; yields (base URL, what was seeded)."""
-    import uvicorn
-
     path = store_path
     root = path.parent
     clock = ManualClock(datetime.now(UTC).replace(microsecond=0) - timedelta(days=12))
@@ -89,25 +78,9 @@ def server(store_path: Path) -> Iterator[tuple[str, Seeded]]:
             seeding.transactions.credit(
                 "shop", account, "cash", 5, txn_id=f"refund-{account}", order_id="o-77"
             )
-    ledger = Ledger(SqliteStore(path))  # the real clock from here on
-    port = _free_port()
-    config = uvicorn.Config(
-        create_app(ledger), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
-    )
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not srv.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}", seeded
-    finally:
-        srv.should_exit = True
-        thread.join(10)
-        ledger.close()
+    # the real clock from here on
+    with Ledger(SqliteStore(path)) as ledger, serving(ledger) as base:
+        yield base, seeded
 
 
 @pytest.fixture(scope="module")

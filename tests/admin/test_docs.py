@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 from fastapi.routing import APIRoute
 
-from docblocks import DocShell, blocks, free_port
+from docblocks import DocShell, blocks
+from servers import free_port
 from tallybook import admin
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -21,16 +20,11 @@ import pytest
 import yaml
 
 import tallybook
+from servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRYPOINT = ROOT / "deploy" / "docker-entrypoint.sh"
 DYNAMODB = os.environ.get("TALLYBOOK_TEST_DYNAMODB", "")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def entrypoint_env(tmp_path: Path, store: str, **extra: str) -> dict[str, str]:

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -27,18 +26,13 @@ from typing import Any
 
 import pytest
 
+from servers import free_port
 from tallybook.ledger import Ledger
 
 BIN = Path(sys.executable).parent
 PACKAGE = "tallybook_api_client"
 GENERATE = ("generate", "--path", "openapi.json", "--meta", "none", "--output-path")
 HTTP_DOC = Path(__file__).resolve().parents[2] / "docs" / "http.md"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -52,7 +46,7 @@ def _get(url: str) -> tuple[int, bytes]:
 @pytest.fixture
 def server(ledger: Ledger, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """(API base URL, metrics base URL) of a live ``tallybook serve``."""
-    port, metrics_port = _free_port(), _free_port()
+    port, metrics_port = free_port(), free_port()
     log = (tmp_path / "serve.log").open("wb")
     cmd = [str(BIN / "tallybook"), "serve", "--host", "127.0.0.1", "--port", str(port)]
     cmd += ["--store", ledger.store.describe(), "--log-level", "warning"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from docblocks import DocShell, blocks, free_port
+from docblocks import DocShell, blocks
+from servers import free_port
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from docblocks import DocShell, blocks, free_port
+from docblocks import DocShell, blocks
+from servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

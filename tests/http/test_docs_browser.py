@@ -11,16 +11,13 @@ Skipped, with the reason, when /usr/bin/chromium or playwright is missing;
 from __future__ import annotations
 
 import importlib.util
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tallybook.http.app import create_app
+from servers import serving
 from tallybook.ledger import Ledger
 from tallybook.store.sqlite import SqliteStore
 
@@ -43,29 +40,9 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    import uvicorn
-
-    ledger = Ledger(SqliteStore(tmp_path_factory.mktemp("docs") / "tallybook.db"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    config = uvicorn.Config(
-        create_app(ledger), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        ledger.close()
+    store = SqliteStore(tmp_path_factory.mktemp("docs") / "tallybook.db")
+    with Ledger(store) as ledger, serving(ledger) as url:
+        yield url
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from docblocks import DocShell, blocks, free_port
+from docblocks import DocShell, blocks
+from servers import free_port
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.store import keys
