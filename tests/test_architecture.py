@@ -115,14 +115,14 @@ def test_type_only_imports_are_in_the_graph(
 def test_the_python_examples_of_the_page_run_as_written() -> None:
     """docs/architecture.md's two Python blocks, each in a fresh namespace: a service
     built without a `Ledger`, and the contract suite subclassed for an engine."""
-    import re
     from typing import Any
 
+    from docblocks import blocks
     from tallybook.services.wallet.service import WalletService
     from tallybook.store.testing import ItemStoreContract
 
     doc = (ROOT / "docs" / "architecture.md").read_text()
-    service, contract = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+    service, contract = blocks(doc, "python")
     scope: dict[str, Any] = {}
     exec(service, scope)
     assert isinstance(scope["wallet"], WalletService)

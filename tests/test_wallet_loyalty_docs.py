@@ -7,13 +7,12 @@ import json
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from docblocks import DocShell, blocks
 from tallybook.cli import app as cli_app
 from tallybook.http.app import create_app
 from tallybook.ledger import Ledger
@@ -22,9 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("wallet.md", "loyalty.md")
 
 
-def blocks(doc: str, lang: str) -> list[str]:
-    text = (ROOT / "docs" / doc).read_text()
-    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
+def doc_blocks(doc: str, lang: str) -> list[str]:
+    return blocks((ROOT / "docs" / doc).read_text(), lang)
 
 
 def workdir(tmp_path: Path) -> Path:
@@ -34,31 +32,25 @@ def workdir(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("doc", DOCS)
 def test_python_example_runs_twice(doc: str, tmp_path: Path) -> None:
-    (code,) = blocks(doc, "python")
-    cwd = workdir(tmp_path)
+    (code,) = doc_blocks(doc, "python")
+    shell = DocShell(workdir(tmp_path))
     for _ in range(2):  # a second run replays every write instead of failing
-        result = subprocess.run(
-            [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120
-        )
-        assert result.returncode == 0, result.stderr
+        shell.python(code)
 
 
 def test_wallet_example_runs_again_after_the_loyalty_example(tmp_path: Path) -> None:
     """Both examples use ./tallybook.db and alice: the loyalty example's earn and
     redeem (no wallet availability) are then in alice's wallet transactions."""
-    (wallet,) = blocks("wallet.md", "python")
-    (loyalty,) = blocks("loyalty.md", "python")
-    cwd = workdir(tmp_path)
+    (wallet,) = doc_blocks("wallet.md", "python")
+    (loyalty,) = doc_blocks("loyalty.md", "python")
+    shell = DocShell(workdir(tmp_path))
     for code in (wallet, loyalty, wallet):
-        result = subprocess.run(
-            [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120
-        )
-        assert result.returncode == 0, result.stderr
+        shell.python(code)
 
 
 @pytest.mark.parametrize("doc", DOCS)
 def test_cli_example_runs(doc: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (script,) = blocks(doc, "bash")
+    (script,) = doc_blocks(doc, "bash")
     monkeypatch.chdir(workdir(tmp_path))
     monkeypatch.setenv("TALLYBOOK_STORE", f"sqlite:///{tmp_path / 'docs.db'}")
     monkeypatch.delenv("TALLYBOOK_PROGRAM", raising=False)
@@ -103,7 +95,7 @@ def test_wallet_routes_list_their_body_fields_and_required_idempotency_key(
     (the debits route did not)."""
     doc = create_app(Ledger.open(f"sqlite:///{tmp_path / 'api.db'}")).openapi()
     schemas = doc["components"]["schemas"]
-    (listing,) = blocks("wallet.md", "text")
+    (listing,) = doc_blocks("wallet.md", "text")
     checked = 0
     for line in listing.splitlines():
         m = re.match(r"POST\s+(/v1/\S+)\s*(\{[^}]*\})?\s*(.*)$", line)

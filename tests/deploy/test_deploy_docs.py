@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from docblocks import blocks
 from tallybook.jobs import JOBS
 
 from .test_template import TEMPLATE, _CfnLoader
@@ -67,7 +68,7 @@ def test_shell_examples_set_every_variable_they_use() -> None:
     and the API URL is taken from the stack's `ApiUrl` without its trailing slash."""
     assigned: set[str] = set()
     unset = []
-    for block in re.findall(r"```bash\n(.*?)```", DOC, flags=re.S):
+    for block in blocks(DOC, "bash"):
         for line in block.splitlines():
             code = line.split("#", 1)[0]
             used = re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", code)

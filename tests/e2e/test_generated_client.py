@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from docblocks import blocks
 from servers import free_port
 from tallybook.ledger import Ledger
 
@@ -93,8 +93,7 @@ def _generate(base: str, out: Path) -> Any:
 
 def _run_doc_example(base: str, secret: str, out: Path) -> None:
     """The Python example of docs/http.md's "Generated clients", on this server."""
-    blocks = re.findall(r"```python\n(.*?)```", HTTP_DOC.read_text(), flags=re.S)
-    (example,) = [b for b in blocks if PACKAGE in b]
+    (example,) = [b for b in blocks(HTTP_DOC.read_text(), "python") if PACKAGE in b]
     sys.path.insert(0, str(out))
     os.environ["KEY"] = secret  # `export KEY`, as the page says: the example reads no other name
     try:
