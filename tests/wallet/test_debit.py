@@ -15,6 +15,7 @@ from tallybook.reliability.faults import Crash
 from tallybook.services.clock import ManualClock
 from tallybook.services.wallet.charges import ChargeTimeout, FakeChargeProcessor
 from tallybook.services.wallet.debit import CHARGE_GRACE
+from tallybook.services.wallet.records import WalletTransaction
 from tallybook.store import keys
 from tallybook.store.forwarding import ForwardingStore
 from tallybook.store.port import Action, Item, ItemStore, Key, Put, Value
@@ -222,17 +223,11 @@ class InFlightProcessor:
             return sum(amount for amount, refunded in self.charges.values() if not refunded)
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
-def test_a_charge_landing_after_reconcile_refunded_it_is_refunded_by_its_debit(
-    wallet: Ledger, clock: ManualClock
-) -> None:
-    """A debit's charge still in flight past the grace: reconcile cancels its intent
-    and refunds the key before the charge lands (nothing to undo yet), the client's
-    retry charges a key of its own and commits. The first attempt's commit then
-    replays the retry's debit: its own charge, landed after the refund, was
-    collected with no debit recording it (the customer paid the shortfall twice);
-    it is now refunded, and only the recorded charge is collected."""
-    processor = InFlightProcessor()
+def _first_attempt_in_flight(
+    wallet: Ledger, processor: InFlightProcessor, then: Callable[[], None]
+) -> list[object]:
+    """Debit d1 (250 on 100 cash) in a thread whose charge is held in flight, run
+    ``then`` meanwhile, land the charge and return what the first attempt answered."""
     wallet.wallet.processor = processor
     fund(wallet, "alice", cash=100)
     first: list[object] = []
@@ -247,12 +242,33 @@ def test_a_charge_landing_after_reconcile_refunded_it_is_refunded_by_its_debit(
     thread.start()
     try:
         assert processor.in_flight.wait(30)
-        clock.advance(CHARGE_GRACE + timedelta(minutes=1))
-        assert wallet.wallet.reconcile(P).cancelled_charges == [("alice", "d1", 150)]
-        retry = wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
+        then()
     finally:
         processor.land.set()
         thread.join(30)
+    return first
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
+def test_a_charge_landing_after_reconcile_refunded_it_is_refunded_by_its_debit(
+    wallet: Ledger, clock: ManualClock
+) -> None:
+    """A debit's charge still in flight past the grace: reconcile cancels its intent
+    and refunds the key before the charge lands (nothing to undo yet), the client's
+    retry charges a key of its own and commits. The first attempt's commit then
+    replays the retry's debit: its own charge, landed after the refund, was
+    collected with no debit recording it (the customer paid the shortfall twice);
+    it is now refunded, and only the recorded charge is collected."""
+    processor = InFlightProcessor()
+    retried: list[WalletTransaction] = []
+
+    def reconcile_then_retry() -> None:
+        clock.advance(CHARGE_GRACE + timedelta(minutes=1))
+        assert wallet.wallet.reconcile(P).cancelled_charges == [("alice", "d1", 150)]
+        retried.append(wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge"))
+
+    first = _first_attempt_in_flight(wallet, processor, reconcile_then_retry)
+    (retry,) = retried
     assert retry.charge is not None
     assert retry.charge["amount"] == 150
     assert len(processor.charges) == 2  # two keys were charged...
@@ -347,32 +363,6 @@ class _TimesOutInFlight(InFlightProcessor):
         if first:
             raise ChargeTimeout("processor timed out")
         return reference
-
-
-def _first_attempt_in_flight(
-    wallet: Ledger, processor: InFlightProcessor, then: Callable[[], None]
-) -> list[object]:
-    """Debit d1 (250 on 100 cash) in a thread whose charge is held in flight, run
-    ``then`` meanwhile, land the charge and return what the first attempt answered."""
-    wallet.wallet.processor = processor
-    fund(wallet, "alice", cash=100)
-    first: list[object] = []
-
-    def debit() -> None:
-        try:
-            first.append(wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge"))
-        except Exception as exc:  # the test asserts what it was
-            first.append(exc)
-
-    thread = threading.Thread(target=debit)
-    thread.start()
-    try:
-        assert processor.in_flight.wait(30)
-        then()
-    finally:
-        processor.land.set()
-        thread.join(30)
-    return first
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
