@@ -516,57 +516,36 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(
     env.pop("PYTHONUNBUFFERED", None)
     if unbuffered:
         env["PYTHONUNBUFFERED"] = unbuffered
-    read_end, write_end = os.pipe()
-    os.close(read_end)  # the reader is gone before the first line is written
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "tallybook", "--store", url, *args],
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            env=env,
-            timeout=120,
-        )
-    finally:
-        os.close(write_end)
+
+    def into_a_closed_pipe(*argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        """``tallybook --store URL ARGV``, its stdout a pipe whose reader is gone
+        before the first line is written."""
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            return subprocess.run(
+                [sys.executable, "-m", "tallybook", "--store", url, *argv],
+                stdout=write_end,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=tmp_path,
+                env={**env, **extra},
+                timeout=120,
+            )
+        finally:
+            os.close(write_end)
+
+    done = into_a_closed_pipe(*args)
     assert (done.returncode, done.stderr) == (141, "")
     # a closed stdout does not hide an error: it is on stderr with its own code
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    try:
-        failed = subprocess.run(
-            [sys.executable, "-m", "tallybook", "--store", url, "wallet", "balance", "bob"],
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            env={**env, "TALLYBOOK_PROGRAM": "shop"},
-            timeout=120,
-        )
-    finally:
-        os.close(write_end)
+    failed = into_a_closed_pipe("wallet", "balance", "bob", TALLYBOOK_PROGRAM="shop")
     assert failed.returncode == 4
     assert failed.stderr == "error: account bob not found in program shop\n"
     # a failure whose report was still buffered keeps its code (a rejected line:
     # 2); one that wrote to the closed pipe ended there, as SIGPIPE would end it
     events = tmp_path / "events.ndjson"
     events.write_text('{"account": "alice"}\n')
-    ingest = ["events", "ingest", str(events), "-p", "shop", "--json"]
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    try:
-        rejected = subprocess.run(
-            [sys.executable, "-m", "tallybook", "--store", url, *ingest],
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            env=env,
-            timeout=120,
-        )
-    finally:
-        os.close(write_end)
+    rejected = into_a_closed_pipe("events", "ingest", str(events), "-p", "shop", "--json")
     assert (rejected.returncode, rejected.stderr) == (141 if unbuffered else 2, "")
 
 
