@@ -8,7 +8,6 @@ Skipped, with the reason, when /usr/bin/chromium or playwright is missing;
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from browsers import BROWSER_TEST, CHROMIUM, SHOTS
 from servers import serving
 from tallybook.admin.money import MINUS
 from tallybook.ledger import Ledger
@@ -25,8 +25,6 @@ from tallybook.store.sqlite import SqliteStore
 
 from .seeding import PROMO, Seeded, customer, seed
 
-CHROMIUM = Path("/usr/bin/chromium")
-SHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
 LAPTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 SIZES = {"laptop": LAPTOP, "phone": PHONE}
@@ -44,16 +42,7 @@ ARGS = [
     "--disable-sync",
 ]
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"
-    ),
-    pytest.mark.skipif(
-        importlib.util.find_spec("playwright") is None,
-        reason="needs playwright (pip install playwright; no 'playwright install' needed)",
-    ),
-]
+pytestmark = BROWSER_TEST
 
 
 @pytest.fixture(scope="module")

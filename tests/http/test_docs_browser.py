@@ -10,32 +10,20 @@ Skipped, with the reason, when /usr/bin/chromium or playwright is missing;
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from browsers import BROWSER_TEST, CHROMIUM, SHOTS
 from servers import serving
 from tallybook.ledger import Ledger
 from tallybook.store.sqlite import SqliteStore
 
-CHROMIUM = Path("/usr/bin/chromium")
-SHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
 REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"
-    ),
-    pytest.mark.skipif(
-        importlib.util.find_spec("playwright") is None,
-        reason="needs playwright (pip install playwright; no 'playwright install' needed)",
-    ),
-]
+pytestmark = BROWSER_TEST
 
 
 @pytest.fixture(scope="module")
