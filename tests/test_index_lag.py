@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from billing.helpers import aligned_start
 from tallybook.ledger import Ledger
 from tallybook.reliability.checker import check_program
 from tallybook.services.clock import ManualClock
@@ -91,8 +92,7 @@ def test_rewards_report_rerun_after_the_index_caught_up(
 ) -> None:
     from tallybook.services.billing.sinks import DirectorySink
 
-    t0 = clock.now().replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    clock.set(t0)
+    t0 = aligned_start(clock)
     lagged.billing.configure("shop", grace_minutes=1, start=t0)
     clock.advance(timedelta(minutes=3))
     lagged.loyalty.earn("shop", "alice", "o-1", 10_000, metadata={"partner": "acme"})

@@ -22,6 +22,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from admin.seeding import seed
+from billing.helpers import aligned_start
 from tallybook.domain.model import ISSUANCE, Leg
 from tallybook.http.app import create_app
 from tallybook.jobs import JOBS, run_job
@@ -50,8 +51,7 @@ def test_no_scan_in_the_source() -> None:
 
 
 def _exercise(ledger: Ledger, clock: ManualClock, out: Path) -> None:
-    t0 = clock.now().replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    clock.set(t0)
+    t0 = aligned_start(clock)
     ledger.billing.configure("shop", grace_minutes=1, start=t0)
     ledger.accounts.open("shop", "alice")
     clock.advance(timedelta(minutes=3))

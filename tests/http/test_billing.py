@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
+from billing.helpers import aligned_start
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 
@@ -27,6 +28,15 @@ def _body(rid: str, at: str, amount: int = 1005) -> dict[str, object]:
     }
 
 
+def _billing_from_the_next_hour(ledger: Ledger, clock: ManualClock) -> datetime:
+    """Shop's billing starts at the top of the next hour (5 minutes' grace); the clock
+    is 2 minutes past it. Returns that hour."""
+    t0 = aligned_start(clock)
+    clock.set(t0 + timedelta(minutes=2))
+    ledger.billing.configure("shop", grace_minutes=5, start=t0)
+    return t0
+
+
 def test_billing_records_and_reports_over_http(
     app_client: TestClient,
     ledger: Ledger,
@@ -38,9 +48,7 @@ def test_billing_records_and_reports_over_http(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    t0 = clock.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    clock.set(t0 + timedelta(minutes=2))
-    ledger.billing.configure("shop", grace_minutes=5, start=t0)
+    t0 = _billing_from_the_next_hour(ledger, clock)
     at = (t0 + timedelta(minutes=1)).isoformat()
     with_key = idem(write_headers)
     r = app_client.post("/v1/billing/records", json=_body("r1", at), headers=with_key)
@@ -109,9 +117,7 @@ def test_reports_go_to_the_default_folder_without_the_setting(
 ) -> None:
     """Issue 17: POST /v1/reports/run answered 400 unless $TALLYBOOK_REPORTS_OUT was set;
     it now writes to ./reports (relative to the server's working directory)."""
-    t0 = clock.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    clock.set(t0 + timedelta(minutes=2))
-    ledger.billing.configure("shop", grace_minutes=5, start=t0)
+    t0 = _billing_from_the_next_hour(ledger, clock)
     ledger.billing.ingest_many("shop", [(1, _body("r1", (t0 + timedelta(minutes=1)).isoformat()))])
     clock.set(t0 + timedelta(minutes=21))
     monkeypatch.delenv("TALLYBOOK_REPORTS_OUT", raising=False)
@@ -133,9 +139,7 @@ def test_report_runs_default_to_the_deployment_s_report_interval(
     """docs/deploy.md: ReportInterval (`$TALLYBOOK_REPORT_INTERVAL`, set on every function
     of the stack) is the report window length; a run over HTTP, or `tallybook report run`,
     that names no interval wrote 15-minute windows beside the job's hourly ones."""
-    t0 = clock.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    clock.set(t0 + timedelta(minutes=2))
-    ledger.billing.configure("shop", grace_minutes=5, start=t0)
+    t0 = _billing_from_the_next_hour(ledger, clock)
     ledger.billing.ingest_many("shop", [(1, _body("r1", (t0 + timedelta(minutes=1)).isoformat()))])
     clock.set(t0 + timedelta(minutes=70))
     monkeypatch.setenv("TALLYBOOK_REPORTS_OUT", str(tmp_path))
