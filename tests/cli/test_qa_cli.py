@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -49,8 +50,10 @@ def ledger(url: str) -> Ledger:
 def cli(
     ledger: Ledger, url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> Cli:
-    # what a terminal of 80 columns (or a pipe) shows
-    monkeypatch.setattr(output, "console", Console(width=80, soft_wrap=True))
+    # what a terminal of 80 columns shows (a pipe gets each table at its natural width)
+    monkeypatch.setattr(
+        output, "console", Console(width=80, soft_wrap=True, force_terminal=True, color_system=None)
+    )
     return Cli(monkeypatch, capsys, url)
 
 
@@ -600,3 +603,39 @@ def test_cli_times_have_six_fraction_digits_as_http_answers_do() -> None:
     assert output.to_jsonable({"at": [whole.replace(microsecond=5)]}) == {
         "at": ["2026-11-27T10:00:00.000005Z"]
     }
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("history", "alice", "-f", "cash", "-p", "shop"),
+        ("wallet", "transactions", "alice", "-p", "shop"),
+        ("notifications", "list", "alice", "-p", "shop"),
+    ],
+    ids=["history", "wallet-transactions", "notifications"],
+)
+def test_a_table_read_from_a_pipe_keeps_each_row_on_one_line(
+    ledger: Ledger, url: str, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    # was: piped (or with $COLUMNS=60) every table was fitted to the width, so each
+    # time was folded over six lines, headers broken and amounts cut to "5…"
+    txn = "order-2026-11-27-000123456-long"
+    ledger.wallet.credit("shop", "alice", "cash", 2500, txn_id=txn)
+    ledger.notifications.add("shop", "alice", "TierChanged", {"tier": "gold" * 10})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TALLYBOOK_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tallybook", "--store", url, *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**env, "COLUMNS": "60"},
+        timeout=120,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = done.stdout.splitlines()
+    body = lines[lines.index(next(x for x in lines if x.startswith("┡"))) + 1 : -1]
+    assert len(body) == 1, done.stdout  # one row, one line
+    assert re.search(r" \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z ", body[0]), body[0]
+    assert args[0] == "notifications" or txn in body[0]
+    assert "…" not in done.stdout
+    assert len({len(x) for x in lines[1:]}) == 1  # the table's lines, one width

@@ -116,7 +116,9 @@ def test_deliveries_table_fits_80_columns_and_resend_takes_its_short_position(
     # was: the 44-character position left the other seven columns "…" at 80 columns
     # (a pipe): no status, type or code could be read
     cli = wh_cli
-    monkeypatch.setattr(output, "console", Console(width=80, soft_wrap=True))
+    monkeypatch.setattr(
+        output, "console", Console(width=80, soft_wrap=True, force_terminal=True, color_system=None)
+    )
     with running_receiver() as receiver:
         code, out, err = cli(
             "webhooks", "create", receiver.url, "--program", "shop", "--allow-http", "--id", "s1"

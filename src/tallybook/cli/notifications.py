@@ -21,6 +21,7 @@ from tallybook.cli.output import (
     next_page,
     open_ledger,
     print_json,
+    print_table,
     progress_bar,
     time_text,
 )
@@ -69,7 +70,7 @@ def _table(title: str, items: list[Notification], *, history: bool = False) -> N
         if len(payload) > _PAYLOAD_CHARS:
             payload = payload[: _PAYLOAD_CHARS - 1] + "…"
         t.add_row(n.id, n.type, *extra, created, payload)
-    console.print(t)
+    print_table(t)
 
 
 @app.command("add")

@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Any
 
 from rich.console import Console, JustifyMethod
+from rich.measure import Measurement
 from rich.progress import Progress, ProgressColumn
 from rich.table import Table
 
@@ -91,7 +92,28 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
             t.add_column(c, justify=justify)
     for r in cells:
         t.add_row(*r)
-    console.print(t)
+    print_table(t)
+
+
+#: wider than any table: the width a table is measured in for a pipe or a file
+_UNBOUNDED = 100_000
+
+
+def print_table(t: Table) -> None:
+    """A table fitted to the terminal; on a pipe or a file (a script reading it) at
+    its natural width: each row one line, no time or id folded over lines, no
+    number cut short, whatever ``$COLUMNS`` says (rich would fit it to 80
+    columns). ``--json`` is the form meant for scripts."""
+    if console.is_terminal:
+        console.print(t)
+        return
+    natural = Measurement.get(console, console.options.update_width(_UNBOUNDED), t).maximum
+    width = console.width
+    console.width = natural
+    try:
+        console.print(t)
+    finally:
+        console.width = width
 
 
 def _cell(value: Any) -> str:
