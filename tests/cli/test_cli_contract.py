@@ -169,6 +169,53 @@ def test_a_write_still_creates_the_sqlite_file(cli: Cli, tmp_path: Path) -> None
     assert "shop" in out
 
 
+#: writes refused on a store that does not exist yet, with their exit code
+REFUSED_WRITES = [
+    (["post", "credit", "alice", "cash", "5", "--txn", "t-1", "-p", "shop"], 4),
+    (["account", "open", "alice", "-p", "shop"], 4),
+    (["wallet", "credit", "alice", "cash", "-1", "--txn", "t-1", "-p", "shop"], 2),
+    (["keys", "create", "--name", "ops", "-p", "shop"], 4),
+    (["notifications", "add", "alice", "Promo", "-p", "shop"], 4),
+    (["webhooks", "create", "https://example.com/h", "-p", "shop"], 4),
+    (["expire", "-p", "shop"], 4),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "exit_code"), REFUSED_WRITES, ids=[" ".join(a) for a, _ in REFUSED_WRITES]
+)
+def test_a_refused_write_leaves_no_store_file_behind(
+    cli: Cli, tmp_path: Path, args: list[str], exit_code: int
+) -> None:
+    # was: the refused command (bad input, no such program) left an empty typo.db
+    # and its typo.db-writer.lock behind
+    typo = tmp_path / "typo.db"
+    code, out, err = cli(*args, "--store", f"sqlite:///{typo}", store=False)
+    assert code == exit_code, (out, err)
+    one_error(err)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [["webhooks", "rekey"], ["webhooks", "deliver", "--once"]])
+def test_webhook_rekey_and_deliver_refuse_a_store_that_does_not_exist(
+    cli: Cli, tmp_path: Path, args: list[str]
+) -> None:
+    # was: each made typo.db and typo.db-webhook.key and answered "0 ... sealed" / "delivered 0"
+    typo = tmp_path / "typo.db"
+    code, out, err = cli(*args, "--store", f"sqlite:///{typo}", store=False)
+    assert (code, out) == (1, ""), err
+    assert one_error(err).startswith(f"error: SQLite file {typo} does not exist")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_write_on_an_existing_store_keeps_it(cli: Cli, tmp_path: Path) -> None:
+    assert cli("program", "create", "shop")[0] == 0
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert cli("post", "credit", "alice", "cash", "5", "--txn", "t-1", "-p", "shop")[0] == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert cli("program", "show", "shop")[0] == 0
+
+
 @pytest.mark.parametrize("as_json", [[], ["--json"]], ids=["text", "json"])
 def test_events_and_billing_ingest_exit_2_when_a_line_is_rejected(
     cli: Cli, tmp_path: Path, as_json: list[str]

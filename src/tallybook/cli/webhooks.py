@@ -227,7 +227,7 @@ def rekey(
     """
     from tallybook.webhooks.vault import RekeyIncomplete
 
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:  # a mistyped path: refused, not made
         try:
             changed = ledger.webhooks.rekey(program)
         except RekeyIncomplete as exc:
@@ -279,7 +279,7 @@ def deliver(
         stopping = True
 
     signal.signal(signal.SIGTERM, stop)
-    with open_ledger(store) as ledger:
+    with open_ledger(store, create=False) as ledger:  # a mistyped path: refused, not made
         worker = ledger.webhooks.worker()
         while True:
             stats = worker.run_once()
