@@ -441,3 +441,53 @@ def test_a_read_leaves_another_applications_sqlite_file_alone(cli: Cli, tmp_path
         assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("users",)]
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+
+
+BOM = "\ufeff"  # a byte order mark, as Windows editors start a UTF-8 file
+
+
+def test_a_byte_order_mark_at_the_start_of_an_input_file_is_not_part_of_it(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # was: billing ingest rejected line 1 ("not valid JSON (Unexpected UTF-8 BOM ...)",
+    # exit 2), notifications rules --set and loyalty config load refused the file
+    assert cli("program", "create", "shop")[0] == 0
+    assert cli("billing", "configure", "-p", "shop", "--start", "2026-01-01")[0] == 0
+    record = {
+        "partner": "acme",
+        "order_id": "o1",
+        "amount": 1999,
+        "currency": "USD",
+        "rate": "0.05",
+        "time": "2026-01-01T12:00:00Z",
+    }
+    records = tmp_path / "records.ndjson"
+    records.write_text(
+        BOM + "".join(json.dumps({"id": f"r{i}", **record}) + "\n" for i in (1, 2)),
+        encoding="utf-8",
+    )
+    code, out, err = cli("billing", "ingest", str(records), "-p", "shop", "--json")
+    assert code == 0, (out, err)
+    assert json.loads(out)["created"] == 2
+    events = tmp_path / "events.ndjson"
+    events.write_text(
+        BOM + '{"id": "e1", "account": "alice", "type": "Promo", "payload": {}}\n',
+        encoding="utf-8",
+    )
+    assert cli("account", "open", "alice", "-p", "shop")[0] == 0
+    code, out, err = cli("events", "ingest", str(events), "-p", "shop", "--json")
+    assert code == 0, (out, err)
+    assert json.loads(out)["added"] == 1
+    rules = tmp_path / "rules.json"
+    rules.write_text(BOM + '{"retention_days": 30}', encoding="utf-8")
+    code, out, err = cli("notifications", "rules", "-p", "shop", "--set", str(rules))
+    assert code == 0, err
+    assert json.loads(out)["retention_days"] == 30
+    toml = tmp_path / "loyalty.toml"
+    toml.write_text(
+        BOM + (Path(__file__).parents[2] / "examples" / "loyalty.toml").read_text(),
+        encoding="utf-8",
+    )
+    code, out, err = cli("loyalty", "config", "load", str(toml), "-p", "shop")
+    assert code == 0, err
+    assert cli("loyalty", "config", "show", "-p", "shop")[0] == 0

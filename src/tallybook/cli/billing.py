@@ -93,7 +93,8 @@ def configure(
 
 def _lines(path: Path) -> Iterator[tuple[int, Any]]:
     # bytes that are not UTF-8 make that line's error, not the whole run's
-    with path.open("r", encoding="utf-8", errors="surrogateescape") as fh:
+    # a leading byte order mark (Windows editors write one) is not part of line 1
+    with path.open("r", encoding="utf-8-sig", errors="surrogateescape") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue

@@ -214,7 +214,7 @@ def rules(
     raw: Any = None
     if set_file is not None:  # read before the store is opened (or made)
         try:
-            raw = json.loads(set_file.read_text())
+            raw = json.loads(set_file.read_text(encoding="utf-8-sig"))  # a BOM is no rule
         except (OSError, ValueError) as exc:
             raise ValidationError(f"cannot read rules from {set_file}: {exc}") from None
     with open_ledger(store, create=set_file is not None) as ledger:

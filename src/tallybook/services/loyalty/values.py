@@ -174,7 +174,7 @@ def load_toml(path: str | Path) -> LoyaltyConfig:
     """Read and validate a loyalty configuration file."""
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = tomllib.loads(p.read_text(encoding="utf-8-sig"))  # a leading BOM too
     except FileNotFoundError as exc:
         raise ConfigError(f"{p}: no such file") from exc
     except (OSError, UnicodeDecodeError) as exc:
