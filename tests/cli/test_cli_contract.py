@@ -491,3 +491,34 @@ def test_a_byte_order_mark_at_the_start_of_an_input_file_is_not_part_of_it(
     code, out, err = cli("loyalty", "config", "load", str(toml), "-p", "shop")
     assert code == 0, err
     assert cli("loyalty", "config", "show", "-p", "shop")[0] == 0
+
+
+def test_stored_text_with_square_brackets_is_printed_as_it_is(cli: Cli, tmp_path: Path) -> None:
+    # was: rich read "[/x]" as markup: `webhooks create` of such a URL subscribed it,
+    # printed its secret, then ended "error: unexpected MarkupError" (exit 1), and
+    # `webhooks list`, `keys list` and `notifications list` failed so from then on;
+    # "[bold]b[/bold]" was printed as "b"
+    assert cli("program", "create", "shop")[0] == 0
+    assert cli("account", "open", "alice", "-p", "shop")[0] == 0
+    url = "https://example.com/hooks/[/x]"
+    code, out, err = cli("webhooks", "create", url, "--id", "s1", "-p", "shop")
+    assert code == 0, err
+    assert "MarkupError" not in err
+    code, out, err = cli("webhooks", "list", "-p", "shop")
+    assert code == 0, err
+    assert url in out
+    name = "[bold]ops[/bold] [/y]"
+    assert cli("keys", "create", "--name", name, "-p", "shop")[0] == 0
+    code, out, err = cli("keys", "list", "-p", "shop")
+    assert code == 0, err
+    assert name in out
+    payload = '{"a": "[/x] [bold]b[/bold]"}'
+    assert cli("notifications", "add", "alice", "Promo", "--payload", payload, "-p", "shop")[0] == 0
+    code, out, err = cli("notifications", "list", "alice", "-p", "shop")
+    assert code == 0, err
+    assert payload in out
+    records = tmp_path / "records.ndjson"
+    records.write_text('{"id": "r[/x]"}\n')
+    code, out, err = cli("billing", "ingest", str(records), "-p", "shop")
+    assert code == 2, err
+    assert "line 1: record id 'r[/x]'" in err

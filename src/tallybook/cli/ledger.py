@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from tallybook.cli.options import (
     Number,
@@ -280,11 +281,12 @@ def check(
                 f"{report.transactions} transaction references"
             )
             for v in report.violations:
-                console.print(f"[red]violation[/red] {v}")
+                console.print(f"[red]violation[/red] {escape(str(v))}", markup=True)
             console.print(
                 "[green]ok[/green]"
                 if report.ok
-                else f"[red]{len(report.violations)} violation(s)[/red]"
+                else f"[red]{len(report.violations)} violation(s)[/red]",
+                markup=True,
             )
         if not report.ok:
             sys.exit(1)

@@ -25,9 +25,12 @@ from tallybook.store.url import open_store, parse_store_url, resolve_store_url
 from tallybook.webhooks.vault import KEY_FILE_SUFFIX
 
 #: soft wrap: a line of output is one line however narrow the terminal or pipe
-#: (rich would break it at 80 columns when stdout is not a terminal); tables still fit
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
+#: (rich would break it at 80 columns when stdout is not a terminal); tables still fit.
+#: No markup: what is printed holds stored text (a payload, a URL, a key's name) in
+#: which "[/x]" would stop the command and "[b]x[/b]" print as "x"; a line that
+#: colours a word passes ``markup=True`` with the rest escaped.
+console = Console(soft_wrap=True, markup=False)
+err_console = Console(stderr=True, soft_wrap=True, markup=False)
 
 
 def progress_bar(

@@ -7,6 +7,7 @@ import sys
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import Number, StoreOption
@@ -163,9 +164,10 @@ def check(
         print_json({"account": account, "ok": not problems, "violations": problems})
     else:
         for problem in problems:
-            console.print(f"[red]violation[/red] {problem}")
+            console.print(f"[red]violation[/red] {escape(str(problem))}", markup=True)
         console.print(
-            "[green]ok[/green]" if not problems else f"[red]{len(problems)} violation(s)[/red]"
+            "[green]ok[/green]" if not problems else f"[red]{len(problems)} violation(s)[/red]",
+            markup=True,
         )
     if problems:
         sys.exit(1)
