@@ -101,6 +101,21 @@ def test_ndjson_batch_continues_past_bad_lines(ledger: Ledger, alice: str) -> No
     assert len(ledger.notifications.history("shop", alice).notifications) == 2
 
 
+@pytest.mark.parametrize("as_bytes", [False, True], ids=["text", "bytes"])
+def test_a_byte_order_mark_starting_the_lines_is_not_part_of_line_1(
+    ledger: Ledger, alice: str, as_bytes: bool
+) -> None:
+    # was: text lines rejected line 1 (not-json: "Unexpected UTF-8 BOM"), and a file
+    # read in binary (`tallybook events ingest`) whose BOM stood on a line of its own
+    # rejected that line (exit 2)
+    for first in (json.dumps(envelope("m-1")) + "\n", "\n"):
+        lines = ["\ufeff" + first, json.dumps(envelope("m-2")) + "\n"]
+        raw: list[str] | list[bytes] = [x.encode() for x in lines] if as_bytes else lines
+        report = ledger.notifications.ingestor.ingest_lines("shop", raw)
+        assert report.rejected == []
+    assert len(ledger.notifications.history("shop", alice).notifications) == 2
+
+
 def test_parse_envelope_accepts_message_object() -> None:
     env = parse_envelope(
         {"Type": "Notification", "MessageId": "x", "Message": {"account": "a", "type": "T"}}

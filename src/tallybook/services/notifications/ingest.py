@@ -271,6 +271,13 @@ class EventIngestor:
         """
         report = BatchReport()
         for number, line in enumerate(lines, start=1):
+            size = len(line) if isinstance(line, bytes) else len(line.encode())
+            if number == 1:  # a byte order mark starting the file is not part of line 1
+                line = (
+                    line.removeprefix(b"\xef\xbb\xbf")
+                    if isinstance(line, bytes)
+                    else line.removeprefix("\ufeff")
+                )
             if line.strip():
                 try:
                     result = self.ingest(program, line)
@@ -280,7 +287,7 @@ class EventIngestor:
                 else:
                     report.stats.count(result.status)
             if progress is not None:
-                progress(len(line) if isinstance(line, bytes) else len(line.encode()))
+                progress(size)
         return report
 
     def _ingest(self, program: str, raw: str | bytes | Mapping[str, Any]) -> IngestResult:
