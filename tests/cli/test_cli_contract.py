@@ -169,29 +169,41 @@ def test_a_write_still_creates_the_sqlite_file(cli: Cli, tmp_path: Path) -> None
     assert "shop" in out
 
 
-#: writes refused on a store that does not exist yet, with their exit code
+#: writes refused on a store that does not exist yet (it holds no program)
 REFUSED_WRITES = [
-    (["post", "credit", "alice", "cash", "5", "--txn", "t-1", "-p", "shop"], 4),
-    (["account", "open", "alice", "-p", "shop"], 4),
-    (["wallet", "credit", "alice", "cash", "-1", "--txn", "t-1", "-p", "shop"], 2),
-    (["keys", "create", "--name", "ops", "-p", "shop"], 4),
-    (["notifications", "add", "alice", "Promo", "-p", "shop"], 4),
-    (["webhooks", "create", "https://example.com/h", "-p", "shop"], 4),
-    (["expire", "-p", "shop"], 4),
+    ["post", "credit", "alice", "cash", "5", "--txn", "t-1", "-p", "shop"],
+    ["account", "open", "alice", "-p", "shop"],
+    ["wallet", "credit", "alice", "cash", "-1", "--txn", "t-1", "-p", "shop"],
+    ["keys", "create", "--name", "ops", "-p", "shop"],
+    ["notifications", "add", "alice", "Promo", "-p", "shop"],
+    ["webhooks", "create", "https://example.com/h", "-p", "shop"],
+    ["expire", "-p", "shop"],
+    ["program", "threshold", "shop", "cash", "5"],
 ]
 
 
-@pytest.mark.parametrize(
-    ("args", "exit_code"), REFUSED_WRITES, ids=[" ".join(a) for a, _ in REFUSED_WRITES]
-)
-def test_a_refused_write_leaves_no_store_file_behind(
-    cli: Cli, tmp_path: Path, args: list[str], exit_code: int
+@pytest.mark.parametrize("args", REFUSED_WRITES, ids=" ".join)
+def test_a_write_on_a_sqlite_file_that_does_not_exist_makes_nothing(
+    cli: Cli, tmp_path: Path, args: list[str]
 ) -> None:
     # was: the refused command (bad input, no such program) left an empty typo.db
     # and its typo.db-writer.lock behind
     typo = tmp_path / "typo.db"
     code, out, err = cli(*args, "--store", f"sqlite:///{typo}", store=False)
-    assert code == exit_code, (out, err)
+    assert code == 4, (out, err)
+    assert one_error(err).startswith(f"error: SQLite file {typo} does not exist")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args", [["program", "create", "a b"], ["program", "create", "shop", "--currency", "US-D"]]
+)
+def test_program_create_checks_its_input_before_making_the_store(
+    cli: Cli, tmp_path: Path, args: list[str]
+) -> None:
+    typo = tmp_path / "typo.db"
+    code, out, err = cli(*args, "--store", f"sqlite:///{typo}", store=False)
+    assert code == 2, (out, err)
     one_error(err)
     assert list(tmp_path.iterdir()) == []
 

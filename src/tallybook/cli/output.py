@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -12,17 +11,15 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-import typer
 from rich.console import Console, JustifyMethod
 from rich.measure import Measurement
 from rich.progress import Progress, ProgressColumn
 from rich.table import Table
 
-from tallybook.errors import TallybookError
+from tallybook.errors import NotFound
 from tallybook.ledger import Ledger
 from tallybook.store.records.codec import iso
 from tallybook.store.url import open_store, parse_store_url, resolve_store_url
-from tallybook.webhooks.vault import KEY_FILE_SUFFIX
 
 #: soft wrap: a line of output is one line however narrow the terminal or pipe
 #: (rich would break it at 80 columns when stdout is not a terminal); tables still fit.
@@ -133,35 +130,29 @@ def _cell(value: Any) -> str:
 
 
 @contextmanager
-def open_ledger(store: str | None, *, create: bool = True) -> Iterator[Ledger]:
+def open_ledger(store: str | None, *, create: bool = True, new: bool = False) -> Iterator[Ledger]:
     """The ledger of a store URL, closed when the command ends. A command that only
     reads passes ``create=False``: a SQLite file that does not exist, or holds no
     store, is refused, where opening it would make one (a mistyped path read as an
-    empty ledger). A command that writes makes the file, but a command refused
-    (bad input, an unknown program: nothing written) leaves no file it made."""
+    empty ledger). Only a command that may start a store (``new=True``: ``program
+    create``) makes the file; any other write works in a program, which a store
+    not made yet cannot hold: it is refused as not found and nothing is made
+    (was: an empty file left behind by a refused command)."""
     if not create:
         with Ledger(open_store(store, create=False)) as ledger:
             yield ledger
         return
-    made = _new_sqlite_files(store)
-    try:
-        with Ledger.open(store) as ledger:
-            yield ledger
-    except (TallybookError, typer.BadParameter):
-        for path in made:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path)
-        raise
+    if not new:
+        _refuse_a_new_sqlite_file(store)
+    with Ledger.open(store) as ledger:
+        yield ledger
 
 
-def _new_sqlite_files(store: str | None) -> tuple[str, ...]:
-    """The files opening a SQLite store would make, if its database does not exist
-    yet: the database, its journals, its writer lock and webhook key file."""
+def _refuse_a_new_sqlite_file(store: str | None) -> None:
     parsed = parse_store_url(resolve_store_url(store))
-    if parsed.engine != "sqlite" or os.path.lexists(parsed.path):
-        return ()
-    return tuple(
-        parsed.path + suffix
-        for suffix in ("", "-wal", "-shm", "-journal", "-writer.lock", KEY_FILE_SUFFIX)
-        if not os.path.lexists(parsed.path + suffix)
-    )
+    if parsed.engine == "sqlite" and not os.path.lexists(parsed.path):
+        raise NotFound(
+            f"SQLite file {parsed.path} does not exist, so it holds no program: check "
+            "the store URL (--store or $TALLYBOOK_STORE), or start a store with "
+            "`tallybook program create`"
+        )

@@ -8,6 +8,7 @@ import typer
 
 from tallybook.cli.options import NUMERIC_ARGS, Number, NumericArgsCommand, StoreOption
 from tallybook.cli.output import console, open_ledger, print_json, table
+from tallybook.domain.ids import check_id, check_unit
 from tallybook.errors import AlreadyExists
 
 app = typer.Typer(
@@ -48,7 +49,10 @@ def create(
 
     Example: tallybook program create shop --name "Shop rewards" --currency EUR
     """
-    with open_ledger(store) as ledger:
+    # bad input is refused before the store is opened, which may make its file
+    check_id(program, "program id")
+    check_unit(currency or "USD")
+    with open_ledger(store, new=True) as ledger:
         try:
             p = ledger.programs.create(program, name=name, currency=currency or "USD")
             verb = "created"
