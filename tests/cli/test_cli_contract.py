@@ -534,3 +534,12 @@ def test_stored_text_with_square_brackets_is_printed_as_it_is(cli: Cli, tmp_path
     code, out, err = cli("billing", "ingest", str(records), "-p", "shop")
     assert code == 2, err
     assert "line 1: record id 'r[/x]'" in err
+
+
+def test_the_store_option_says_which_commands_make_a_sqlite_file() -> None:
+    # was: "A command that only reads refuses a SQLite file that does not exist",
+    # where every command but program create, serve, table create and torture does
+    from typer.testing import CliRunner
+
+    text = CliRunner().invoke(app, ["wallet", "credit", "--help"], env={"COLUMNS": "400"}).output
+    assert "Only program create, serve, table create and torture make a SQLite file" in text

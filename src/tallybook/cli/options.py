@@ -24,8 +24,9 @@ StoreOption = Annotated[
         envvar="TALLYBOOK_STORE",
         help="Store URL: sqlite:///PATH.db, dynamodb://TABLE?region=..&endpoint=.. or "
         "memory://NAME (lost when the command exits); default sqlite:///./tallybook.db. "
-        "A command that only reads refuses a SQLite file that does not exist "
-        "or holds no tallybook store.",
+        "Only program create, serve, table create and torture make a SQLite file "
+        "that does not exist; a command that only reads also refuses one that holds "
+        "no tallybook store.",
         show_default=False,
     ),
 ]
