@@ -543,3 +543,21 @@ def test_the_store_option_says_which_commands_make_a_sqlite_file() -> None:
 
     text = CliRunner().invoke(app, ["wallet", "credit", "--help"], env={"COLUMNS": "400"}).output
     assert "Only program create, serve, table create and torture make a SQLite file" in text
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--threads", "100000000000000000000"),
+        ("--http-threads", "257"),
+        ("--processes", "99999999999"),
+        ("--readers", "257"),
+        ("--ops", "1000000000000"),
+    ],
+)
+def test_torture_refuses_a_workload_too_large_to_start(cli: Cli, option: str, value: str) -> None:
+    # was: --threads 1e20 ended "error: unexpected OverflowError" (exit 1), 1e11 threads
+    # a MemoryError, and --processes 99999999999 started processes until it was killed
+    code, out, err = cli("torture", option, value, "--store", "memory://t", store=False)
+    assert code == 2, (out, err)
+    assert one_error(err).startswith(f"error: Invalid value for '{option}': {value} is not in")

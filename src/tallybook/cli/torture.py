@@ -19,27 +19,39 @@ from tallybook.reliability.faults import FaultPlan
 from tallybook.reliability.runner import TortureConfig, run
 from tallybook.store.url import parse_store_url, resolve_store_url
 
+#: bounds of the workload's size: past them a run fails while starting (an
+#: OverflowError or MemoryError at 10**20 threads, a process storm at 10**11)
+MAX_OPS = 100_000_000
+MAX_THREADS = 256
+MAX_PROCESSES = 64
+MAX_KILLS = 1_000
+
 
 def torture(
     store: StoreOption = None,
     ops: Annotated[
-        int, typer.Option("--ops", help="Operations in total.", parser=Number(min=1))
+        int, typer.Option("--ops", help="Operations in total.", parser=Number(min=1, max=MAX_OPS))
     ] = 2_000,
     threads: Annotated[
         int,
         typer.Option(
-            "--threads", help="Python API client threads (per process).", parser=Number(min=0)
+            "--threads",
+            help="Python API client threads (per process).",
+            parser=Number(min=0, max=MAX_THREADS),
         ),
     ] = 4,
     http_threads: Annotated[
-        int, typer.Option("--http-threads", help="HTTP client threads.", parser=Number(min=0))
+        int,
+        typer.Option(
+            "--http-threads", help="HTTP client threads.", parser=Number(min=0, max=MAX_THREADS)
+        ),
     ] = 2,
     processes: Annotated[
         int,
         typer.Option(
             "--processes",
             help="Extra worker processes of --threads clients.",
-            parser=Number(min=0),
+            parser=Number(min=0, max=MAX_PROCESSES),
         ),
     ] = 0,
     readers: Annotated[
@@ -47,7 +59,7 @@ def torture(
         typer.Option(
             "--readers",
             help="Concurrent reader threads checking totals.",
-            parser=Number(min=0),
+            parser=Number(min=0, max=MAX_THREADS),
         ),
     ] = 1,
     kills: Annotated[
@@ -56,7 +68,7 @@ def torture(
             "--kills",
             help="SQLite: serve HTTP from a `tallybook serve` process and SIGKILL it this "
             "many times mid-run (it is restarted; clients retry their keys).",
-            parser=Number(min=0),
+            parser=Number(min=0, max=MAX_KILLS),
         ),
     ] = 0,
     accounts: Annotated[
