@@ -196,7 +196,13 @@ def test_a_write_on_a_sqlite_file_that_does_not_exist_makes_nothing(
 
 
 @pytest.mark.parametrize(
-    "args", [["program", "create", "a b"], ["program", "create", "shop", "--currency", "US-D"]]
+    "args",
+    [
+        ["program", "create", "a b"],
+        ["program", "create", "shop", "--currency", "US-D"],
+        ["program", "create", "shop", "--name", "x" * 201],
+    ],
+    ids=["id", "currency", "name"],
 )
 def test_program_create_checks_its_input_before_making_the_store(
     cli: Cli, tmp_path: Path, args: list[str]
