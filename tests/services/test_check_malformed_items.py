@@ -4,6 +4,7 @@ naming it, and goes on: it stopped with ``KeyError``/``TypeError`` instead."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, cast
 
 import pytest
@@ -69,3 +70,40 @@ def test_a_notification_row_without_type_is_named(ledger: Ledger) -> None:
 
     report = ledger.check.program("p")
     assert report.violations == [f"invariant 6: malformed notification {row['sk']} of a: no type"]
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        ({"available": None}, "no available"),
+        ({"available": "50"}, "available '50' is not an integer"),
+        ({"expires_at": "soon"}, "expires_at 'soon' is not a time"),
+        ({"available": -5}, "available -5 is not between 0 and the 50 awarded"),
+        ({"available": 80}, "available 80 is not between 0 and the 50 awarded"),
+    ],
+)
+def test_a_malformed_grant_is_named_and_the_rest_checked(
+    ledger: Ledger, damage: dict[str, Any], problem: str
+) -> None:
+    expires_at = ledger.clock.now() + timedelta(days=30)
+    for account in ("a", "b"):
+        ledger.wallet.grant("p", account, 50, expires_at=expires_at, txn_id=f"{account}-g")
+    assert ledger.check.program("p").ok
+    (grant,) = _rows(ledger.store, "a", keys.WALLET_GRANT_PREFIX)
+    for name, value in damage.items():
+        grant[name] = value
+        if value is None:
+            del grant[name]
+    ledger.store.put(grant)
+    head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "b")))
+    head["funds"]["cash"]["held"] += 1
+    ledger.store.put(head)
+
+    report = ledger.check.program("p")
+    assert report.violations == [
+        f"invariant 2: malformed grant {grant['sk']} of a: {problem}",
+        "invariant 2: a/bonus: balance 50 != grants 0 + held 0",
+        "invariant 2: a: marks give bonus 50, unexpired grants 0",
+        "invariant 2: b/cash: head withholds 31, holds sum 30",
+    ]
+    assert ledger.wallet.check("p", "a")[0] == f"malformed grant {grant['sk']} of a: {problem}"

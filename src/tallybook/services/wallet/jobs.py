@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING
 
 from tallybook.domain.ids import derived_id
 from tallybook.domain.model import EXPIRY, Account, Leg, Transaction, TxnType
-from tallybook.domain.wallet import BONUS, GrantTake, Hold, HoldKind, HoldStatus, unexpired_bonus
+from tallybook.domain.wallet import (
+    BONUS,
+    Grant,
+    GrantTake,
+    Hold,
+    HoldKind,
+    HoldStatus,
+    unexpired_bonus,
+)
 from tallybook.errors import ConditionFailed, InvalidState
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
@@ -31,6 +39,7 @@ from tallybook.store.records.wallet import (
     DUE_GRANT,
     DUE_HOLD,
     cancelling_charge,
+    checked_grants,
     checked_holds,
     drop_hold,
     due_rows,
@@ -46,7 +55,6 @@ from tallybook.store.records.wallet import (
     read_charges,
     read_grants,
     row_key,
-    stranded_grants,
     takes_value,
     undue_empty_grant,
 )
@@ -271,35 +279,39 @@ class WalletJobs:
                 problems.append(f"hold {h.id}: grants reserve {reserved}, bonus held differs")
             if self.core.engine.existing(program, h.id) is None:
                 problems.append(f"hold {h.id} of {account} has no transaction record")
+        due_grants, resolved, grant_problems = checked_grants(self.store, program, account)
+        problems += grant_problems
         if prog.fund(BONUS) is not None:
-            grants = read_grants(self.store, program, account)
-            in_grants = sum(g.available for g in grants)
+            in_grants = sum(g.available for g in due_grants + resolved)
             reserved = sum(h.amounts.get(BONUS, 0) for h in holds if h.kind is HoldKind.DEBIT)
             balance = acct.fund(BONUS).balance
             if balance != in_grants + reserved:
                 problems.append(
                     f"{account}/bonus: balance {balance} != grants {in_grants} + held {reserved}"
                 )
-            for g in stranded_grants(self.store, program, account):
-                problems.append(
-                    f"{account}/bonus: grant {g.id} was resolved by expiry but holds {g.available}"
-                )
-        problems += self._check_marks(acct, holds, now, prog.fund(BONUS) is not None)
+            for g in resolved:
+                if g.available > 0:
+                    problems.append(
+                        f"{account}/bonus: grant {g.id} was resolved by expiry but holds "
+                        f"{g.available}"
+                    )
+        problems += self._check_marks(acct, holds, due_grants, now, prog.fund(BONUS) is not None)
         return problems
 
     def _check_marks(
-        self, acct: Account, holds: list[Hold], now: datetime, has_bonus: bool
+        self, acct: Account, holds: list[Hold], grants: list[Grant], now: datetime, has_bonus: bool
     ) -> list[str]:
-        """The head's marks (``wallet_marks``) never let a balance read be wrong."""
+        """The head's marks (``wallet_marks``) never let a balance read be wrong
+        (``grants``: those in the due index)."""
         problems: list[str] = []
         due = marks_of(acct).hold_due
         if due is not None and any(h.deadline < due for h in holds):
             problems.append(f"{acct.id}: hold_due {iso(due)} is after an active hold's deadline")
         free = bonus_without_grants(acct, now) if has_bonus else None
         if free is not None:
-            grants = unexpired_bonus(read_grants(self.store, acct.program, acct.id, now), now)
-            if free != grants:
-                problems.append(f"{acct.id}: marks give bonus {free}, unexpired grants {grants}")
+            unexpired = unexpired_bonus(grants, now)
+            if free != unexpired:
+                problems.append(f"{acct.id}: marks give bonus {free}, unexpired grants {unexpired}")
         return problems
 
 

@@ -182,6 +182,47 @@ def grant_from_item(item: Item) -> Grant:
     )
 
 
+def grant_problem(item: Item) -> str | None:
+    """What keeps a grant item from being read, or its amounts from making sense
+    (``0 <= available <= awarded``); None if it reads."""
+    found = malformed(
+        item,
+        text=("grant_id", "account"),
+        ints=("awarded", "available"),
+        times=("expires_at", "granted_at"),
+    )
+    if found is not None:
+        return found
+    awarded, available = cast(int, item["awarded"]), cast(int, item["available"])
+    if awarded <= 0:
+        return f"awarded {awarded} is not positive"
+    if not 0 <= available <= awarded:
+        return f"available {available} is not between 0 and the {awarded} awarded"
+    return None
+
+
+def checked_grants(
+    store: ItemStore, program: str, account: str
+) -> tuple[list[Grant], list[Grant], list[str]]:
+    """The account's grants, for the check: those still in the due index, those
+    the expiry job resolved, and what is wrong with each item that does not read
+    as a grant, named by its key."""
+    due: list[Grant] = []
+    resolved: list[Grant] = []
+    problems: list[str] = []
+    items = store.query_all(
+        keys.account_partition(program, account),
+        SortCondition.begins_with(keys.WALLET_GRANT_PREFIX),
+    )
+    for item in items:
+        problem = grant_problem(item)
+        if problem is not None:
+            problems.append(f"malformed grant {item['sk']} of {account}: {problem}")
+        else:
+            (due if is_due(item) else resolved).append(grant_from_item(item))
+    return due, resolved, problems
+
+
 def read_grants(
     store: ItemStore, program: str, account: str, now: datetime | None = None
 ) -> list[Grant]:
@@ -195,16 +236,6 @@ def read_grants(
         SortCondition.between(low, keys.WALLET_GRANT_PREFIX + "~"),
     )
     return [grant_from_item(i) for i in items if now is None or is_due(i)]
-
-
-def stranded_grants(store: ItemStore, program: str, account: str) -> list[Grant]:
-    """Grants out of the due index (resolved by the expiry job) that still hold
-    bonus: nothing would ever expire it, and no balance view counts it."""
-    items = store.query_all(
-        keys.account_partition(program, account),
-        SortCondition.begins_with(keys.WALLET_GRANT_PREFIX),
-    )
-    return [grant_from_item(i) for i in items if not is_due(i) and grant_left(i) > 0]
 
 
 def account_grants(store: ItemStore, program: str, acct: Account, now: datetime) -> list[Grant]:
