@@ -10,6 +10,8 @@ from typing import Any, cast
 import pytest
 
 from tallybook.ledger import Ledger
+from tallybook.reliability.faults import Crash
+from tallybook.services.wallet.charges import FakeChargeProcessor
 from tallybook.store import keys
 from tallybook.store.port import ItemStore, SortCondition
 
@@ -107,3 +109,49 @@ def test_a_malformed_grant_is_named_and_the_rest_checked(
         "invariant 2: b/cash: head withholds 31, holds sum 30",
     ]
     assert ledger.wallet.check("p", "a")[0] == f"malformed grant {grant['sk']} of a: {problem}"
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        ({"amount": None}, "no amount"),
+        ({"amount": "250"}, "amount '250' is not an integer"),
+        ({"created_at": 17}, "created_at is not text"),
+        ({"amount": -250}, "amount -250 is not positive"),
+    ],
+)
+def test_a_malformed_charge_intent_is_named_and_the_rest_checked(
+    ledger: Ledger, damage: dict[str, Any], problem: str
+) -> None:
+    processor = FakeChargeProcessor()
+    ledger.wallet.processor = _DiesWhileCharging()
+    with pytest.raises(Crash):  # its intent is left in flight, within its grace
+        ledger.wallet.debit("p", "a", 500, txn_id="a-d", on_shortfall="charge")
+    ledger.wallet.processor = processor
+    assert ledger.check.program("p").ok
+    (intent,) = _rows(ledger.store, "a", keys.WALLET_CHARGE_PREFIX)
+    for name, value in damage.items():
+        intent[name] = value
+        if value is None:
+            del intent[name]
+    ledger.store.put(intent)
+    head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "b")))
+    head["funds"]["cash"]["held"] += 1
+    ledger.store.put(head)
+
+    report = ledger.check.program("p")
+    assert report.violations == [
+        f"malformed charge intent {intent['sk']} of a: {problem}",
+        "invariant 2: b/cash: head withholds 31, holds sum 30",
+    ]
+    assert ledger.wallet.check("p", "a") == [
+        f"malformed charge intent {intent['sk']} of a: {problem}"
+    ]
+
+
+class _DiesWhileCharging(FakeChargeProcessor):
+    """Takes the charge, then the process dies before the debit commits."""
+
+    def charge(self, *, key: str, account: str, amount: int, currency: str) -> str:
+        super().charge(key=key, account=account, amount=amount, currency=currency)
+        raise Crash("died after the charge")

@@ -39,6 +39,7 @@ from tallybook.store.records.wallet import (
     DUE_GRANT,
     DUE_HOLD,
     cancelling_charge,
+    checked_charges,
     checked_grants,
     checked_holds,
     drop_hold,
@@ -52,7 +53,6 @@ from tallybook.store.records.wallet import (
     is_due,
     marks_of,
     read_charge,
-    read_charges,
     read_grants,
     row_key,
     takes_value,
@@ -249,11 +249,12 @@ class WalletJobs:
         charge may be taken that no debit records until reconcile refunds it."""
         now = self.core.clock.now()
         grace = f"{CHARGE_GRACE.total_seconds() / 60:.0f} min"
-        return [
+        intents, problems = checked_charges(self.store, program, account)
+        return problems + [
             f"charge intent {intent.txn_id} of {account} in flight since "
             f"{iso(intent.created_at)}, past its {grace} grace: "
             "reconcile will refund its charge and delete it"
-            for intent in read_charges(self.store, program, account)
+            for intent in intents
             if intent.created_at + CHARGE_GRACE <= now
         ]
 

@@ -515,9 +515,41 @@ def drop_charge(key: Key, charge_key: str) -> Delete:
     return Delete(key, all_of(Exists("status"), *_of_key(charge_key)))
 
 
-def read_charges(store: ItemStore, program: str, account: str) -> list[ChargeIntent]:
+def charge_problem(item: Item) -> str | None:
+    """What keeps a charge intent item from being read, or its amount from making
+    sense; None if it reads."""
+    found = malformed(
+        item,
+        text=("program", "account", "txn_id", "status"),
+        ints=("amount",),
+        times=("created_at",),
+    )
+    if found is not None:
+        return found
+    if item["status"] not in (CHARGE_PENDING, CHARGE_CANCELLING):
+        return f"status {item['status']!r} is unknown"
+    if cast(int, item["amount"]) <= 0:
+        return f"amount {item['amount']} is not positive"
+    if not isinstance(item.get("charge_key", ""), str):
+        return "charge_key is not text"
+    return None
+
+
+def checked_charges(
+    store: ItemStore, program: str, account: str
+) -> tuple[list[ChargeIntent], list[str]]:
+    """The account's charge intents, for the check, and what is wrong with each item
+    that does not read as one, named by its key."""
+    intents: list[ChargeIntent] = []
+    problems: list[str] = []
     items = store.query_all(
         keys.account_partition(program, account),
         SortCondition.begins_with(keys.WALLET_CHARGE_PREFIX),
     )
-    return [charge_of(i) for i in items]
+    for item in items:
+        problem = charge_problem(item)
+        if problem is None:
+            intents.append(charge_of(item))
+        else:
+            problems.append(f"malformed charge intent {item['sk']} of {account}: {problem}")
+    return intents, problems
