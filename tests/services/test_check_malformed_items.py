@@ -155,3 +155,61 @@ class _DiesWhileCharging(FakeChargeProcessor):
     def charge(self, *, key: str, account: str, amount: int, currency: str) -> str:
         super().charge(key=key, account=account, amount=amount, currency=currency)
         raise Crash("died after the charge")
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        ({"funds": "oops"}, "funds 'oops' are not a map"),
+        ({"funds": None}, "no funds"),
+        ({"version": "7"}, "version '7' is not an integer"),
+        ({"created_at": None}, "no created_at"),
+        ({"cash": {"balance": 300, "held": -1, "seq": 3}}, "fund cash: held -1 is below zero"),
+        (
+            {"cash": {"balance": "300", "held": 30, "seq": 3}},
+            "fund cash: balance '300' is not an integer",
+        ),
+        ({"sys:@external:cash": "-300"}, "sys:@external:cash '-300' is not an integer"),
+        ({"attrs": "x"}, "attrs 'x' are not a map"),
+    ],
+)
+def test_a_malformed_head_is_named_and_the_rest_checked(
+    ledger: Ledger, damage: dict[str, Any], problem: str
+) -> None:
+    head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "a")))
+    for name, value in damage.items():
+        if name == "cash":
+            head["funds"]["cash"].update(value)
+        elif value is None:
+            del head[name]
+        else:
+            head[name] = value
+    ledger.store.put(head)
+    other = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "b")))
+    other["funds"]["cash"]["held"] += 1
+    ledger.store.put(other)
+
+    report = ledger.check.program("p")
+    assert report.violations == [
+        f"invariant 1: account a: malformed head: {problem}",
+        "invariant 2: b/cash: head withholds 31, holds sum 30",
+    ]
+    assert report.accounts == 2
+    assert ledger.check.account("p", "a").violations == [
+        f"invariant 1: account a: malformed head: {problem}"
+    ]
+    assert ledger.wallet.check("p", "a") == [f"a: malformed head: {problem}"]
+
+
+def test_malformed_wallet_marks_on_a_head_are_named(ledger: Ledger) -> None:
+    head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "a")))
+    head["attrs"]["wallet"] = {**head["attrs"].get("wallet", {}), "hold_due": "soon"}
+    ledger.store.put(head)
+
+    report = ledger.check.program("p")
+    assert report.violations == [
+        "invariant 2: a: malformed wallet marks on its head: hold_due 'soon' is not a time"
+    ]
+    assert ledger.wallet.check("p", "a") == [
+        "a: malformed wallet marks on its head: hold_due 'soon' is not a time"
+    ]

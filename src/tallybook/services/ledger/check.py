@@ -29,6 +29,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from tallybook.domain.ids import check_id
 from tallybook.domain.model import SYSTEM_ACCOUNTS, Account, Entry, PostedLeg, Program
 from tallybook.errors import NotFound
 from tallybook.services.ledger.accounts import AccountService
@@ -37,7 +38,12 @@ from tallybook.services.ledger.transactions import TransactionService
 from tallybook.store.port import ItemStore
 from tallybook.store.records.accounts import checked_entries
 from tallybook.store.records.codec import transaction_from_item
-from tallybook.store.records.ledger import read_heads, read_transactions, system_shard_totals
+from tallybook.store.records.ledger import (
+    checked_head,
+    checked_heads,
+    read_transactions,
+    system_shard_totals,
+)
 
 
 @dataclass
@@ -82,6 +88,7 @@ class CheckService:
     def account(self, program_id: str, account_id: str) -> CheckReport:
         report = CheckReport()
         program = self.programs.get(program_id)
+        check_id(account_id, "account id")
         self._check_settled(program, account_id, report, {}, listed=False)
         return report
 
@@ -161,7 +168,7 @@ class CheckService:
             versions: dict[str, int] = {}
             totals: dict[str, int] = defaultdict(int)
             for start in range(0, len(ids), 100):
-                for head in read_heads(self.store, program.id, ids[start : start + 100]):
+                for head in checked_heads(self.store, program.id, ids[start : start + 100]):
                     versions[head.id] = head.version
                     _add_head(program, head, totals, [])
             for unit, amount in self._shard_totals(program, []).items():
@@ -180,19 +187,22 @@ class CheckService:
         *,
         listed: bool = False,
     ) -> None:
-        try:
-            account = self.accounts.get(program.id, account_id)
-        except NotFound:
-            if not listed:
-                raise
+        account = checked_head(self.store, program.id, account_id)
+        if account is None and not listed:
+            raise NotFound(f"account {account_id} not found in program {program.id}")
+        report.accounts += 1
+        if account is None:
             # the directory names it, so it was opened: its balances are lost
-            report.accounts += 1
             report.violations.append(
                 f"invariant 1: account {account_id} is in the account directory "
                 "but its head (the balances) is missing"
             )
             return
-        report.accounts += 1
+        if isinstance(account, str):  # nothing of the account can be checked against it
+            report.violations.append(
+                f"invariant 1: account {account_id}: malformed head: {account}"
+            )
+            return
         _add_head(program, account, totals, report.violations)
         entries: dict[str, list[Entry]] = defaultdict(list)
         for spec in program.funds:

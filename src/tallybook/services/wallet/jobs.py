@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from tallybook.domain.ids import derived_id
+from tallybook.domain.ids import check_id, derived_id
 from tallybook.domain.model import EXPIRY, Account, Leg, Transaction, TxnType
 from tallybook.domain.wallet import (
     BONUS,
@@ -26,7 +26,7 @@ from tallybook.domain.wallet import (
     HoldStatus,
     unexpired_bonus,
 )
-from tallybook.errors import ConditionFailed, InvalidState
+from tallybook.errors import ConditionFailed, InvalidState, NotFound
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.charges import ChargeProcessor
@@ -34,6 +34,7 @@ from tallybook.services.wallet.debit import CHARGE_GRACE
 from tallybook.services.wallet.marks import bonus_without_grants, wallet_marks
 from tallybook.services.wallet.records import availability_after, present_funds
 from tallybook.store.records.codec import iso
+from tallybook.store.records.ledger import checked_head
 from tallybook.store.records.wallet import (
     DUE_CHARGE,
     DUE_GRANT,
@@ -52,6 +53,7 @@ from tallybook.store.records.wallet import (
     hold_from_item,
     is_due,
     marks_of,
+    marks_problem,
     read_charge,
     read_grants,
     row_key,
@@ -262,7 +264,12 @@ class WalletJobs:
         """Invariant 2 over an account's wallet: withheld amounts, the bonus fund's
         grants, available amounts and the head's marks."""
         prog = self.core.programs.get(program)
-        acct = self.core.accounts.get(program, account)
+        check_id(account, "account id")
+        acct = checked_head(self.store, program, account)
+        if acct is None:
+            raise NotFound(f"account {account} not found in program {program}")
+        if isinstance(acct, str):  # nothing of the wallet can be checked against it
+            return [f"{account}: malformed head: {acct}"]
         now = self.core.clock.now()
         every, problems = checked_holds(self.store, program, account)
         holds = [h for h in every if h.status is HoldStatus.ACTIVE]
@@ -296,7 +303,13 @@ class WalletJobs:
                         f"{account}/bonus: grant {g.id} was resolved by expiry but holds "
                         f"{g.available}"
                     )
-        problems += self._check_marks(acct, holds, due_grants, now, prog.fund(BONUS) is not None)
+        marks = marks_problem(acct)
+        if marks is not None:
+            problems.append(f"{account}: malformed wallet marks on its head: {marks}")
+        else:
+            problems += self._check_marks(
+                acct, holds, due_grants, now, prog.fund(BONUS) is not None
+            )
         return problems
 
     def _check_marks(

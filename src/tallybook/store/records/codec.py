@@ -213,6 +213,35 @@ def malformed(
     return None
 
 
+def head_problem(item: Item) -> str | None:
+    """What keeps an account head from being read (or its funds from making sense:
+    nothing withheld below zero); None if it reads."""
+    found = malformed(item, text=("program", "account"), ints=("version",), times=("created_at",))
+    if found is not None:
+        return found
+    funds = item.get("funds")
+    if not isinstance(funds, dict):
+        return "no funds" if funds is None else f"funds {funds!r} are not a map"
+    for name, state in funds.items():
+        if not isinstance(state, dict):
+            return f"fund {name} {state!r} is not a map"
+        for field in ("balance", "held", "seq", "last_us"):
+            value = state.get(field)
+            if not isinstance(value, int) or isinstance(value, bool):
+                return f"fund {name}: {field} {value!r} is not an integer"
+            if field != "balance" and value < 0:
+                return f"fund {name}: {field} {value} is below zero"
+    for name in ("attrs", "client_attrs"):
+        if name in item and not isinstance(item[name], dict):
+            return f"{name} {item[name]!r} are not a map"
+    for name, value in item.items():
+        if name.startswith("sys:") and (not isinstance(value, int) or isinstance(value, bool)):
+            return f"{name} {value!r} is not an integer"
+    if "chg" in item and not _last_change(item["chg"]):
+        return f"chg {item['chg']!r} is not a change number"
+    return None
+
+
 def entry_problem(item: Item) -> str | None:
     """What keeps an entry item from being read; None if it reads."""
     return malformed(

@@ -45,6 +45,7 @@ from tallybook.store.port import (
 from tallybook.store.records.codec import (
     account_from_item,
     fund_state_to_value,
+    head_problem,
     iso,
     leg_to_value,
     parse_iso,
@@ -77,6 +78,23 @@ def read_heads(store: ItemStore, program_id: str, account_ids: Sequence[str]) ->
     """Heads of several accounts in one batch request (missing ones are left out)."""
     found = store.batch_get([head_key(program_id, a) for a in account_ids])
     return [account_from_item(item) for item in found]
+
+
+def checked_head(store: ItemStore, program_id: str, account_id: str) -> Account | str | None:
+    """An account's head, for the check: None if it has none, and what is wrong with
+    it if it does not read."""
+    item = store.get(head_key(program_id, account_id))
+    if item is None:
+        return None
+    problem = head_problem(item)
+    return account_from_item(item) if problem is None else problem
+
+
+def checked_heads(store: ItemStore, program_id: str, account_ids: Sequence[str]) -> list[Account]:
+    """:func:`read_heads` for the check: a head that does not read is left out too
+    (the check of its account says what is wrong with it)."""
+    found = store.batch_get([head_key(program_id, a) for a in account_ids])
+    return [account_from_item(item) for item in found if head_problem(item) is None]
 
 
 #: every head write counts its version up by one (update operations are frozen values)

@@ -80,6 +80,27 @@ def marks_of(acct: Account) -> WalletMarks:
     )
 
 
+def marks_problem(acct: Account) -> str | None:
+    """What keeps the wallet marks in ``acct``'s head from being read; None if they read."""
+    value = acct.attributes.get(WALLET_ATTR)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        return f"{WALLET_ATTR} {value!r} is not a map"
+    for name in ("hold_due", "grant_due"):
+        due = value.get(name)
+        if due is None or (name == "grant_due" and due == _NEVER):
+            continue
+        try:
+            parse_iso(due)
+        except (TypeError, ValueError):
+            return f"{name} {due!r} is not a time"
+    bonus_seq = value.get("bonus_seq")
+    if bonus_seq is not None and (not isinstance(bonus_seq, int) or isinstance(bonus_seq, bool)):
+        return f"bonus_seq {bonus_seq!r} is not an integer"
+    return None
+
+
 def marks_attrs(marks: WalletMarks) -> dict[str, Value]:
     """The head's ``attrs`` update that stores ``marks``."""
     stored: dict[str, Value] = {}
