@@ -213,3 +213,40 @@ def test_malformed_wallet_marks_on_a_head_are_named(ledger: Ledger) -> None:
     assert ledger.wallet.check("p", "a") == [
         "a: malformed wallet marks on its head: hold_due 'soon' is not a time"
     ]
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        ({"legs": None}, "no legs"),
+        ({"legs": "x"}, "legs 'x' are not a list"),
+        ({"legs": ["x"]}, "leg 1 'x' is not a map"),
+        ({"leg": {"amount": "100"}}, "leg 1: amount '100' is not an integer"),
+        ({"leg": {"account": None}}, "leg 1: no account"),
+        ({"txn_id": None}, "no txn_id"),
+        ({"created_at": "soon"}, "created_at 'soon' is not a time"),
+    ],
+)
+def test_a_malformed_transaction_record_is_named_and_the_rest_checked(
+    ledger: Ledger, damage: dict[str, Any], problem: str
+) -> None:
+    """It was reported as "does not list account a" (no legs) or stopped the check."""
+    record = cast(dict[str, Any], ledger.store.get(keys.transaction("p", "a-c2")))
+    for name, value in damage.items():
+        if name == "leg":
+            record["legs"][0].update(value)
+            record["legs"][0] = {k: v for k, v in record["legs"][0].items() if v is not None}
+        elif value is None:
+            del record[name]
+        else:
+            record[name] = value
+    ledger.store.put(record)
+    head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "b")))
+    head["funds"]["cash"]["held"] += 1
+    ledger.store.put(head)
+
+    report = ledger.check.program("p")
+    assert report.violations == [
+        f"invariant 3: entry of a names transaction a-c2 whose record is malformed: {problem}",
+        "invariant 2: b/cash: head withholds 31, holds sum 30",
+    ]

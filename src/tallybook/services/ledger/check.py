@@ -37,11 +37,10 @@ from tallybook.services.ledger.core import ProgramLookup
 from tallybook.services.ledger.transactions import TransactionService
 from tallybook.store.port import ItemStore
 from tallybook.store.records.accounts import checked_entries
-from tallybook.store.records.codec import transaction_from_item
 from tallybook.store.records.ledger import (
     checked_head,
     checked_heads,
-    read_transactions,
+    checked_transactions,
     system_shard_totals,
 )
 
@@ -264,20 +263,22 @@ class CheckService:
         ids = list(entries)
         for start in range(0, len(ids), 100):
             chunk = ids[start : start + 100]
-            found = {
-                str(item["txn_id"]): item
-                for item in read_transactions(self.store, program.id, chunk)
-            }
+            found = checked_transactions(self.store, program.id, chunk)
             for txn_id in chunk:
                 report.transactions += 1
-                item = found.get(txn_id)
-                if item is None:
+                txn = found.get(txn_id)
+                if txn is None:
                     report.violations.append(
                         f"invariant 3: entry of {account_id} names transaction {txn_id} "
                         "which has no record"
                     )
                     continue
-                txn = transaction_from_item(item)
+                if isinstance(txn, str):
+                    report.violations.append(
+                        f"invariant 3: entry of {account_id} names transaction {txn_id} "
+                        f"whose record is malformed: {txn}"
+                    )
+                    continue
                 if not any(leg.account == account_id for leg in txn.legs):
                     report.violations.append(
                         f"invariant 3: transaction {txn_id} does not list account {account_id}"

@@ -295,6 +295,34 @@ def leg_from_value(v: Value) -> PostedLeg:
     )
 
 
+def transaction_problem(item: Item) -> str | None:
+    """What keeps a transaction record from being read (its legs included); None
+    if it reads."""
+    found = malformed(item, text=("program", "txn_id", "type"), times=("created_at",))
+    if found is not None:
+        return found
+    legs = item.get("legs")
+    if not isinstance(legs, list):
+        return "no legs" if legs is None else f"legs {legs!r} are not a list"
+    for n, leg in enumerate(legs, 1):
+        if not isinstance(leg, dict):
+            return f"leg {n} {leg!r} is not a map"
+        found = malformed(leg, text=("account", "fund", "unit"), ints=("amount",))
+        if found is None:
+            found = next(
+                (
+                    f"{name} {leg[name]!r} is not an integer"
+                    for name in ("balance", "seq")
+                    if leg.get(name) is not None
+                    and (not isinstance(leg[name], int) or isinstance(leg[name], bool))
+                ),
+                None,
+            )
+        if found is not None:
+            return f"leg {n}: {found}"
+    return None
+
+
 def transaction_from_item(item: Item, *, replay: bool = False) -> Transaction:
     return Transaction(
         program=_str(item, "program"),

@@ -41,6 +41,7 @@ from tallybook.store.port import (
     Value,
     all_of,
     equals,
+    key_of,
 )
 from tallybook.store.records.codec import (
     account_from_item,
@@ -50,6 +51,8 @@ from tallybook.store.records.codec import (
     leg_to_value,
     parse_iso,
     to_us,
+    transaction_from_item,
+    transaction_problem,
 )
 
 
@@ -177,6 +180,23 @@ def read_transactions(store: ItemStore, program_id: str, txn_ids: Sequence[str])
     for start in range(0, len(txn_ids), 100):
         chunk = txn_ids[start : start + 100]
         out += store.batch_get([transaction_key(program_id, t) for t in chunk])
+    return out
+
+
+def checked_transactions(
+    store: ItemStore, program_id: str, txn_ids: Sequence[str]
+) -> dict[str, Transaction | str]:
+    """The records of ``txn_ids`` that exist, for the check, by id: each as a
+    transaction, or as what keeps it from being read."""
+    wanted = {transaction_key(program_id, t): t for t in txn_ids}
+    found: list[Item] = []
+    asked = list(wanted)
+    for start in range(0, len(asked), 100):
+        found += store.batch_get(asked[start : start + 100])
+    out: dict[str, Transaction | str] = {}
+    for item in found:
+        problem = transaction_problem(item)
+        out[wanted[key_of(item)]] = transaction_from_item(item) if problem is None else problem
     return out
 
 
