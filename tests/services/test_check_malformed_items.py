@@ -250,3 +250,29 @@ def test_a_malformed_transaction_record_is_named_and_the_rest_checked(
         f"invariant 3: entry of a names transaction a-c2 whose record is malformed: {problem}",
         "invariant 2: b/cash: head withholds 31, holds sum 30",
     ]
+
+
+def test_an_account_missing_from_the_directory_is_found_through_a_record_naming_it(
+    ledger: Ledger,
+) -> None:
+    """The check lists accounts from the directory: an account whose row was lost
+    was not checked at all, its broken balance included (exit 0)."""
+    ledger.transactions.transfer("p", "a", "b", "cash", 40, txn_id="a-to-b")
+    ledger.store.delete(keys.directory("p", "b"))
+    head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "b")))
+    head["funds"]["cash"]["held"] += 1
+    ledger.store.put(head)
+
+    report = ledger.check.program("p")
+    assert report.violations == [
+        "invariant 1: account b, named by transaction a-to-b, is not in the account directory",
+        "invariant 2: b/cash: head withholds 31, holds sum 30",
+    ]
+    assert report.accounts == 2
+
+    ledger.store.delete(keys.account_head("p", "b"))
+    assert ledger.check.program("p").violations == [
+        "invariant 1: account b, named by transaction a-to-b, has no head and is not in "
+        "the account directory",
+        "invariant 5: unit USD does not sum to zero over all accounts (-40)",
+    ]

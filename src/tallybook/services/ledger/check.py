@@ -36,7 +36,7 @@ from tallybook.services.ledger.accounts import AccountService
 from tallybook.services.ledger.core import ProgramLookup
 from tallybook.services.ledger.transactions import TransactionService
 from tallybook.store.port import ItemStore
-from tallybook.store.records.accounts import checked_entries
+from tallybook.store.records.accounts import checked_entries, in_directory
 from tallybook.store.records.ledger import (
     checked_head,
     checked_heads,
@@ -88,7 +88,7 @@ class CheckService:
         report = CheckReport()
         program = self.programs.get(program_id)
         check_id(account_id, "account id")
-        self._check_settled(program, account_id, report, {}, listed=False)
+        self._check_settled(program, account_id, report, {}, {}, listed=False)
         return report
 
     def program(self, program_id: str, *, progress: Progress | None = None) -> CheckReport:
@@ -96,14 +96,18 @@ class CheckService:
         program = self.programs.get(program_id)
         report = CheckReport()
         totals: dict[str, int] = defaultdict(int)
+        named: dict[str, str] = {}  # account -> a transaction whose record names it
+        checked: set[str] = set()
         for account_id in self.accounts.list_ids(program_id):
-            self._check_settled(program, account_id, report, totals, listed=True)
+            checked.add(account_id)
+            self._check_settled(program, account_id, report, totals, named, listed=True)
             if progress:
                 progress(1)
+        unlisted = self._check_unlisted(program, report, totals, named, checked)
         for unit, amount in self._shard_totals(program, report.violations).items():
             totals[unit] += amount
         if any(totals.values()):  # postings in flight, or a violation: look again
-            consistent = self._consistent_totals(program)
+            consistent = self._consistent_totals(program, unlisted)
             if consistent is None:
                 report.violations.append(
                     "invariant 5: not checked: the accounts kept changing while they were "
@@ -119,6 +123,38 @@ class CheckService:
                 )
         return report
 
+    def _check_unlisted(
+        self,
+        program: Program,
+        report: CheckReport,
+        totals: dict[str, int],
+        named: dict[str, str],
+        checked: set[str],
+    ) -> list[str]:
+        """Check the accounts a checked transaction record names that the account
+        directory does not list (the directory is how the check finds accounts: it
+        never scans the table); the ids of those with a head."""
+        found: list[str] = []
+        while pending := sorted(set(named) - checked):
+            for account_id in pending:
+                checked.add(account_id)
+                if in_directory(self.store, program.id, account_id):
+                    continue  # opened after the directory was read
+                where = f"account {account_id}, named by transaction {named[account_id]},"
+                at = len(report.violations)
+                try:
+                    self._check_settled(program, account_id, report, totals, named, listed=False)
+                except NotFound:
+                    report.violations.append(
+                        f"invariant 1: {where} has no head and is not in the account directory"
+                    )
+                    continue
+                report.violations.insert(
+                    at, f"invariant 1: {where} is not in the account directory"
+                )
+                found.append(account_id)
+        return found
+
     def count_accounts(self, program_id: str) -> int:
         return sum(1 for _ in self.accounts.list_ids(program_id))
 
@@ -128,14 +164,16 @@ class CheckService:
         account_id: str,
         report: CheckReport,
         totals: dict[str, int],
+        named: dict[str, str],
         *,
         listed: bool,
     ) -> None:
-        """Check an account; again, from a fresh read, while a check finds a violation."""
+        """Check an account; again, from a fresh read, while a check finds a violation.
+        ``named``: every customer account its transaction records name is added."""
         for _ in range(ATTEMPTS):
             part = CheckReport()
             part_totals: dict[str, int] = {}
-            self._check_account(program, account_id, part, part_totals, listed=listed)
+            self._check_account(program, account_id, part, part_totals, named, listed=listed)
             if part.ok:
                 break
         report.accounts += part.accounts
@@ -157,13 +195,15 @@ class CheckService:
                 totals[spec.unit] += amount
         return totals
 
-    def _consistent_totals(self, program: Program) -> dict[str, int] | None:
+    def _consistent_totals(
+        self, program: Program, unlisted: Sequence[str]
+    ) -> dict[str, int] | None:
         """Per unit, the sum of every head's balances and system counters plus the
-        shards, from two reads of them all (accounts opened meanwhile too) that found
-        nothing changed in between."""
+        shards, from two reads of them all (accounts opened meanwhile too, and the
+        ``unlisted`` ones the directory misses) that found nothing changed in between."""
         previous: tuple[dict[str, int], dict[str, int]] | None = None
         for _ in range(ATTEMPTS + 1):
-            ids = list(self.accounts.list_ids(program.id))
+            ids = list(dict.fromkeys([*self.accounts.list_ids(program.id), *unlisted]))
             versions: dict[str, int] = {}
             totals: dict[str, int] = defaultdict(int)
             for start in range(0, len(ids), 100):
@@ -183,6 +223,7 @@ class CheckService:
         account_id: str,
         report: CheckReport,
         totals: dict[str, int],
+        named: dict[str, str],
         *,
         listed: bool = False,
     ) -> None:
@@ -247,7 +288,7 @@ class CheckService:
                     f"invariant 1: {account_id}/{spec.name}: head sequence {state.seq} "
                     f"!= last entry {expected_seq - 1}"
                 )
-        self._check_records(program, account_id, entries, report)
+        self._check_records(program, account_id, entries, report, named)
         for invariant, check in self.account_checks:
             for problem in check(program.id, account_id):
                 label = "" if invariant is None else f"invariant {invariant}: "
@@ -259,6 +300,7 @@ class CheckService:
         account_id: str,
         entries: dict[str, list[Entry]],
         report: CheckReport,
+        named: dict[str, str],
     ) -> None:
         ids = list(entries)
         for start in range(0, len(ids), 100):
@@ -279,6 +321,9 @@ class CheckService:
                         f"whose record is malformed: {txn}"
                     )
                     continue
+                for leg in txn.legs:
+                    if leg.account not in SYSTEM_ACCOUNTS:
+                        named.setdefault(leg.account, txn_id)
                 if not any(leg.account == account_id for leg in txn.legs):
                     report.violations.append(
                         f"invariant 3: transaction {txn_id} does not list account {account_id}"

@@ -86,3 +86,8 @@ def account_ids(store: ItemStore, program_id: str) -> Iterator[str]:
     """Every customer account of a program, from the sharded directory (no scan)."""
     for item in iter_directory(store, program_id):
         yield cast(str, item["account"])
+
+
+def in_directory(store: ItemStore, program_id: str, account_id: str) -> bool:
+    """Whether the program's account directory lists ``account_id``."""
+    return store.get(keys.directory(program_id, account_id)) is not None
