@@ -276,3 +276,15 @@ def test_an_account_missing_from_the_directory_is_found_through_a_record_naming_
         "the account directory",
         "invariant 5: unit USD does not sum to zero over all accounts (-40)",
     ]
+
+
+def test_a_head_holding_a_fund_the_program_does_not_have_is_named(ledger: Ledger) -> None:
+    """Its balance counts in no fund the check reads, nor in any unit's total: it passed."""
+    head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "a")))
+    head["funds"]["ghost"] = {"balance": 500, "held": 0, "seq": 1, "last_us": 1}
+    ledger.store.put(head)
+
+    assert ledger.check.program("p").violations == [
+        "invariant 1: a/ghost: the head holds a fund the program does not have "
+        "(balance 500, held 0, sequence 1)"
+    ]

@@ -30,7 +30,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tallybook.domain.ids import check_id
-from tallybook.domain.model import SYSTEM_ACCOUNTS, Account, Entry, PostedLeg, Program
+from tallybook.domain.model import (
+    SYSTEM_ACCOUNTS,
+    Account,
+    Entry,
+    FundState,
+    PostedLeg,
+    Program,
+)
 from tallybook.errors import NotFound
 from tallybook.services.ledger.accounts import AccountService
 from tallybook.services.ledger.core import ProgramLookup
@@ -244,6 +251,13 @@ class CheckService:
             )
             return
         _add_head(program, account, totals, report.violations)
+        for name, state in account.funds.items():
+            if program.fund(name) is None and state != FundState():
+                report.violations.append(
+                    f"invariant 1: {account_id}/{name}: the head holds a fund the program "
+                    f"does not have (balance {state.balance}, held {state.held}, "
+                    f"sequence {state.seq})"
+                )
         entries: dict[str, list[Entry]] = defaultdict(list)
         for spec in program.funds:
             state = account.fund(spec.name)
