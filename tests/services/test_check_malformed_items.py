@@ -288,3 +288,13 @@ def test_a_head_holding_a_fund_the_program_does_not_have_is_named(ledger: Ledger
         "invariant 1: a/ghost: the head holds a fund the program does not have "
         "(balance 500, held 0, sequence 1)"
     ]
+
+
+def test_a_system_shard_counter_that_is_no_integer_is_named(ledger: Ledger) -> None:
+    """It was left out of the totals without a word (exit 0)."""
+    shard = keys.system_shards("p", "@issuance")[0]
+    ledger.store.put({**shard.as_item(), "program": "p", "account": "@issuance", "f_cash": "12"})
+
+    assert ledger.check.program("p").violations == [
+        f"invariant 5: malformed @issuance shard {shard.pk}: f_cash '12' is not an integer"
+    ]

@@ -47,8 +47,8 @@ from tallybook.store.records.accounts import checked_entries, in_directory
 from tallybook.store.records.ledger import (
     checked_head,
     checked_heads,
+    checked_shard_totals,
     checked_transactions,
-    system_shard_totals,
 )
 
 
@@ -194,7 +194,9 @@ class CheckService:
         """Per unit, what the system accounts' shards hold (system-to-system postings)."""
         totals: dict[str, int] = defaultdict(int)
         for system in SYSTEM_ACCOUNTS:
-            for fund, amount in system_shard_totals(self.store, program.id, system).items():
+            found, problems = checked_shard_totals(self.store, program.id, system)
+            violations += [f"invariant 5: {problem}" for problem in problems]
+            for fund, amount in found.items():
                 spec = program.fund(fund)
                 if spec is None:
                     violations.append(f"{system} holds unknown fund {fund}")

@@ -314,12 +314,28 @@ def system_shard_update(
 
 
 def system_shard_totals(store: ItemStore, program_id: str, system_account: str) -> dict[str, int]:
+    return checked_shard_totals(store, program_id, system_account)[0]
+
+
+def checked_shard_totals(
+    store: ItemStore, program_id: str, system_account: str
+) -> tuple[dict[str, int], list[str]]:
+    """Per fund, what a system account's shards hold, and (for the check) each
+    counter that is not an integer, named by its shard's key (left out of the totals)."""
     totals: dict[str, int] = {}
+    problems: list[str] = []
     for item in store.batch_get(keys.system_shards(program_id, system_account)):
         for name, value in item.items():
-            if name.startswith("f_") and isinstance(value, int):
+            if not name.startswith("f_"):
+                continue
+            if isinstance(value, int) and not isinstance(value, bool):
                 totals[name[2:]] = totals.get(name[2:], 0) + value
-    return totals
+            else:
+                problems.append(
+                    f"malformed {system_account} shard {item['pk']}: {name} {value!r} "
+                    "is not an integer"
+                )
+    return totals, problems
 
 
 # --- an account's transactions, newest first -------------------------------------
