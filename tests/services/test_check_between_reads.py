@@ -4,13 +4,13 @@ reads are no snapshot, so a write between them must not read as a violation."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.store import keys
 from tallybook.store.forwarding import ForwardingStore
-from tallybook.store.port import ItemStore, Page, Query
+from tallybook.store.port import Item, ItemStore, Key, Page, Query
 
 
 class WriteBetweenReads(ForwardingStore):
@@ -58,3 +58,47 @@ def test_a_notification_superseded_between_reads_is_no_invariant_6_violation(
     watched.write = lambda: writer.notifications.add("shop", "alice", "Promo", {"n": 2})
     assert checking.check.program("shop").violations == []
     assert watched.prefix is None
+
+
+class TransferBeforeEachHeadRead(ForwardingStore):
+    """Commits a transfer between the two accounts before every read of a head."""
+
+    def __init__(self, inner: ItemStore) -> None:
+        super().__init__(inner)
+        self.write: Callable[[], object] = lambda: None
+
+    def get(self, key: Key, *, consistent: bool = True) -> Item | None:
+        if key.sk == "HEAD":
+            self.write()
+        return super().get(key, consistent=consistent)
+
+    def batch_get(self, keys: Sequence[Key], *, consistent: bool = True) -> list[Item]:
+        if any(k.sk == "HEAD" for k in keys):
+            self.write()
+        return super().batch_get(keys, consistent=consistent)
+
+
+def test_totals_never_read_alike_are_not_checked_and_no_sum_is_reported(
+    store: ItemStore, clock: ManualClock
+) -> None:
+    """The check said "not checked" and, from the same reads, that the unit did not
+    sum to zero: a violation it had just said it could not establish."""
+    watched = TransferBeforeEachHeadRead(store)
+    checking = Ledger(watched, clock=clock)
+    checking.programs.create("shop")
+    writer = Ledger(store, clock=clock)
+    for account in ("c", "d"):
+        writer.accounts.open("shop", account)
+        writer.transactions.credit("shop", account, "cash", 1000, txn_id=f"{account}-c")
+    moved = iter(range(1, 1000))
+    watched.write = lambda: writer.transactions.transfer(
+        "shop", "c", "d", "cash", 5, txn_id=f"t{next(moved)}"
+    )
+
+    report = checking.check.program("shop")
+    assert report.violations == [
+        "invariant 5: not checked: the accounts kept changing while they were read (3 times); "
+        "run the check again"
+    ]
+    watched.write = lambda: None
+    assert checking.check.program("shop").ok

@@ -115,13 +115,14 @@ class CheckService:
             totals[unit] += amount
         if any(totals.values()):  # postings in flight, or a violation: look again
             consistent = self._consistent_totals(program, unlisted)
-            if consistent is None:
+            if consistent is None:  # nor is the sum read meanwhile any violation
                 report.violations.append(
                     "invariant 5: not checked: the accounts kept changing while they were "
                     f"read ({ATTEMPTS} times); run the check again"
                 )
-            else:
-                totals = defaultdict(int, consistent)
+                report.unit_totals = dict(totals)
+                return report
+            totals = defaultdict(int, consistent)
         report.unit_totals = dict(totals)
         for unit, total in totals.items():
             if total != 0:
