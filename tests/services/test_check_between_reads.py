@@ -102,3 +102,17 @@ def test_totals_never_read_alike_are_not_checked_and_no_sum_is_reported(
     ]
     watched.write = lambda: None
     assert checking.check.program("shop").ok
+
+
+def test_wallet_check_of_a_hold_voided_between_reads_finds_nothing(
+    store: ItemStore, clock: ManualClock
+) -> None:
+    """``wallet check`` read the head, then the holds, once: "alice/cash: head
+    withholds 400, holds sum 0" on a healthy ledger (exit 1)."""
+    checking, writer, watched = _ledgers(store, clock)
+    writer.transactions.credit("shop", "alice", "cash", 1000, txn_id="c1")
+    writer.wallet.authorize("shop", "alice", 400, hold_id="h1")
+    watched.prefix = keys.WALLET_HOLD_PREFIX  # after the head is read, before the holds
+    watched.write = lambda: writer.wallet.void("shop", "h1")
+    assert checking.wallet.check("shop", "alice") == []
+    assert watched.prefix is None  # the void did run between the reads

@@ -27,6 +27,7 @@ from tallybook.domain.wallet import (
     unexpired_bonus,
 )
 from tallybook.errors import ConditionFailed, InvalidState, NotFound
+from tallybook.services.ledger.check import ATTEMPTS
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.charges import ChargeProcessor
@@ -243,8 +244,16 @@ class WalletJobs:
 
     def check(self, program: str, account: str) -> list[str]:
         """Holds match the heads' withheld amounts, grants match the bonus balance,
-        no fund is below zero available, no charge intent outlived reconcile."""
-        return self.check_balances(program, account) + self.charges_due(program, account)
+        no fund is below zero available, no charge intent outlived reconcile.
+
+        The reads are no snapshot: a check that finds problems is run again (a hold
+        voided between the head's read and the holds' is none), and what the last
+        run finds is reported, as ``ledger.check`` does."""
+        for _ in range(ATTEMPTS):
+            problems = self.check_balances(program, account) + self.charges_due(program, account)
+            if not problems:
+                break
+        return problems
 
     def charges_due(self, program: str, account: str) -> list[str]:
         """Charge intents in flight past their grace: no balance is wrong, but a
