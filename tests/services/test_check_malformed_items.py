@@ -298,3 +298,29 @@ def test_a_system_shard_counter_that_is_no_integer_is_named(ledger: Ledger) -> N
     assert ledger.check.program("p").violations == [
         f"invariant 5: malformed @issuance shard {shard.pk}: f_cash '12' is not an integer"
     ]
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        ({"cum_end": "x"}, "lot: cum_end 'x' is not an integer"),
+        ({"lot_amount": -50}, "lot: lot_amount -50 is not positive"),
+        ({"expires": "soon"}, "lot: expires 'soon' is not a time"),
+    ],
+)
+def test_an_earn_entry_whose_lot_does_not_read_is_named(
+    ledger: Ledger, damage: dict[str, Any], problem: str
+) -> None:
+    """Redeem and the expiry job read such an entry as a lot; the check passed it."""
+    ledger.loyalty.configure("p", {"expiry": {"days": 365}})
+    ledger.loyalty.earn("p", "a", "o-1", 4599)
+    assert ledger.check.program("p").ok
+    (entry,) = _rows(ledger.store, "a", keys.entry_prefix("points"))
+    entry.update(damage)
+    ledger.store.put(entry)
+
+    assert ledger.check.program("p").violations == [
+        f"invariant 1: a/points: malformed entry {entry['sk']}: {problem}",
+        "invariant 1: a/points: balance 45 != sum of entries 0",
+        "invariant 1: a/points: head sequence 1 != last entry 0",
+    ]

@@ -18,6 +18,7 @@ from tallybook.store import keys
 from tallybook.store.port import ITEM_ABSENT, Item, ItemStore, Put, SortCondition, Value
 from tallybook.store.records.codec import account_from_item, entry_from_item, entry_problem, iso
 from tallybook.store.records.ledger import head_key, iter_directory
+from tallybook.store.records.loyalty import lot_problem
 
 
 def open_account(
@@ -78,7 +79,7 @@ def checked_entries(
         SortCondition.begins_with(keys.entry_prefix(fund)),
     )
     for item in items:
-        problem = entry_problem(item)
+        problem = entry_problem(item) or lot_problem(item)
         yield entry_from_item(item) if problem is None else f"entry {item['sk']}: {problem}"
 
 

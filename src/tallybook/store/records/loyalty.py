@@ -42,7 +42,7 @@ from tallybook.store.port import (
     Value,
 )
 from tallybook.store.queries import cursor_number, encode_cursor
-from tallybook.store.records.codec import iso, parse_iso, to_us
+from tallybook.store.records.codec import iso, malformed, parse_iso, to_us
 
 #: shards of each day of the lot-expiry index (the expiry job reads them all)
 LOT_EXPIRY_SHARDS = keys.LOT_EXPIRY_SHARDS
@@ -89,6 +89,26 @@ def lot_fields(program_id: str, account: str, cum_end: int, amount: int, expires
         fields["gsi2pk"] = keys.lot_expiry_index(program_id, day, lot_shard(account))
         fields["gsi2sk"] = f"{account}#{cum_end:020d}"
     return fields
+
+
+def lot_problem(item: Item) -> str | None:
+    """What keeps a history entry that is a lot (it has ``cum_end``, ``lot_amount``
+    or ``expires``) from being read as one; None if it reads, or is no lot."""
+    if not any(name in item for name in ("cum_end", "lot_amount", "expires")):
+        return None
+    found = malformed(item, text=("expires",), ints=("cum_end", "lot_amount"))
+    if found is not None:
+        return f"lot: {found}"
+    amount, cum_end = cast(int, item["lot_amount"]), cast(int, item["cum_end"])
+    if amount <= 0:
+        return f"lot: lot_amount {amount} is not positive"
+    if cum_end < amount:
+        return f"lot: cum_end {cum_end} is less than its lot_amount {amount}"
+    try:
+        parse_expiry(cast(str, item["expires"]))
+    except ValueError:
+        return f"lot: expires {item['expires']!r} is not a time"
+    return None
 
 
 def lot_of(item: Item, used: int) -> ExpiringLot:
