@@ -76,6 +76,17 @@ AccountCheck = Callable[[str, str], list[str]]
 ATTEMPTS = 3
 
 
+@dataclass
+class _Seen:
+    """What a program's check read of its postings: every customer account a checked
+    transaction record names (with one such transaction), and for invariant 5, the
+    transactions each checked head includes (its entries') and their legs."""
+
+    named: dict[str, str] = field(default_factory=dict)
+    included: dict[str, set[str]] = field(default_factory=dict)
+    legs: dict[str, tuple[PostedLeg, ...]] = field(default_factory=dict)
+
+
 class CheckService:
     def __init__(
         self,
@@ -95,7 +106,7 @@ class CheckService:
         report = CheckReport()
         program = self.programs.get(program_id)
         check_id(account_id, "account id")
-        self._check_settled(program, account_id, report, {}, {}, listed=False)
+        self._check_settled(program, account_id, report, {}, _Seen(), listed=False)
         return report
 
     def program(self, program_id: str, *, progress: Progress | None = None) -> CheckReport:
@@ -103,17 +114,20 @@ class CheckService:
         program = self.programs.get(program_id)
         report = CheckReport()
         totals: dict[str, int] = defaultdict(int)
-        named: dict[str, str] = {}  # account -> a transaction whose record names it
+        seen = _Seen()
         checked: set[str] = set()
         for account_id in self.accounts.list_ids(program_id):
             checked.add(account_id)
-            self._check_settled(program, account_id, report, totals, named, listed=True)
+            self._check_settled(program, account_id, report, totals, seen, listed=True)
             if progress:
                 progress(1)
-        unlisted = self._check_unlisted(program, report, totals, named, checked)
+        unlisted = self._check_unlisted(program, report, totals, seen, checked)
         for unit, amount in self._shard_totals(program, report.violations).items():
             totals[unit] += amount
-        if any(totals.values()):  # postings in flight, or a violation: look again
+        settled = None if report.violations else _with_split_postings(program, totals, seen)
+        if settled is not None and not any(settled.values()):
+            totals = defaultdict(int, settled)  # what a transfer read half-done moved: none
+        elif any(totals.values()):  # postings in flight, or a violation: look again
             consistent = self._consistent_totals(program, unlisted)
             if consistent is None:  # nor is the sum read meanwhile any violation
                 report.violations.append(
@@ -136,22 +150,22 @@ class CheckService:
         program: Program,
         report: CheckReport,
         totals: dict[str, int],
-        named: dict[str, str],
+        seen: _Seen,
         checked: set[str],
     ) -> list[str]:
         """Check the accounts a checked transaction record names that the account
         directory does not list (the directory is how the check finds accounts: it
         never scans the table); the ids of those with a head."""
         found: list[str] = []
-        while pending := sorted(set(named) - checked):
+        while pending := sorted(set(seen.named) - checked):
             for account_id in pending:
                 checked.add(account_id)
                 if in_directory(self.store, program.id, account_id):
                     continue  # opened after the directory was read
-                where = f"account {account_id}, named by transaction {named[account_id]},"
+                where = f"account {account_id}, named by transaction {seen.named[account_id]},"
                 at = len(report.violations)
                 try:
-                    self._check_settled(program, account_id, report, totals, named, listed=False)
+                    self._check_settled(program, account_id, report, totals, seen, listed=False)
                 except NotFound:
                     report.violations.append(
                         f"invariant 1: {where} has no head and is not in the account directory"
@@ -172,18 +186,20 @@ class CheckService:
         account_id: str,
         report: CheckReport,
         totals: dict[str, int],
-        named: dict[str, str],
+        seen: _Seen,
         *,
         listed: bool,
     ) -> None:
         """Check an account; again, from a fresh read, while a check finds a violation.
-        ``named``: every customer account its transaction records name is added."""
+        What it reads of the account's postings is added to ``seen`` (see :class:`_Seen`)."""
         for _ in range(ATTEMPTS):
             part = CheckReport()
             part_totals: dict[str, int] = {}
-            self._check_account(program, account_id, part, part_totals, named, listed=listed)
+            part_seen = _Seen(named=seen.named, legs=seen.legs)
+            self._check_account(program, account_id, part, part_totals, part_seen, listed=listed)
             if part.ok:
                 break
+        seen.included.update(part_seen.included)
         report.accounts += part.accounts
         report.entries += part.entries
         report.transactions += part.transactions
@@ -233,7 +249,7 @@ class CheckService:
         account_id: str,
         report: CheckReport,
         totals: dict[str, int],
-        named: dict[str, str],
+        seen: _Seen,
         *,
         listed: bool = False,
     ) -> None:
@@ -266,7 +282,7 @@ class CheckService:
             state = account.fund(spec.name)
             running = 0
             expected_seq = 1
-            seen: set[str] = set()
+            applied: set[str] = set()
             resync = False
             for entry in checked_entries(self.store, program.id, account_id, spec.name):
                 report.entries += 1
@@ -288,11 +304,11 @@ class CheckService:
                     report.violations.append(
                         f"invariant 1: {where}: balance {entry.balance} != running sum {running}"
                     )
-                if entry.txn_id in seen:
+                if entry.txn_id in applied:
                     report.violations.append(
                         f"invariant 3: {where}: transaction {entry.txn_id} applied twice"
                     )
-                seen.add(entry.txn_id)
+                applied.add(entry.txn_id)
                 entries[entry.txn_id].append(entry)
                 expected_seq = entry.seq + 1
             if running != state.balance:
@@ -305,7 +321,8 @@ class CheckService:
                     f"invariant 1: {account_id}/{spec.name}: head sequence {state.seq} "
                     f"!= last entry {expected_seq - 1}"
                 )
-        self._check_records(program, account_id, entries, report, named)
+        seen.included[account_id] = set(entries)  # the postings its head includes
+        self._check_records(program, account_id, entries, report, seen)
         for invariant, check in self.account_checks:
             for problem in check(program.id, account_id):
                 label = "" if invariant is None else f"invariant {invariant}: "
@@ -317,7 +334,7 @@ class CheckService:
         account_id: str,
         entries: dict[str, list[Entry]],
         report: CheckReport,
-        named: dict[str, str],
+        seen: _Seen,
     ) -> None:
         ids = list(entries)
         for start in range(0, len(ids), 100):
@@ -338,9 +355,10 @@ class CheckService:
                         f"whose record is malformed: {txn}"
                     )
                     continue
+                seen.legs[txn_id] = txn.legs
                 for leg in txn.legs:
                     if leg.account not in SYSTEM_ACCOUNTS:
-                        named.setdefault(leg.account, txn_id)
+                        seen.named.setdefault(leg.account, txn_id)
                 if not any(leg.account == account_id for leg in txn.legs):
                     report.violations.append(
                         f"invariant 3: transaction {txn_id} does not list account {account_id}"
@@ -368,6 +386,34 @@ def _add_head(
             violations.append(f"{system} holds unknown fund {fund} on {head.id}'s head")
             continue
         totals[counted.unit] = totals.get(counted.unit, 0) + amount
+
+
+def _with_split_postings(
+    program: Program, totals: dict[str, int], seen: _Seen
+) -> dict[str, int] | None:
+    """The totals as if every head had been read after the postings some checked heads
+    include and others do not (a transfer committed between the reads of its two
+    accounts): their legs on the heads read before them are added. None when such a
+    posting has a system leg (its counters sit on one head: which one included it is
+    not known from entries) or names an account that was not checked."""
+    settled = dict(totals)
+    for txn_id, legs in seen.legs.items():
+        missing = [
+            leg
+            for leg in legs
+            if leg.account not in SYSTEM_ACCOUNTS
+            and txn_id not in seen.included.get(leg.account, ())
+        ]
+        if not missing:
+            continue
+        if any(leg.account in SYSTEM_ACCOUNTS or leg.account not in seen.included for leg in legs):
+            return None
+        for leg in missing:
+            spec = program.fund(leg.fund)
+            if spec is None:
+                return None
+            settled[spec.unit] = settled.get(spec.unit, 0) + leg.amount
+    return settled
 
 
 def _is_leg_of(leg: PostedLeg, entry: Entry) -> bool:
