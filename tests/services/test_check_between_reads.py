@@ -12,7 +12,7 @@ from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.store import keys
 from tallybook.store.forwarding import ForwardingStore
-from tallybook.store.port import Item, ItemStore, Key, Page, Query
+from tallybook.store.port import Item, ItemStore, Key, Page, Query, SortCondition
 
 
 class WriteBetweenReads(ForwardingStore):
@@ -154,3 +154,51 @@ def test_wallet_check_of_a_hold_voided_between_reads_finds_nothing(
     watched.write = lambda: writer.wallet.void("shop", "h1")
     assert checking.wallet.check("shop", "alice") == []
     assert watched.prefix is None  # the void did run between the reads
+
+
+def _lose_last_entry(store: ItemStore, account_id: str, fund: str) -> None:
+    """Damage: the account's last entry of ``fund`` is lost and its head rolled back
+    to match (the account's side of that posting was never applied)."""
+    entries = list(
+        store.query_all(
+            keys.account_partition("shop", account_id),
+            SortCondition.begins_with(keys.entry_prefix(fund)),
+        )
+    )
+    last = entries[-1]
+    store.delete(Key(str(last["pk"]), str(last["sk"])))
+    head = cast(dict[str, Any], store.get(keys.account_head("shop", account_id)))
+    head["funds"][fund]["balance"] -= last["amount"]
+    head["funds"][fund]["seq"] -= 1
+    store.put(head)
+
+
+def test_a_transfer_applied_on_one_side_only_is_an_invariant_5_violation(
+    ledger: Ledger, store: ItemStore
+) -> None:
+    """A transfer whose credit was lost (one head and history without it, each
+    consistent) passed: its missing leg was counted as a transfer still in flight,
+    though no read of the account ever found it."""
+    for account in ("c", "d"):
+        ledger.accounts.open("shop", account)
+        ledger.transactions.credit("shop", account, "cash", 1000, txn_id=f"{account}-c")
+    ledger.transactions.transfer("shop", "c", "d", "cash", 5, txn_id="t1")
+    _lose_last_entry(store, "d", "cash")
+    assert ledger.check.program("shop").violations == [
+        "invariant 5: unit USD does not sum to zero over all accounts (-5)"
+    ]
+
+
+def test_money_from_a_transfer_never_debited_is_an_invariant_5_violation(
+    ledger: Ledger, store: ItemStore
+) -> None:
+    """Money made up on one account, its record naming a debit of another account
+    that holds no such entry, was taken for a transfer in flight and passed."""
+    for account in ("c", "d"):
+        ledger.accounts.open("shop", account)
+        ledger.transactions.credit("shop", account, "cash", 1000, txn_id=f"{account}-c")
+    ledger.transactions.transfer("shop", "d", "c", "cash", 40, txn_id="t1")
+    _lose_last_entry(store, "d", "cash")  # d's debit never happened: c got 40 from nowhere
+    assert ledger.check.program("shop").violations == [
+        "invariant 5: unit USD does not sum to zero over all accounts (40)"
+    ]

@@ -124,7 +124,11 @@ class CheckService:
         unlisted = self._check_unlisted(program, report, totals, seen, checked)
         for unit, amount in self._shard_totals(program, report.violations).items():
             totals[unit] += amount
-        settled = None if report.violations else _with_split_postings(program, totals, seen)
+        settled = (
+            None
+            if report.violations
+            else _with_split_postings(program, totals, seen, self._applied_since)
+        )
         if settled is not None and not any(settled.values()):
             totals = defaultdict(int, settled)  # what a transfer read half-done moved: none
         elif any(totals.values()):  # postings in flight, or a violation: look again
@@ -176,6 +180,14 @@ class CheckService:
                 )
                 found.append(account_id)
         return found
+
+    def _applied_since(self, program: Program, leg: PostedLeg, txn_id: str) -> bool:
+        """Whether ``leg``'s account now holds its entry of ``txn_id`` (a fresh read of
+        that fund's history), which its head read earlier did not include."""
+        return any(
+            not isinstance(entry, str) and entry.txn_id == txn_id and _is_leg_of(leg, entry)
+            for entry in checked_entries(self.store, program.id, leg.account, leg.fund)
+        )
 
     def count_accounts(self, program_id: str) -> int:
         return sum(1 for _ in self.accounts.list_ids(program_id))
@@ -389,13 +401,18 @@ def _add_head(
 
 
 def _with_split_postings(
-    program: Program, totals: dict[str, int], seen: _Seen
+    program: Program,
+    totals: dict[str, int],
+    seen: _Seen,
+    applied_since: Callable[[Program, PostedLeg, str], bool],
 ) -> dict[str, int] | None:
     """The totals as if every head had been read after the postings some checked heads
     include and others do not (a transfer committed between the reads of its two
     accounts): their legs on the heads read before them are added. None when such a
     posting has a system leg (its counters sit on one head: which one included it is
-    not known from entries) or names an account that was not checked."""
+    not known from entries), names an account that was not checked, or has a leg that
+    a fresh read of its account still does not find (``applied_since``): that is a
+    side never applied, not one read too early."""
     settled = dict(totals)
     for txn_id, legs in seen.legs.items():
         missing = [
@@ -410,7 +427,7 @@ def _with_split_postings(
             return None
         for leg in missing:
             spec = program.fund(leg.fund)
-            if spec is None:
+            if spec is None or not applied_since(program, leg, txn_id):
                 return None
             settled[spec.unit] = settled.get(spec.unit, 0) + leg.amount
     return settled
