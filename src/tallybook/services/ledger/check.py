@@ -183,10 +183,13 @@ class CheckService:
 
     def _applied_since(self, program: Program, leg: PostedLeg, txn_id: str) -> bool:
         """Whether ``leg``'s account now holds its entry of ``txn_id`` (a fresh read of
-        that fund's history), which its head read earlier did not include."""
+        that fund's history, newest first: a posting in flight is among the last),
+        which its head read earlier did not include."""
         return any(
             not isinstance(entry, str) and entry.txn_id == txn_id and _is_leg_of(leg, entry)
-            for entry in checked_entries(self.store, program.id, leg.account, leg.fund)
+            for entry in checked_entries(
+                self.store, program.id, leg.account, leg.fund, forward=False
+            )
         )
 
     def count_accounts(self, program_id: str) -> int:

@@ -70,13 +70,15 @@ def entries_page(
 
 
 def checked_entries(
-    store: ItemStore, program_id: str, account_id: str, fund: str
+    store: ItemStore, program_id: str, account_id: str, fund: str, *, forward: bool = True
 ) -> Iterator[Entry | str]:
-    """Every entry of a fund, oldest first, for the check: an item that does not
-    read as an entry comes as what is wrong with it, named by its key."""
+    """Every entry of a fund, oldest first (newest first unless ``forward``), for the
+    check: an item that does not read as an entry comes as what is wrong with it,
+    named by its key."""
     items = store.query_all(
         keys.account_partition(program_id, account_id),
         SortCondition.begins_with(keys.entry_prefix(fund)),
+        forward=forward,
     )
     for item in items:
         problem = entry_problem(item) or lot_problem(item)
