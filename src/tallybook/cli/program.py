@@ -8,9 +8,8 @@ import typer
 
 from tallybook.cli.options import NUMERIC_ARGS, Number, NumericArgsCommand, StoreOption
 from tallybook.cli.output import console, open_ledger, print_json, table
-from tallybook.domain.ids import check_id, check_unit
-from tallybook.errors import AlreadyExists, ValidationError
-from tallybook.services.ledger.programs import MAX_PROGRAM_NAME
+from tallybook.errors import AlreadyExists
+from tallybook.services.ledger.programs import check_program
 
 app = typer.Typer(
     help="Create a program, show its funds, set a fund's low-balance threshold.",
@@ -51,12 +50,7 @@ def create(
     Example: tallybook program create shop --name "Shop rewards" --currency EUR
     """
     # bad input is refused before the store is opened, which may make its file
-    check_id(program, "program id")
-    check_unit(currency or "USD")
-    if name is not None and len(name) > MAX_PROGRAM_NAME:
-        raise ValidationError(
-            f"a program's name must be a string of at most {MAX_PROGRAM_NAME} characters"
-        )
+    check_program(program, name=name, currency=currency or "USD")
     with open_ledger(store, new=True) as ledger:
         try:
             p = ledger.programs.create(program, name=name, currency=currency or "USD")

@@ -35,6 +35,18 @@ MAX_FUNDS = 100
 ThresholdListener = Callable[[Program, str], None]
 
 
+def check_program(program_id: object, *, name: object, currency: object) -> None:
+    """Refuse a new program's id, name or currency that :meth:`ProgramService.create`
+    would refuse (``program create`` asks before it opens the store, which may make
+    its file)."""
+    check_id(program_id, "program id")
+    check_unit(currency)
+    if name is not None and (not isinstance(name, str) or len(name) > MAX_PROGRAM_NAME):
+        raise ValidationError(
+            f"a program's name must be a string of at most {MAX_PROGRAM_NAME} characters"
+        )
+
+
 class ProgramService:
     def __init__(self, store: ItemStore, clock: Clock) -> None:
         self.store = store
@@ -57,12 +69,7 @@ class ProgramService:
         funds: Sequence[FundSpec] | None = None,
         settings: dict[str, Any] | None = None,
     ) -> Program:
-        check_id(program_id, "program id")
-        check_unit(currency)
-        if name is not None and (not isinstance(name, str) or len(name) > MAX_PROGRAM_NAME):
-            raise ValidationError(
-                f"a program's name must be a string of at most {MAX_PROGRAM_NAME} characters"
-            )
+        check_program(program_id, name=name, currency=currency)
         if settings is not None and not isinstance(settings, dict):
             raise ValidationError("a program's settings must be a mapping")
         if funds is not None and (
