@@ -3,6 +3,8 @@ concurrency of one Idempotency-Key, bad input, and what each answer declares."""
 
 from __future__ import annotations
 
+import json
+import logging
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from tallybook.errors import StoreUnavailable, StoreValidationError, Throttled, ValidationError
 from tallybook.http.app import create_app
+from tallybook.http.middleware import JsonFormatter
 from tallybook.ledger import Ledger
 
 Headers = dict[str, str]
@@ -535,3 +538,36 @@ def test_a_problem_quotes_a_huge_input_and_never_repeats_it_whole(
         assert r.headers["content-type"] == "application/problem+json"
         assert len(r.content) < 3000, (path, r.text[:300])
         assert "ZZZZZZZZZZ" in r.json()["detail"]  # still says what was refused
+
+
+def test_a_problem_and_the_access_log_cut_a_huge_path(
+    app_client: TestClient, write_headers: Headers, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 30,000-character path came back whole as the problem's ``instance`` (a
+    30 KB answer, whatever the status) and whole in the access log line; both now
+    hold at most 1,000 characters of it, ending in ``…``."""
+    huge = "a" * 30_000
+    sent = [
+        ("GET", f"/v1/accounts/{huge}"),  # 422: the account id is too long
+        ("GET", f"/v1/{huge}"),  # 404
+        ("PATCH", f"/v1/accounts/{huge}/notifications"),  # 405
+        ("POST", f"/v1/accounts/{huge}/wallet/grants"),  # 415 (a text body)
+    ]
+    for method, path in sent:
+        with caplog.at_level(logging.INFO, "tallybook.http.access"):
+            r = app_client.request(method, path, headers=write_headers, content=b"x")
+        assert 400 <= r.status_code < 500, r.text[:300]
+        assert r.headers["content-type"] == "application/problem+json"
+        assert len(r.content) < 3000, (method, r.status_code, len(r.content))
+        instance = r.json()["instance"]
+        assert len(instance) == 1000, len(instance)
+        assert instance.endswith("…")
+        assert path.startswith(instance[:-1])  # still the request's path
+        (record,) = [rec for rec in caplog.records if rec.name == "tallybook.http.access"]
+        line = JsonFormatter().format(record)
+        assert len(line) < 2000, len(line)
+        assert json.loads(line)["path"] == instance
+        caplog.clear()
+    # a path of any route's length is repeated whole
+    r = app_client.get("/v1/accounts/nobody/balances", headers=write_headers)
+    assert r.json()["instance"] == "/v1/accounts/nobody/balances"

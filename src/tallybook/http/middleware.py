@@ -46,6 +46,7 @@ from tallybook.http.metrics import Metrics
 from tallybook.http.problems import (
     PROBLEM_MEDIA_TYPE,
     allow_header,
+    bounded_path,
     error_headers,
     scope_problem,
 )
@@ -255,7 +256,9 @@ class RequestMiddleware:
                     scope, wrapped, exc.status, exc.code, exc.message, headers=error_headers(exc)
                 )
         except Exception:
-            error_log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            error_log.exception(
+                "unhandled error on %s %s", scope["method"], bounded_path(scope["path"])
+            )
             if status == 0:
                 await send_problem(
                     scope,
@@ -358,7 +361,7 @@ class RequestMiddleware:
                 "request_id": state.get("request_id"),
                 **({} if trace is None else dict(zip(_TRACE_FIELDS, trace, strict=True))),
                 "method": scope["method"],
-                "path": scope["path"],
+                "path": bounded_path(scope["path"]),
                 "route": template,
                 "status": status,
                 "duration_ms": round(elapsed * 1000, 3),

@@ -29,6 +29,8 @@ PROBLEM_MEDIA_TYPE = "application/problem+json"
 #: ``msg`` or ``loc``: what a client sent is quoted, never repeated whole
 MAX_DETAIL = 1000
 MAX_ERROR_TEXT = 200
+#: the longest request path a problem's ``instance`` (and a log line) repeats
+MAX_PATH = 1000
 
 log = logging.getLogger("tallybook.http")
 
@@ -98,7 +100,7 @@ def problem_body(
         "detail": _bounded(detail, MAX_DETAIL),
     }
     if instance is not None:
-        body["instance"] = instance
+        body["instance"] = bounded_path(instance)
     if request_id is not None:
         body["request_id"] = request_id
     if errors is not None:
@@ -169,6 +171,12 @@ def error_response(exc: TallybookError, request: Request | None = None) -> JSONR
     return problem_response(
         exc.status, exc.code, exc.message, request=request, title=_title(exc.code), headers=headers
     )
+
+
+def bounded_path(path: str) -> str:
+    """A request ``path`` as a problem or a log line repeats it: at most
+    :data:`MAX_PATH` characters (ending in an ellipsis when cut)."""
+    return _bounded(path, MAX_PATH)
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -320,7 +328,7 @@ def _literal_segments(template: str) -> int:
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    log.exception("unhandled error on %s %s", request.method, bounded_path(request.url.path))
     return problem_response(
         500,
         "internal",
