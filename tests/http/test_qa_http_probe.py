@@ -571,3 +571,31 @@ def test_a_problem_and_the_access_log_cut_a_huge_path(
     # a path of any route's length is repeated whole
     r = app_client.get("/v1/accounts/nobody/balances", headers=write_headers)
     assert r.json()["instance"] == "/v1/accounts/nobody/balances"
+
+
+def test_a_validation_problem_lists_the_first_20_errors_and_counts_the_rest(
+    app_client: TestClient, admin_headers: Headers
+) -> None:
+    """A body with 10,000 unknown fields was answered with 10,000 ``errors`` (an
+    889 KB answer); the problem now lists the first 20 and counts the others."""
+    fields = {"account": "bob", **{f"f{i}": 1 for i in range(10_000)}}
+    sent = [
+        ("/v1/accounts", fields),
+        ("/v1/reports/run", {"kinds": ["nope"] * 10_000}),
+    ]
+    for path, body in sent:
+        r = app_client.post(path, json=body, headers={**admin_headers, "Idempotency-Key": "k-1"})
+        assert r.status_code == 422, r.text[:300]
+        problem = r.json()
+        assert len(r.content) < 6000, (path, len(r.content))
+        assert len(problem["errors"]) == 20
+        assert problem["errors_omitted"] == 10_000 - 20
+        assert "(and 9995 more)" in problem["detail"]
+    assert app_client.get("/v1/accounts/bob", headers=admin_headers).status_code == 404
+    # 20 errors or fewer: all listed, no count
+    few = {"account": "bob", **{f"f{i}": 1 for i in range(20)}}
+    r = app_client.post(
+        "/v1/accounts", json=few, headers={**admin_headers, "Idempotency-Key": "k-2"}
+    )
+    assert len(r.json()["errors"]) == 20
+    assert "errors_omitted" not in r.json()

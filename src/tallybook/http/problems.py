@@ -31,6 +31,8 @@ MAX_DETAIL = 1000
 MAX_ERROR_TEXT = 200
 #: the longest request path a problem's ``instance`` (and a log line) repeats
 MAX_PATH = 1000
+#: the most ``errors`` a validation problem lists; ``errors_omitted`` counts the rest
+MAX_ERRORS = 20
 
 log = logging.getLogger("tallybook.http")
 
@@ -70,7 +72,14 @@ class Problem(BaseModel):
     instance: str | None = None
     request_id: str | None = None
     errors: list[FieldError] | None = Field(
-        default=None, description="the invalid fields (request validation problems only)"
+        default=None,
+        description=(
+            f"the invalid fields (request validation problems only): the first {MAX_ERRORS}"
+        ),
+    )
+    errors_omitted: int | None = Field(
+        default=None,
+        description=f"how many invalid fields were left out of ``errors`` (over {MAX_ERRORS})",
     )
 
 
@@ -104,7 +113,9 @@ def problem_body(
     if request_id is not None:
         body["request_id"] = request_id
     if errors is not None:
-        body["errors"] = errors
+        body["errors"] = errors[:MAX_ERRORS]
+        if len(errors) > MAX_ERRORS:
+            body["errors_omitted"] = len(errors) - MAX_ERRORS
     return body
 
 
@@ -215,6 +226,8 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
             title="Malformed JSON",
         )
     summary = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:5])
+    if len(errors) > 5:
+        summary += f" (and {len(errors) - 5} more)"
     return problem_response(
         422,
         "validation",
