@@ -599,3 +599,20 @@ def test_a_validation_problem_lists_the_first_20_errors_and_counts_the_rest(
     )
     assert len(r.json()["errors"]) == 20
     assert "errors_omitted" not in r.json()
+
+
+def test_an_unknown_posting_type_is_refused_naming_the_accepted_types(
+    app_client: TestClient, write_headers: Headers
+) -> None:
+    """The 422 quoted the unknown ``type`` first and was cut at 200 characters
+    before it named the accepted types; it now names them first."""
+    accepted = "'credit', 'debit', 'adjust', 'raw'"
+    for given in ("bogus", "Z" * 300):
+        posting = {"type": given, "account": "ann", "fund": "points", "amount": 1}
+        r = app_client.post(
+            "/v1/transactions", json=posting, headers={**write_headers, "Idempotency-Key": "t-1"}
+        )
+        assert r.status_code == 422, r.text[:300]
+        (error,) = r.json()["errors"]
+        assert error["msg"].startswith(f"'type' must be one of {accepted}, not '{given[:10]}")
+        assert accepted in r.json()["detail"]

@@ -202,9 +202,19 @@ def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
             p if isinstance(p, int) else _bounded(str(p), MAX_ERROR_TEXT)
             for p in err.get("loc", ())
         ]
-        msg = _bounded(str(err.get("msg", "")), MAX_ERROR_TEXT)
+        msg = _bounded(_message(err), MAX_ERROR_TEXT)
         out.append({"loc": loc, "msg": msg, "type": str(err.get("type", ""))})
     return out
+
+
+def _message(err: Any) -> str:
+    """The ``msg`` of a pydantic error; an unknown tag of a tagged union (a posting's
+    ``type``) names the accepted ones first, so cutting what was sent never hides them."""
+    ctx = err.get("ctx") or {}
+    if err.get("type") == "union_tag_invalid" and "expected_tags" in ctx:
+        tag, got = ctx.get("discriminator", "the tag"), _bounded(str(ctx.get("tag", "")), 40)
+        return f"{tag} must be one of {ctx['expected_tags']}, not '{got}'"
+    return str(err.get("msg", ""))
 
 
 async def _tallybook_error(request: Request, exc: Exception) -> JSONResponse:
