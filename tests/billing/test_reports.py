@@ -556,3 +556,62 @@ def test_a_wallet_capture_reports_the_bonus_it_spent_and_the_bonus_that_expired(
     [result] = ledger.billing.reports.run("shop", sink=DirectorySink(out), kinds=["rewards"])
     csv = (out / "shop" / "rewards" / result.window / "rewards_issued.csv").read_text()
     assert csv.splitlines()[1:] == [",bonus,USD,100,25,75,3"]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])  # the CLI opens the store again
+def test_every_report_is_reached_page_by_page(
+    ledger: Ledger, store: ItemStore, clock: ManualClock, tmp_path: Path
+) -> None:
+    """Was: ``report list`` (``reports.list``) answered the newest ``limit``
+    reports (1-1000) with no way past them; ``reports.page`` and ``report list``
+    now give a cursor to the next page while there are more."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from tallybook.cli import app
+    from tallybook.errors import StoreValidationError
+
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=0, start=t0)
+    clock.set(t0 + 31 * MIN)
+    sink = DirectorySink(tmp_path / "out")
+    ledger.billing.reports.run("shop", sink=sink, kinds=["rewards"])
+    clock.set(t0 + 60 * MIN)
+    ledger.billing.reports.run("shop", sink=sink, kinds=["billing"])
+    every = [(i.kind, i.window) for i in ledger.billing.reports.list("shop")]
+    assert len(every) == 6
+    for kind in (None, "billing", "rewards"):
+        expected = [e for e in every if kind in (None, e[0])]
+        for limit in (1, 2, 4, 6):
+            seen: list[tuple[str, str]] = []
+            cursor = None
+            while True:
+                page = ledger.billing.reports.page("shop", kind=kind, limit=limit, cursor=cursor)
+                assert 0 < len(page.reports) <= limit
+                seen.extend((i.kind, i.window) for i in page.reports)
+                cursor = page.cursor
+                if cursor is None:
+                    break
+            assert seen == expected, (kind, limit)
+    first = ledger.billing.reports.page("shop", kind="billing", limit=1)
+    with pytest.raises(StoreValidationError, match="does not belong"):
+        ledger.billing.reports.page("shop", kind="rewards", cursor=first.cursor)
+
+    # the CLI: a table and its next-page line, or the JSON page on stdout with the
+    # next-page line on stderr
+    runner = CliRunner()
+    base = ["--store", store.describe(), "report", "list", "-p", "shop", "--limit", "4"]
+    result = runner.invoke(app, [*base, "--json"])
+    assert result.exit_code == 0, result.output
+    listed = [(r["kind"], r["window"]) for r in json.loads(result.stdout)]
+    assert listed == every[:4]
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("next page: --cursor ")
+    result = runner.invoke(app, [*base, "--json", "--cursor", line.split()[-1]])
+    assert result.exit_code == 0, result.output
+    assert [(r["kind"], r["window"]) for r in json.loads(result.stdout)] == every[4:]
+    assert result.stderr == ""
+    result = runner.invoke(app, base)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == line

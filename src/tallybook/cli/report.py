@@ -10,7 +10,14 @@ from rich.progress import SpinnerColumn, TextColumn
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
 from tallybook.cli.options import Number, StoreOption
-from tallybook.cli.output import console, open_ledger, print_json, progress_bar, table
+from tallybook.cli.output import (
+    console,
+    next_page,
+    open_ledger,
+    print_json,
+    progress_bar,
+    table,
+)
 from tallybook.domain.reports import ALL_KINDS
 from tallybook.errors import NotFound
 from tallybook.jobs import REPORT_INTERVAL_ENV
@@ -164,22 +171,31 @@ def list_reports(
     limit: Annotated[
         int, typer.Option(help="At most this many, newest first (1-1000).", parser=Number())
     ] = 50,
+    cursor: Annotated[
+        str | None, typer.Option(help="Cursor from the previous page (printed after it).")
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List written reports, newest window first (per kind).
+    """List written reports, newest window first (per kind). When there are more,
+    prints `next page: --cursor ...` (on stderr with --json, whose stdout is the page).
 
     Example: tallybook report list -p shop --kind billing
     """
     with open_ledger(store, create=False) as ledger:
-        infos = ledger.billing.reports.list(
-            program, kind=None if kind is KindChoice.all else kind.value, limit=limit
+        page = ledger.billing.reports.page(
+            program,
+            kind=None if kind is KindChoice.all else kind.value,
+            limit=limit,
+            cursor=cursor,
         )
     if as_json:
-        print_json(infos)
+        print_json(page.reports)
+        next_page(page.cursor, stderr=True)
         return
     table(
         f"reports of {program}",
         ["kind", "window", "rows", "location", "written at"],
-        [[i.kind, i.window, i.rows, i.location, i.written_at] for i in infos],
+        [[i.kind, i.window, i.rows, i.location, i.written_at] for i in page.reports],
     )
+    next_page(page.cursor)

@@ -51,8 +51,8 @@ from tallybook.store.port import ItemStore
 from tallybook.store.records.billing import BillingState, advance_checkpoint, close_window
 from tallybook.store.records.reports import ReportInfo as ReportInfo
 from tallybook.store.records.reports import (
-    latest_reports,
     read_report,
+    report_page,
     report_put,
     reward_flows,
 )
@@ -63,6 +63,14 @@ _HOUR = 3600
 #: hourly index is eventually consistent and a posting dated before the end may
 #: still be committing (a grace of 0 would report the window without them, for good)
 REWARDS_MIN_WAIT = 60
+
+
+@dataclass(frozen=True, slots=True)
+class ReportPage:
+    """A page of the reports written; ``cursor`` reads the next (``None``: the last)."""
+
+    reports: list[ReportInfo]
+    cursor: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,14 +248,29 @@ class ReportService:
         return self._render(program, report_kind, state, *bounds)[0]
 
     def list(self, program: str, *, kind: str | None = None, limit: int = 100) -> list[ReportInfo]:
-        """Reports written, newest window first."""
+        """Reports written, newest window first (the first page of :meth:`page`)."""
+        return self.page(program, kind=kind, limit=limit).reports
+
+    def page(
+        self,
+        program: str,
+        *,
+        kind: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ReportPage:
+        """A page of the reports written, newest window first; pass its ``cursor``
+        back (with the same ``kind``) for the next one, until it is ``None``."""
         from tallybook.services.ledger.accounts import check_limit
 
         self.billing.programs.get(program)
         check_limit(limit)
-        return latest_reports(
-            self.store, program, str(check_kind(kind)) if kind else None, limit=limit
+        if cursor is not None and not isinstance(cursor, str):
+            raise ValidationError("cursor must be a string")
+        reports, next_cursor = report_page(
+            self.store, program, str(check_kind(kind)) if kind else None, limit=limit, cursor=cursor
         )
+        return ReportPage(reports, next_cursor)
 
     def get(self, program: str, kind: str, window: str) -> ReportInfo:
         found = read_report(self.store, program, check_kind(kind), window)

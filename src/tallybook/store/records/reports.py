@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from typing import cast
 
 from tallybook.domain.reports import ALL_KINDS, RewardFlow
+from tallybook.errors import StoreValidationError
 from tallybook.store import keys
 from tallybook.store.port import Item, ItemStore, Put, SortCondition, Value
+from tallybook.store.queries import bind_cursor, decode_cursor, encode_cursor, unbind_cursor
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,23 +72,52 @@ def read_report(store: ItemStore, program: str, kind: str, window: str) -> Repor
     return None if item is None else report_of(item)
 
 
-def latest_reports(
-    store: ItemStore, program: str, kind: str | None, *, limit: int
-) -> list[ReportInfo]:
-    """Reports written (of ``kind``, or of every kind), newest window first.
+def report_page(
+    store: ItemStore, program: str, kind: str | None, *, limit: int, cursor: str | None = None
+) -> tuple[list[ReportInfo], str | None]:
+    """A page of the reports written (of ``kind``, or of every kind), newest window
+    first (kinds in :data:`ALL_KINDS` order within a window), and the cursor of the
+    next page (``None`` after the last).
 
     Rows sort by ``{kind}#{window}``: every kind is read on its own and the
     newest windows of all are kept, else the listing of every kind would be
-    the rewards reports first, however old, and the billing ones only after."""
+    the rewards reports first, however old, and the billing ones only after.
+    The cursor names the last report shown; the next page reads each kind from
+    the report after it in that order."""
+    listing = ("reports", program, kind)
+    after = _report_position(unbind_cursor(cursor, *listing))
+    if after is not None and kind is not None and after[1] != kind:
+        raise StoreValidationError("cursor does not belong to this query")
+    order = {str(k): n for n, k in enumerate(ALL_KINDS)}
     found: list[ReportInfo] = []
     for one in [kind] if kind else [str(k) for k in ALL_KINDS]:
-        sort = SortCondition.begins_with(f"{one}#")
-        page = store.query(keys.reports_partition(program), sort, forward=False, limit=limit)
+        if after is None:
+            sort = SortCondition.begins_with(f"{one}#")
+        else:
+            sort = SortCondition.between(f"{one}#", f"{one}#{after[0]}")
+        page = store.query(keys.reports_partition(program), sort, forward=False, limit=limit + 2)
         found.extend(report_of(item) for item in page.items)
-    order = {str(k): n for n, k in enumerate(ALL_KINDS)}
+    if after is not None:  # the window shown last: only the kinds after the last one shown
+        last = order.get(after[1], len(order))
+        found = [r for r in found if r.window != after[0] or order.get(r.kind, len(order)) > last]
     found.sort(key=lambda r: order.get(r.kind, len(order)))
     found.sort(key=lambda r: r.window, reverse=True)
-    return found[:limit]
+    if len(found) <= limit:
+        return found, None
+    shown = found[:limit]
+    position = encode_cursor({"w": shown[-1].window, "k": shown[-1].kind})
+    return shown, bind_cursor(position, *listing)
+
+
+def _report_position(cursor: str | None) -> tuple[str, str] | None:
+    """(window, kind) of the last report a page showed."""
+    if cursor is None:
+        return None
+    position = decode_cursor(cursor)
+    window, kind = position.get("w"), position.get("k")
+    if set(position) != {"w", "k"} or window is None or kind not in {str(k) for k in ALL_KINDS}:
+        raise StoreValidationError("malformed cursor")
+    return window, str(kind)
 
 
 # --- the rewards index -----------------------------------------------------------
