@@ -170,3 +170,37 @@ def test_the_cli_report_run_defaults_to_the_report_interval_setting(
     assert result.exit_code == 0, result.output
     windows = sorted(p.name for p in (tmp_path / "shop" / "billing").iterdir())
     assert windows[0] == f"{start:%Y%m%dT%H%M%SZ}_{start + timedelta(hours=1):%Y%m%dT%H%M%SZ}"
+
+
+def test_reports_are_paged_over_http(
+    app_client: TestClient,
+    ledger: Ledger,
+    clock: ManualClock,
+    read_headers: Headers,
+    tmp_path: Path,
+) -> None:
+    """Was: ``GET /v1/reports`` answered the newest ``limit`` reports (at most 1000)
+    with no cursor, so older ones could not be listed; it now pages with ``cursor``."""
+    from tallybook.services.billing.sinks import DirectorySink
+
+    t0 = aligned_start(clock)
+    ledger.billing.configure("shop", grace_minutes=0, start=t0)
+    clock.set(t0 + timedelta(minutes=61))
+    ledger.billing.reports.run("shop", sink=DirectorySink(tmp_path), interval="15m")
+    every = [(i.kind, i.window) for i in ledger.billing.reports.list("shop")]
+    assert len(every) == 8
+    seen: list[tuple[str, str]] = []
+    params: dict[str, str | int] = {"limit": 3}
+    while True:
+        r = app_client.get("/v1/reports", params=params, headers=read_headers)
+        assert r.status_code == 200, r.text
+        seen.extend((x["kind"], x["window"]) for x in r.json()["reports"])
+        if r.json()["cursor"] is None:
+            break
+        params["cursor"] = r.json()["cursor"]
+    assert seen == every
+    r = app_client.get(
+        "/v1/reports", params={"kind": "rewards", "cursor": params["cursor"]}, headers=read_headers
+    )
+    assert r.status_code == 400
+    assert r.json()["detail"] == "cursor does not belong to this query"

@@ -1141,7 +1141,7 @@ RESPONSE_EXAMPLES: dict[str, Any] = {
         "log": [{"at_us": 1795840966325176, "code": 200, "latency_ms": 12, "error": None}],
     },
     "billing_run_reports": {"reports": [_BILLING_REPORT]},
-    "billing_list_reports": {"reports": [_BILLING_REPORT]},
+    "billing_list_reports": {"reports": [_BILLING_REPORT], "cursor": None},
     "billing_download_report": {
         "kind": "billing",
         "line_items": [

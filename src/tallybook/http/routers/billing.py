@@ -31,6 +31,7 @@ from tallybook.http.schemas.billing import (
     BillingRecordPageOut,
     ReportListOut,
     ReportOut,
+    ReportPageOut,
     ReportRunIn,
 )
 from tallybook.http.schemas.common import ASCII_DIGITS, ID_PATTERN
@@ -148,11 +149,14 @@ def list_reports(
         Literal["billing", "rewards"] | None, Query(description="one kind (default: both)")
     ] = None,
     limit: Annotated[
-        int, Query(ge=1, le=MAX_PAGE, description="how many of the newest reports"), ASCII_DIGITS
+        int, Query(ge=1, le=MAX_PAGE, description="how many reports a page holds"), ASCII_DIGITS
     ] = 100,
-) -> ReportListOut:
-    infos = ledger.billing.reports.list(principal.program, kind=kind, limit=limit)
-    return ReportListOut(reports=[ReportOut.of_info(i) for i in infos])
+    cursor: Annotated[
+        str | None, Query(max_length=2048, description="the `cursor` of the previous page")
+    ] = None,
+) -> ReportPageOut:
+    page = ledger.billing.reports.page(principal.program, kind=kind, limit=limit, cursor=cursor)
+    return ReportPageOut(reports=[ReportOut.of_info(i) for i in page.reports], cursor=page.cursor)
 
 
 @router.get(

@@ -145,3 +145,8 @@ class ReportOut(BaseModel):
 
 class ReportListOut(BaseModel):
     reports: list[ReportOut]
+
+
+class ReportPageOut(BaseModel):
+    reports: list[ReportOut]
+    cursor: str | None = Field(description="the next page's cursor (null after the last)")
