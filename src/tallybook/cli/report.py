@@ -177,8 +177,10 @@ def list_reports(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List written reports, newest window first (per kind). When there are more,
-    prints `next page: --cursor ...` (on stderr with --json, whose stdout is the page).
+    """List written reports, newest window first (per kind).
+
+    When there are more, prints `next page: --cursor ...` (on stderr with
+    --json, whose stdout is the page).
 
     Example: tallybook report list -p shop --kind billing
     """
