@@ -48,6 +48,7 @@ __all__ = [
     "WritePrincipal",
     "authenticate",
     "authorization",
+    "key_header",
     "require",
     "run_blocking",
 ]
@@ -137,18 +138,27 @@ def require(scope: str) -> Any:
     return Depends(dependency)
 
 
+def key_header(description: str, *, max_length: int = MAX_ID_LENGTH) -> Any:
+    """The ``Idempotency-Key`` header, validated like any id (1 to ``max_length``
+    of A-Z a-z 0-9 . _ : -, starting with a letter or digit): one outside that is
+    a 422, whether the route requires the header or not."""
+    return Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=max_length,
+        pattern=ID_PATTERN,
+        description=description,
+    )
+
+
 #: the ``Idempotency-Key`` header where a route requires it: a plain header
 #: parameter (no dependency to solve), validated like any id (1-128 of
 #: A-Z a-z 0-9 . _ : -, starting with a letter or digit); missing or invalid: 422
 IdempotencyKey = Annotated[
     str,
-    Header(
-        alias="Idempotency-Key",
-        min_length=1,
-        max_length=MAX_ID_LENGTH,
-        pattern=ID_PATTERN,
-        description="Unique per logical request (1-128 of A-Z a-z 0-9 . _ : -): a replay "
-        "returns the original response, another body with the same key is a 409",
+    key_header(
+        "Unique per logical request (1-128 of A-Z a-z 0-9 . _ : -): a replay "
+        "returns the original response, another body with the same key is a 409"
     ),
 ]
 ReadPrincipal = Annotated[Principal, require("read")]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Header, Path, Query, Response, status
+from fastapi import APIRouter, Path, Query, Response, status
 
 from tallybook.domain.reports import kind_of_file
 from tallybook.http.deps import (
@@ -23,6 +23,7 @@ from tallybook.http.deps import (
     ParsedBodyRoute,
     ReadPrincipal,
     WritePrincipal,
+    key_header,
 )
 from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
 from tallybook.http.schemas.billing import (
@@ -46,13 +47,9 @@ _MEDIA = {".csv": "text/csv; charset=utf-8", ".json": "application/json"}
 
 OptionalIdempotencyKey = Annotated[
     str | None,
-    Header(
-        alias="Idempotency-Key",
-        min_length=1,
-        max_length=128,
-        pattern=ID_PATTERN,
-        description="optional and not needed: the record id is the idempotency key "
-        "(one outside 1-128 of A-Z a-z 0-9 . _ : - is still a 422)",
+    key_header(
+        "optional and not needed: the record id is the idempotency key "
+        "(one outside 1-128 of A-Z a-z 0-9 . _ : - is still a 422)"
     ),
 ]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Path, Query, Response, status
+from fastapi import APIRouter, Body, Path, Query, Response, status
 
 from tallybook.errors import ValidationError
 from tallybook.http.deps import (
@@ -21,6 +21,7 @@ from tallybook.http.deps import (
     ParsedBodyRoute,
     ReadPrincipal,
     WritePrincipal,
+    key_header,
 )
 from tallybook.http.idempotency import REPLAYED_HEADER, replays_answered_by
 from tallybook.http.schemas.common import ASCII_DIGITS, ID_PATTERN
@@ -102,13 +103,9 @@ def earn(
     response: Response,
     idempotency_key: Annotated[
         str | None,
-        Header(
-            alias="Idempotency-Key",
-            min_length=1,
-            max_length=128,
-            pattern=ID_PATTERN,
-            description="optional: the order id is the idempotency key (one outside "
-            "1-128 of A-Z a-z 0-9 . _ : - is still a 422)",
+        key_header(
+            "optional: the order id is the idempotency key (one outside "
+            "1-128 of A-Z a-z 0-9 . _ : - is still a 422)"
         ),
     ] = None,
 ) -> EarnOut:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Query, Response, status
+from fastapi import APIRouter, Path, Query, Response, status
 
 from tallybook.domain.wallet import MAX_HOLD_ID
 from tallybook.errors import ValidationError
@@ -22,6 +22,7 @@ from tallybook.http.deps import (
     ParsedBodyRoute,
     ReadPrincipal,
     WritePrincipal,
+    key_header,
 )
 from tallybook.http.idempotency import REPLAYED_HEADER
 from tallybook.http.problems import problem_responses
@@ -66,14 +67,11 @@ TxnId = Annotated[
 #: 100 characters, so the ids derived from it (``{id}:capture``, ...) fit in 128
 HoldKey = Annotated[
     str,
-    Header(
-        alias="Idempotency-Key",
-        min_length=1,
-        max_length=MAX_HOLD_ID,
-        pattern=ID_PATTERN,
-        description=f"Unique per logical request (1-{MAX_HOLD_ID} of A-Z a-z 0-9 . _ : -), "
+    key_header(
+        f"Unique per logical request (1-{MAX_HOLD_ID} of A-Z a-z 0-9 . _ : -), "
         "the hold or grant id: a replay returns the original response, another body with "
         "the same key is a 409",
+        max_length=MAX_HOLD_ID,
     ),
 ]
 
