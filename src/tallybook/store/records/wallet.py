@@ -9,7 +9,7 @@ or hold taken by a transaction is listed in its record's ``details`` as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -228,20 +228,35 @@ def checked_grants(
     """The account's grants, for the check: those still in the due index, those
     the expiry job resolved, and what is wrong with each item that does not read
     as a grant, named by its key."""
-    due: list[Grant] = []
-    resolved: list[Grant] = []
-    problems: list[str] = []
-    items = store.query_all(
-        keys.account_partition(program, account),
-        SortCondition.begins_with(keys.WALLET_GRANT_PREFIX),
+    items, problems = _checked_items(
+        store, program, account, keys.WALLET_GRANT_PREFIX, grant_problem, "grant"
     )
-    for item in items:
-        problem = grant_problem(item)
-        if problem is not None:
-            problems.append(f"malformed grant {item['sk']} of {account}: {problem}")
-        else:
-            (due if is_due(item) else resolved).append(grant_from_item(item))
+    due = [grant_from_item(item) for item in items if is_due(item)]
+    resolved = [grant_from_item(item) for item in items if not is_due(item)]
     return due, resolved, problems
+
+
+def _checked_items(
+    store: ItemStore,
+    program: str,
+    account: str,
+    prefix: str,
+    problem_of: Callable[[Item], str | None],
+    kind: str,
+) -> tuple[list[Item], list[str]]:
+    """The account's items under ``prefix`` that read as their ``kind``, for the
+    check, and a line naming each that does not (``problem_of`` says why) by its key."""
+    items: list[Item] = []
+    problems: list[str] = []
+    for item in store.query_all(
+        keys.account_partition(program, account), SortCondition.begins_with(prefix)
+    ):
+        problem = problem_of(item)
+        if problem is None:
+            items.append(item)
+        else:
+            problems.append(f"malformed {kind} {item['sk']} of {account}: {problem}")
+    return items, problems
 
 
 def read_grants(
@@ -430,19 +445,10 @@ def hold_problem(item: Item) -> str | None:
 def checked_holds(store: ItemStore, program: str, account: str) -> tuple[list[Hold], list[str]]:
     """The account's holds, for the check, and what is wrong with each item that
     does not read as a hold, named by its key."""
-    holds: list[Hold] = []
-    problems: list[str] = []
-    items = store.query_all(
-        keys.account_partition(program, account),
-        SortCondition.begins_with(keys.WALLET_HOLD_PREFIX),
+    items, problems = _checked_items(
+        store, program, account, keys.WALLET_HOLD_PREFIX, hold_problem, "hold"
     )
-    for item in items:
-        problem = hold_problem(item)
-        if problem is None:
-            holds.append(hold_from_item(item))
-        else:
-            problems.append(f"malformed hold {item['sk']} of {account}: {problem}")
-    return holds, problems
+    return [hold_from_item(item) for item in items], problems
 
 
 # --- charge intents -------------------------------------------------------------
@@ -561,16 +567,7 @@ def checked_charges(
 ) -> tuple[list[ChargeIntent], list[str]]:
     """The account's charge intents, for the check, and what is wrong with each item
     that does not read as one, named by its key."""
-    intents: list[ChargeIntent] = []
-    problems: list[str] = []
-    items = store.query_all(
-        keys.account_partition(program, account),
-        SortCondition.begins_with(keys.WALLET_CHARGE_PREFIX),
+    items, problems = _checked_items(
+        store, program, account, keys.WALLET_CHARGE_PREFIX, charge_problem, "charge intent"
     )
-    for item in items:
-        problem = charge_problem(item)
-        if problem is None:
-            intents.append(charge_of(item))
-        else:
-            problems.append(f"malformed charge intent {item['sk']} of {account}: {problem}")
-    return intents, problems
+    return [charge_of(item) for item in items], problems
