@@ -22,6 +22,7 @@ from tallybook.store.port import INDEX_DEFS, INDEXES, KEY_ATTRS, TTL_ATTR, Index
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TableDescriptionTypeDef
 
 
 def _key_schema(hash_attr: str, range_attr: str) -> list[dict[str, str]]:
@@ -176,14 +177,18 @@ class TableAdmin:
             self.enable_stream()
         return TableSetup(self.table, created, ttl_enabled, status)
 
-    def status(self) -> str:
-        """The table's status, once its key and indexes are found as tallybook needs."""
+    def describe(self) -> TableDescriptionTypeDef:
+        """The table's description (``DescribeTable``), errors translated."""
         try:
-            desc = self.client.describe_table(TableName=self.table)["Table"]
+            return self.client.describe_table(TableName=self.table)["Table"]
         except ClientError as exc:
             raise self.translate(exc) from exc
         except BotoCoreError as exc:
             raise self.unavailable(exc) from exc
+
+    def status(self) -> str:
+        """The table's status, once its key and indexes are found as tallybook needs."""
+        desc = self.describe()
         keys = {k["AttributeName"]: k["KeyType"] for k in desc.get("KeySchema", [])}
         if keys != {"pk": "HASH", "sk": "RANGE"}:
             raise ConfigError(
@@ -240,12 +245,7 @@ class TableAdmin:
 
     def stream_enabled(self) -> bool:
         """Whether the table has its stream of new images; another stream is refused."""
-        try:
-            desc = self.client.describe_table(TableName=self.table)["Table"]
-        except ClientError as exc:
-            raise self.translate(exc) from exc
-        except BotoCoreError as exc:
-            raise self.unavailable(exc) from exc
+        desc = self.describe()
         stream = desc.get("StreamSpecification", {})
         if not stream.get("StreamEnabled"):
             return False
