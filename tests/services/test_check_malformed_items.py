@@ -21,6 +21,23 @@ def _rows(store: ItemStore, account: str, prefix: str) -> list[dict[str, Any]]:
     return [cast(dict[str, Any], dict(i)) for i in found]
 
 
+def _damage(item: dict[str, Any], damage: dict[str, Any]) -> None:
+    """Set each attribute of ``damage`` on ``item``; one given as None is removed."""
+    for name, value in damage.items():
+        if value is None:
+            item.pop(name, None)
+        else:
+            item[name] = value
+
+
+def _withhold_one_more(store: ItemStore, account: str) -> None:
+    """Break ``account``'s cash head (1 withheld beyond its holds): a violation
+    the check must still find after the damaged item before it."""
+    head = cast(dict[str, Any], store.get(keys.account_head("p", account)))
+    head["funds"]["cash"]["held"] += 1
+    store.put(head)
+
+
 @pytest.fixture
 def ledger(store: ItemStore) -> Ledger:
     ledger = Ledger(store)
@@ -39,9 +56,7 @@ def test_an_entry_without_txn_id_is_named_and_the_rest_checked(ledger: Ledger) -
     entry = _rows(ledger.store, "a", keys.entry_prefix("cash"))[1]
     del entry["txn_id"]
     ledger.store.put(entry)
-    head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "b")))
-    head["funds"]["cash"]["held"] += 1
-    ledger.store.put(head)
+    _withhold_one_more(ledger.store, "b")
 
     report = ledger.check.program("p")
     assert report.violations == [
@@ -92,14 +107,9 @@ def test_a_malformed_grant_is_named_and_the_rest_checked(
         ledger.wallet.grant("p", account, 50, expires_at=expires_at, txn_id=f"{account}-g")
     assert ledger.check.program("p").ok
     (grant,) = _rows(ledger.store, "a", keys.WALLET_GRANT_PREFIX)
-    for name, value in damage.items():
-        grant[name] = value
-        if value is None:
-            del grant[name]
+    _damage(grant, damage)
     ledger.store.put(grant)
-    head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "b")))
-    head["funds"]["cash"]["held"] += 1
-    ledger.store.put(head)
+    _withhold_one_more(ledger.store, "b")
 
     report = ledger.check.program("p")
     assert report.violations == [
@@ -130,14 +140,9 @@ def test_a_malformed_charge_intent_is_named_and_the_rest_checked(
     ledger.wallet.processor = processor
     assert ledger.check.program("p").ok
     (intent,) = _rows(ledger.store, "a", keys.WALLET_CHARGE_PREFIX)
-    for name, value in damage.items():
-        intent[name] = value
-        if value is None:
-            del intent[name]
+    _damage(intent, damage)
     ledger.store.put(intent)
-    head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "b")))
-    head["funds"]["cash"]["held"] += 1
-    ledger.store.put(head)
+    _withhold_one_more(ledger.store, "b")
 
     report = ledger.check.program("p")
     assert report.violations == [
@@ -177,17 +182,10 @@ def test_a_malformed_head_is_named_and_the_rest_checked(
     ledger: Ledger, damage: dict[str, Any], problem: str
 ) -> None:
     head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "a")))
-    for name, value in damage.items():
-        if name == "cash":
-            head["funds"]["cash"].update(value)
-        elif value is None:
-            del head[name]
-        else:
-            head[name] = value
+    head["funds"]["cash"].update(damage.get("cash", {}))
+    _damage(head, {name: value for name, value in damage.items() if name != "cash"})
     ledger.store.put(head)
-    other = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "b")))
-    other["funds"]["cash"]["held"] += 1
-    ledger.store.put(other)
+    _withhold_one_more(ledger.store, "b")
 
     report = ledger.check.program("p")
     assert report.violations == [
@@ -232,18 +230,11 @@ def test_a_malformed_transaction_record_is_named_and_the_rest_checked(
 ) -> None:
     """It was reported as "does not list account a" (no legs) or stopped the check."""
     record = cast(dict[str, Any], ledger.store.get(keys.transaction("p", "a-c2")))
-    for name, value in damage.items():
-        if name == "leg":
-            record["legs"][0].update(value)
-            record["legs"][0] = {k: v for k, v in record["legs"][0].items() if v is not None}
-        elif value is None:
-            del record[name]
-        else:
-            record[name] = value
+    if "leg" in damage:
+        _damage(record["legs"][0], damage["leg"])
+    _damage(record, {name: value for name, value in damage.items() if name != "leg"})
     ledger.store.put(record)
-    head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "b")))
-    head["funds"]["cash"]["held"] += 1
-    ledger.store.put(head)
+    _withhold_one_more(ledger.store, "b")
 
     report = ledger.check.program("p")
     assert report.violations == [
@@ -259,9 +250,7 @@ def test_an_account_missing_from_the_directory_is_found_through_a_record_naming_
     was not checked at all, its broken balance included (exit 0)."""
     ledger.transactions.transfer("p", "a", "b", "cash", 40, txn_id="a-to-b")
     ledger.store.delete(keys.directory("p", "b"))
-    head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "b")))
-    head["funds"]["cash"]["held"] += 1
-    ledger.store.put(head)
+    _withhold_one_more(ledger.store, "b")
 
     report = ledger.check.program("p")
     assert report.violations == [
