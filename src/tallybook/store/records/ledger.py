@@ -189,12 +189,8 @@ def checked_transactions(
     """The records of ``txn_ids`` that exist, for the check, by id: each as a
     transaction, or as what keeps it from being read."""
     wanted = {transaction_key(program_id, t): t for t in txn_ids}
-    found: list[Item] = []
-    asked = list(wanted)
-    for start in range(0, len(asked), 100):
-        found += store.batch_get(asked[start : start + 100])
     out: dict[str, Transaction | str] = {}
-    for item in found:
+    for item in read_transactions(store, program_id, txn_ids):
         problem = transaction_problem(item)
         out[wanted[key_of(item)]] = transaction_from_item(item) if problem is None else problem
     return out
