@@ -111,6 +111,28 @@ def test_usage_errors_are_one_line_naming_the_problem(
     assert out == ""
 
 
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        (["wallet", "balance", "alice", "--program"], "wallet balance"),
+        (["--store", "x", "account", "show", "alice", "--program"], "account show"),
+        (["--store"], ""),
+    ],
+)
+def test_an_option_without_its_value_names_the_commands_help(
+    cli: Cli, args: list[str], command: str
+) -> None:
+    # click raises this error without a context: the hint is found from the words
+    code, out, err = cli(*args, store=False)
+    assert code == 2
+    option = args[-1]
+    hint = " ".join(["tallybook", command]).strip()
+    assert re.sub(r"Try '.*?tallybook\b", "Try 'tallybook", one_error(err)) == (
+        f"error: Option '{option}' requires an argument. Try '{hint} --help'."
+    )
+    assert out == ""
+
+
 def test_help_stays_rich_and_exits_0(cli: Cli) -> None:
     code, out, _ = cli("account", "show", "--help", store=False)
     assert code == 0

@@ -136,7 +136,29 @@ def _click_error_line(exc: Exception) -> str:
     ctx = getattr(exc, "ctx", None)
     if ctx is not None:
         message += f" Try '{ctx.command_path} --help'."
+    elif type(exc).__name__ == "BadOptionUsage":  # an option given no value: click has no ctx
+        message += f" Try '{_command_path(sys.argv[1:])} --help'."
     return f"error: {message}"
+
+
+def _command_path(args: list[str]) -> str:
+    """The command ``args`` run, named as click names it in its hints: ``tallybook
+    wallet hold``, or ``python -m tallybook wallet hold`` when run as a module."""
+    package = getattr(sys.modules["__main__"], "__package__", None)
+    name = os.path.basename(sys.argv[0])
+    if package:
+        module = os.path.splitext(name)[0]
+        name = f"python -m {package if module == '__main__' else f'{package}.{module}'}"
+    words = [name]
+    command = typer.main.get_command(app)
+    for word in args:
+        subcommands = getattr(command, "commands", None)
+        if not subcommands:
+            break
+        if word in subcommands:
+            command = subcommands[word]
+            words.append(word)
+    return " ".join(words)
 
 
 #: the exit status when the reader of stdout went away (``tallybook history ... | head -1``):
