@@ -279,6 +279,27 @@ def test_check_passes_a_notification_in_the_second_it_expires(
     assert ledger.notifications.check("shop", alice) == []
 
 
+def test_in_the_second_it_expires_a_notification_reads_expired_everywhere(
+    ledger: Ledger, clock: ManualClock, alice: str
+) -> None:
+    """The store hides the active row from the whole second its expires_at falls
+    in: get and dismiss answered "active" then (and dismissed nothing), and an add
+    expiring later in its own second answered 201 "active", superseded the active
+    one of its type and was listed nowhere."""
+    n = ledger.notifications
+    promo = n.add("shop", alice, "Promo", {}, expires_at=clock.now() + timedelta(seconds=1.5))
+    clock.advance(timedelta(seconds=1.2))  # 0.3 s before its expires_at, in its second
+    assert n.list("shop", alice) == []
+    assert n.get("shop", alice, promo.id).status is Status.EXPIRED
+    assert n.dismiss("shop", alice, promo.id).status is Status.EXPIRED
+
+    kept = n.add("shop", alice, "Promo", {"n": 1})
+    with pytest.raises(ValidationError, match="is in this second"):
+        n.add("shop", alice, "Promo", {"n": 2}, expires_at=clock.now() + timedelta(seconds=0.5))
+    assert [a.id for a in n.list("shop", alice)] == [kept.id]
+    assert n.get("shop", alice, kept.id).status is Status.ACTIVE
+
+
 def test_invariant_6_under_concurrent_adds(ledger: Ledger, alice: str) -> None:
     """Eight threads add the same type at once: one stays active, seven are superseded."""
     n = ledger.notifications

@@ -99,14 +99,17 @@ def add(
             prev = current.get(type_)
             created_us = max(to_us(now), items.created_us(prev) + 1 if prev else 0)
             created = from_us(created_us)
-            if expires_at is not None and expires_at <= created:
-                # it would supersede the active one and be gone itself: refused,
+            if expires_at is not None and items.epoch(expires_at) <= items.epoch(created):
+                # it would supersede the active one and be gone itself (the store
+                # hides it from the whole second its expires_at falls in): refused,
                 # unless it is the replay of an add made while it was still ahead
                 replayed = _replay(service, program.id, account, key, fp, now) if key else None
                 if replayed is not None:
                     return replayed
+                when = "is not in the future" if expires_at <= created else "is in this second"
                 raise ValidationError(
-                    f"expires_at {iso(expires_at)} is not in the future (now {iso(created)})"
+                    f"expires_at {iso(expires_at)} {when} (now {iso(created)}): a notification "
+                    "expires from the whole second its expires_at falls in"
                 )
             expiry = expires_at
             if expiry is None and rule.expires_after_days is not None:

@@ -282,7 +282,9 @@ def from_item(item: Item, now: datetime, *, status: Status | None = None) -> Not
     expires_at = _opt_time(d, "expires_at")
     stored = Status(d["status"]) if isinstance(d.get("status"), str) else Status.ACTIVE
     current = status or stored
-    if current is Status.ACTIVE and expires_at is not None and expires_at <= now:
+    # expired from the whole second its expires_at falls in, as the store hides
+    # the active row (its ``ttl`` is whole seconds): never "active" yet unlisted
+    if current is Status.ACTIVE and expires_at is not None and epoch(expires_at) <= epoch(now):
         current = Status.EXPIRED
     return Notification(
         program=d["program"],
