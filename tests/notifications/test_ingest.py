@@ -66,6 +66,32 @@ def test_bad_envelopes_are_rejected_and_counted(ledger: Ledger, alice: str) -> N
     assert ledger.notifications.history("shop", alice).notifications == []
 
 
+def test_an_event_with_a_misspelt_or_doubled_field_is_rejected_and_adds_nothing(
+    ledger: Ledger, alice: str
+) -> None:
+    """A misspelt field was ignored: the event was added without its payload and
+    its id used up, so the corrected event was an idempotency conflict; a field
+    given under both its names was taken from one of them."""
+    typo = {"account": alice, "type": "Promo", "paylaod": {"title": "2x"}}
+    lines = [
+        json.dumps({"id": "e-1", **typo}) + "\n",
+        json.dumps({**envelope("m-1"), "Message": json.dumps(typo)}) + "\n",
+        json.dumps({"id": "e-2", "account": alice, "Account": "bob", "type": "Promo"}) + "\n",
+    ]
+    report = ledger.notifications.ingestor.ingest_lines("shop", lines)
+    assert [(line, reason) for line, reason, _ in report.rejected] == [
+        (1, "unknown-field"),
+        (2, "unknown-field"),
+        (3, "duplicate-key"),
+    ]
+    assert "'paylaod'" in report.rejected[0][2]
+    assert ledger.notifications.history("shop", alice).notifications == []
+    fixed = {"id": "e-1", "account": alice, "type": "Promo", "payload": {"title": "2x"}}
+    assert ledger.notifications.ingestor.ingest("shop", json.dumps(fixed)).status == "added"
+    (added,) = ledger.notifications.list("shop", alice)
+    assert added.payload == {"title": "2x"}
+
+
 def test_subscription_confirmation(ledger: Ledger) -> None:
     url = "https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription&Token=t"
     message = {"Type": "SubscriptionConfirmation", "MessageId": "s-1", "SubscribeURL": url}

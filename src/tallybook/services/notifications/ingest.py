@@ -150,22 +150,46 @@ def _loads(raw: str | bytes, what: str) -> Any:
 
 
 def _field(obj: Mapping[str, Any], *names: str) -> Any:
-    return next((obj[n] for n in names if n in obj), None)
+    given = [n for n in names if n in obj]
+    if len(given) > 1:  # which one counts would be a guess
+        raise RejectedMessage("duplicate-key", f"{' and '.join(given)} name the same field")
+    return obj[given[0]] if given else None
 
 
-def parse_event(obj: object, what: str = "Message") -> InboundEvent:
+#: the fields of an event (a Message, or a bare event with its ``id``)
+EVENT_FIELDS = frozenset({"account", "Account", "type", "Type", "payload", "Payload", "program"})
+BARE_EVENT_FIELDS = EVENT_FIELDS | {"id", "MessageId"}
+
+
+def parse_event(
+    obj: object, what: str = "Message", fields: frozenset[str] = EVENT_FIELDS
+) -> InboundEvent:
     if not isinstance(obj, Mapping):
         raise RejectedMessage("bad-message", f"{what} must be a JSON object")
+    # a misspelt field ("paylaod") was ignored: the event was added without it and
+    # its MessageId used up, so the corrected event was an idempotency conflict
+    unknown = sorted(str(k)[:40] for k in obj if k not in fields)
+    if unknown:
+        raise RejectedMessage(
+            "unknown-field",
+            f"{what} has unknown field(s) {', '.join(map(repr, unknown[:5]))}; "
+            "an event has account, type, payload and program",
+        )
+    account, type_, payload = (
+        _field(obj, "account", "Account"),
+        _field(obj, "type", "Type"),
+        _field(obj, "payload", "Payload"),
+    )
     try:
-        account = check_id(_field(obj, "account", "Account"), "account")
+        account = check_id(account, "account")
     except ValidationError as exc:
         raise RejectedMessage("bad-account", exc.message) from None
     try:
-        type_ = check_type(_field(obj, "type", "Type"))
+        type_ = check_type(type_)
     except ValidationError as exc:
         raise RejectedMessage("bad-type", exc.message) from None
     try:
-        payload = check_payload(_field(obj, "payload", "Payload"))
+        payload = check_payload(payload)
     except ValidationError as exc:
         raise RejectedMessage("bad-payload", exc.message) from None
     program = obj.get("program")
@@ -191,7 +215,9 @@ def parse_envelope(raw: str | bytes | Mapping[str, Any]) -> Envelope:
         raise RejectedMessage("bad-message-id", exc.message) from None
     kind = raw.get("Type")
     if kind is None:
-        return Envelope("notification", message_id, parse_event(raw, "the event"))
+        return Envelope(
+            "notification", message_id, parse_event(raw, "the event", BARE_EVENT_FIELDS)
+        )
     topic = raw.get("TopicArn") if isinstance(raw.get("TopicArn"), str) else None
     if kind == "Notification":
         message = raw.get("Message")
