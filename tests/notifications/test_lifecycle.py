@@ -126,6 +126,24 @@ def test_rules_from_settings(ledger: Ledger, alice: str, delivered: RecordingDel
         n.set_rules("shop", {"types": {"A": {"dismisses": ["A"]}}})
 
 
+def test_an_unlisted_add_supersedes_the_one_listed_before_its_rule_changed(
+    ledger: Ledger, clock: ManualClock, alice: str
+) -> None:
+    """A type made unlisted kept its active notification listed, stale, beside
+    every newer one of its type in history, until someone dismissed it."""
+    n = ledger.notifications
+    old = n.add("shop", alice, "Promo", {"code": "A"})
+    n.set_rules("shop", {"types": {"Promo": {"listed": False}}})
+    clock.advance(SEC)
+    new = n.add("shop", alice, "Promo", {"code": "B"})
+    assert new.status is Status.UNLISTED
+    assert n.list("shop", alice) == []
+    superseded = n.get("shop", alice, old.id)
+    assert superseded.status is Status.SUPERSEDED
+    assert (superseded.dismissed_by, superseded.dismiss_reason) == (new.id, "superseded")
+    assert n.check("shop", alice) == []
+
+
 def test_history_range_and_cursor(ledger: Ledger, clock: ManualClock, alice: str) -> None:
     n = ledger.notifications
     start = clock.now()

@@ -10,7 +10,8 @@ raising and each dismissal it causes take the account's next change numbers,
 which order the account's webhook events. A lost race fails a condition and
 the whole add is planned again.
 Delivery, when the rule asks for it, runs after the commit and is recorded on
-the history row.
+the history row. An unlisted notification has no active row: it deletes the
+active one of its type instead (one listed before the type's rule changed).
 """
 
 from __future__ import annotations
@@ -90,7 +91,9 @@ def add(
             "expires_at": iso(expires_at) if expires_at else None,
         }
     )
-    targets = ([type_] if rule.listed else []) + [t for t in rule.dismisses if t != type_]
+    # an unlisted one is never active, yet it supersedes one of its type still
+    # active (listed before its rule changed): the newer one is what holds
+    targets = [type_, *(t for t in rule.dismisses if t != type_)]
     no_history: set[str] = set()
     with retrying(service.retry_policy) as tries:
         for _ in tries:
@@ -153,7 +156,7 @@ def add(
             history_updates: dict[int, str] = {}
             for t, old in current.items():
                 superseded = t == type_
-                if not superseded:
+                if not superseded or not rule.listed:  # else the newcomer's put replaces it
                     actions.append(items.active_delete(old))
                 old_id = cast(str, old["id"])
                 if old_id not in number_of:
