@@ -14,6 +14,7 @@ from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
 from tallybook.services.events import LedgerEvent
 from tallybook.services.notifications.delivery import RecordingDelivery
+from tallybook.store.records.codec import iso
 
 pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
 
@@ -139,6 +140,25 @@ def test_earn_and_expiry_raise_tier_changed_and_points_expiring(
     ledger.loyalty.expire("shop")  # the same lots: the same warning, not a second one
     types = [n.type for n in ledger.notifications.history("shop", alice).notifications]
     assert sorted(types) == ["PointsExpiring", "TierChanged"]
+
+
+def test_points_expiring_is_listed_until_the_points_expire(
+    ledger: Ledger, clock: ManualClock, alice: str
+) -> None:
+    """The warning stayed active for ever: weeks after its points had expired the
+    member still read "100 points expire on ..." in their active list."""
+    ledger.loyalty.configure("shop", LOYALTY)
+    ledger.loyalty.earn("shop", alice, "o1", 10_000)  # 100 points, expiring on day 10
+    clock.advance(timedelta(days=8))
+    ledger.loyalty.expire("shop")
+    warning = active(ledger, "shop", alice)["PointsExpiring"]
+    assert warning.expires_at is not None
+    assert iso(warning.expires_at) == warning.payload["expires"]  # its first lot's date
+    clock.advance(timedelta(days=3))  # day 11: the points are gone, with or without the job
+    assert "PointsExpiring" not in active(ledger, "shop", alice)
+    assert ledger.notifications.get("shop", alice, warning.id).status is Status.EXPIRED
+    ledger.loyalty.expire("shop")
+    assert "PointsExpiring" not in active(ledger, "shop", alice)
 
 
 def test_points_expiring_follows_the_points_as_more_lots_come_due(

@@ -35,6 +35,9 @@ class LedgerEvent:
     #: replay): past the notification history's retention it raises nothing, as
     #: the key that makes it once is forgotten by then
     occurred_at: datetime | None = None
+    #: when what it tells stops being true (the points a ``PointsExpiring`` warns
+    #: about are gone): the notification it raises is listed until then
+    expires_at: datetime | None = None
 
 
 Subscriber = Callable[[LedgerEvent], None]

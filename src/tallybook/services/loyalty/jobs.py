@@ -291,6 +291,8 @@ class ExpiryJob:
                 # what is expiring, not only its first lot: the same lots warn once,
                 # more lots entering the horizon (or a partial redeem) warn anew
                 source_id=f"expiring:{first.cum_end}:{payload['points']}:{len(lots)}",
+                # listed until its first lot expires (the job then warns of the rest)
+                expires_at=first.expires,
             )
         )
         if raised:

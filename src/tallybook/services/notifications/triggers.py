@@ -230,9 +230,12 @@ def ledger_event(service: NotificationService, event: LedgerEvent) -> None:
         retention = parse_rules(program.settings.get("notifications")).retention_days
         if event.occurred_at + timedelta(days=retention) <= service.clock.now():
             return  # its key (and any notification it raised) is past retention
+    expires_at = event.expires_at
+    if expires_at is not None and items.epoch(expires_at) <= items.epoch(service.clock.now()):
+        return  # what it tells is no longer true (the store would not list it)
     key = event_key(event.type, event.source_id) if event.source_id else None
     payload = check_payload(dict(event.payload))
-    service.add_to(program, event.account, check_type(event.type), payload, key, None)
+    service.add_to(program, event.account, check_type(event.type), payload, key, expires_at)
 
 
 def _is(nid: str) -> Callable[[Notification], bool]:
