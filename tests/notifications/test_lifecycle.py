@@ -126,6 +126,21 @@ def test_rules_from_settings(ledger: Ledger, alice: str, delivered: RecordingDel
         n.set_rules("shop", {"types": {"A": {"dismisses": ["A"]}}})
 
 
+def test_a_rule_dismisses_at_most_what_one_add_can_dismiss(ledger: Ledger, alice: str) -> None:
+    """A rule dismissing 48 or more types was stored, and an add of its type with
+    that many of them active failed ("a transaction holds at most 100 actions",
+    a 400 over HTTP) whatever it was asked; 45 is the most one add dismisses."""
+    n = ledger.notifications
+    types = [f"T{i}" for i in range(46)]
+    with pytest.raises(ValidationError, match="at most 45 types"):
+        n.set_rules("shop", {"types": {"Reset": {"dismisses": types}}})
+    n.set_rules("shop", {"types": {"Reset": {"dismisses": types[:45]}}})
+    for t in ["Reset", *types[:45]]:
+        n.add("shop", alice, t, {})
+    reset = n.add("shop", alice, "Reset", {}, idempotency_key="reset-1")
+    assert [a.id for a in n.list("shop", alice)] == [reset.id]
+
+
 def test_an_unlisted_add_supersedes_the_one_listed_before_its_rule_changed(
     ledger: Ledger, clock: ManualClock, alice: str
 ) -> None:

@@ -39,6 +39,9 @@ MAX_PAYLOAD_BYTES = 16 * 1024
 #: and webhook events), and a deeper value cannot be serialized back as JSON
 MAX_PAYLOAD_DEPTH = 16
 MAX_RETENTION_DAYS = 3650
+#: types one rule may dismiss: an add dismisses them all in its one storage
+#: transaction (two actions each, five more of its own, at most 100 in all)
+MAX_DISMISSES = 45
 _TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_.:\-]{0,63}")
 _ID = re.compile(r"n-(\d{16})-([0-9a-f]{10})")
 
@@ -209,6 +212,11 @@ def parse_type_rule(name: str, raw: object, base: TypeRule | None = None) -> Typ
     dismisses = raw.get("dismisses", list(rule.dismisses))
     if not isinstance(dismisses, list | tuple):
         raise ValidationError(f"notifications.types.{name}.dismisses must be a list of types")
+    if len(dismisses) > MAX_DISMISSES:
+        raise ValidationError(
+            f"notifications.types.{name}.dismisses lists at most {MAX_DISMISSES} types "
+            "(an add dismisses them in one storage transaction)"
+        )
     for t in dismisses:
         check_type(t)
     if name in dismisses:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tallybook.domain.notifications import MAX_RETENTION_DAYS, Notification
+from tallybook.domain.notifications import MAX_DISMISSES, MAX_RETENTION_DAYS, Notification
 from tallybook.http.schemas.common import Time, TimeOut
 from tallybook.services.notifications.ingest import IngestResult
 
@@ -22,6 +22,7 @@ _TYPE_RULE: dict[str, Any] = {
         "dismisses": {
             "type": "array",
             "items": {"type": "string", "pattern": TYPE_PATTERN},
+            "maxItems": MAX_DISMISSES,
             "description": "types an add of this type dismisses (never itself)",
         },
         "expires_after_days": {
