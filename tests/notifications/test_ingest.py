@@ -127,6 +127,19 @@ def test_ndjson_batch_continues_past_bad_lines(ledger: Ledger, alice: str) -> No
     assert len(ledger.notifications.history("shop", alice).notifications) == 2
 
 
+def test_a_text_line_holding_a_lone_surrogate_is_rejected_and_the_batch_goes_on(
+    ledger: Ledger, alice: str
+) -> None:
+    """Text read with errors="surrogateescape" (bytes that are not UTF-8) ended the
+    whole batch with a UnicodeEncodeError, and no report, at such a line."""
+    undecodable = b'{"id": "e-1", "account": "alice", "type": "Promo", "payload": {"x": "caf\xe9"}}'
+    lines = [undecodable.decode("utf-8", "surrogateescape") + "\n", json.dumps(envelope("m-2"))]
+    report = ledger.notifications.ingestor.ingest_lines("shop", lines)
+    assert [(line, reason) for line, reason, _ in report.rejected] == [(1, "bad-payload")]
+    assert report.stats.added == 1
+    assert [n.type for n in ledger.notifications.history("shop", alice).notifications] == ["TopUp"]
+
+
 @pytest.mark.parametrize("as_bytes", [False, True], ids=["text", "bytes"])
 def test_a_byte_order_mark_starting_the_lines_is_not_part_of_line_1(
     ledger: Ledger, alice: str, as_bytes: bool

@@ -297,7 +297,11 @@ class EventIngestor:
         """
         report = BatchReport()
         for number, line in enumerate(lines, start=1):
-            size = len(line) if isinstance(line, bytes) else len(line.encode())
+            # a lone surrogate (text read with errors="surrogateescape") has no UTF-8
+            # form: its line is rejected below, like any text that is no valid event
+            size = (
+                len(line) if isinstance(line, bytes) else len(line.encode("utf-8", "surrogatepass"))
+            )
             if number == 1:  # a byte order mark starting the file is not part of line 1
                 line = (
                     line.removeprefix(b"\xef\xbb\xbf")
