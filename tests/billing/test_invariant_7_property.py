@@ -140,7 +140,9 @@ def test_every_record_lands_in_exactly_one_window(
                 ledger.billing.reports.run(program, sink=sink, interval=op[1], kinds=["billing"])
             elif op[0] == "grace":
                 ledger.billing.configure(program, grace_minutes=op[1])
-        clock.advance(timedelta(days=2))  # past every bucket a record can be filed in
+        # past every bucket a record can be filed in (its time, at most 20 minutes
+        # ahead, or the first open bucket) by a bucket, the grace and an hour's window
+        clock.advance(timedelta(hours=3))
         ledger.billing.reports.run(program, sink=sink, interval="1h", kinds=["billing"])
 
         state = ledger.billing.state(program)
