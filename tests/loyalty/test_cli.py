@@ -1,15 +1,20 @@
-"""The loyalty CLI is a twin of the Python API (SQLite file store)."""
+"""The loyalty CLI is a twin of the Python API (SQLite file store; both engines where
+``cli`` runs it)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 from typer.testing import CliRunner
 
 from tallybook.cli import app
 from tallybook.errors import TallybookError
+from tallybook.ledger import Ledger
+from tallybook.store.port import ItemStore
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "loyalty.toml"
 
@@ -113,3 +118,53 @@ def test_earn_and_redeem_name_a_partner(run) -> None:  # type: ignore[no-untyped
         )
     )
     assert redeemed["transaction"]["metadata"]["partner"] == "acme"
+
+
+@pytest.fixture
+def cli(store: ItemStore, ledger: Ledger) -> Callable[..., Result]:
+    """The CLI on the store of ``ledger`` (both engines); exit codes as ``main`` gives them."""
+    url = store.describe()
+    runner = CliRunner()
+
+    def invoke(*args: str, code: int = 0) -> Result:
+        result = runner.invoke(app, ["--store", url, *args, "-p", "shop"])
+        exit_code = result.exit_code
+        if isinstance(result.exception, TallybookError):
+            exit_code = result.exception.exit_code
+        assert exit_code == code, (result.output, result.exception)
+        return result
+
+    return invoke
+
+
+def test_tier_history_is_paged_to_its_end(cli: Callable[..., Result], ledger: Ledger) -> None:
+    """`loyalty tier --history` showed the first 50 changes with no word of the rest."""
+    ledger.loyalty.configure(
+        "shop",
+        {
+            "tiers": [
+                {"name": "base", "threshold": 0},
+                {"name": "silver", "threshold": 100},
+                {"name": "gold", "threshold": 300},
+            ]
+        },
+    )
+    ledger.accounts.open("shop", "alice")
+    for order, amount in (("o1", 5000), ("o2", 6000), ("o3", 20000)):  # base, silver, gold
+        ledger.loyalty.earn("shop", "alice", order, amount)
+
+    first = cli("loyalty", "tier", "alice", "--history", "--limit", "2").output
+    assert "order:o3" in first
+    assert "order:o2" in first
+    assert "order:o1" not in first
+    cursor = first.split("next page: --cursor ")[1].split()[0]
+    rest = json.loads(
+        cli("loyalty", "tier", "alice", "--history", "--cursor", cursor, "--json").stdout
+    )
+    assert ([c["txn_id"] for c in rest["history"]], rest["cursor"]) == (["order:o1"], None)
+    one = json.loads(cli("loyalty", "tier", "alice", "--history", "--limit", "1", "--json").stdout)
+    assert [c["tier"] for c in one["history"]] == ["gold"]
+    assert one["cursor"]
+    refused = cli("loyalty", "tier", "alice", "--limit", "1", code=2).exception
+    assert isinstance(refused, TallybookError)
+    assert "give --history" in refused.message

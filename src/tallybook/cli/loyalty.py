@@ -176,18 +176,39 @@ def tier(
     account: AccountArg,
     program: ProgramOption,
     history: Annotated[bool, typer.Option("--history", help="List tier changes too.")] = False,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            help="Tier changes per page with --history (1-1000, default 50).", parser=Number()
+        ),
+    ] = None,
+    cursor: Annotated[
+        str | None, typer.Option(help="Cursor from the previous page of --history.")
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show a member's tier, qualifying points and balance (and tier history).
 
+    The history comes a page at a time, newest first; when there are more,
+    prints `next page: --cursor ...` (`cursor` in --json).
+
     Example: tallybook loyalty tier alice --history --program shop
     """
+    if not history and (limit is not None or cursor is not None):
+        raise ValidationError("--limit and --cursor page the tier history: give --history")
     with open_ledger(store, create=False) as ledger:
         status = ledger.loyalty.status(program, account)
-        changes = ledger.loyalty.tier_history(program, account).changes if history else []
+        page = (
+            ledger.loyalty.tier_history(
+                program, account, limit=50 if limit is None else limit, cursor=cursor
+            )
+            if history
+            else None
+        )
+    changes, more = (page.changes, page.cursor) if page else ([], None)
     if as_json:
-        print_json({"status": status, "history": changes})
+        print_json({"status": status, "history": changes, "cursor": more})
         return
     nxt = f"; {status.points_to_next_tier} points to {status.next_tier}" if status.next_tier else ""
     console.print(
@@ -200,6 +221,7 @@ def tier(
             ["at", "from", "to", "reason", "transaction"],
             [[c.at, c.previous, c.tier, c.reason, c.txn_id] for c in changes],
         )
+        next_page(more)
 
 
 @app.command("members")
