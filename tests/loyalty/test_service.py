@@ -553,3 +553,17 @@ def test_an_order_dated_more_than_a_day_ahead_is_refused(loyal: Ledger, clock: M
     assert loyal.loyalty.status("shop", "alice").balance == 0
     soon = loyal.loyalty.earn("shop", "alice", "o2", 1000, at=clock.now() + timedelta(hours=23))
     assert soon.points == 10  # within a day: clock skew between hosts
+
+
+def test_a_multiplier_is_kept_as_written_whatever_its_digits(ledger: Ledger) -> None:
+    """Past 28 significant digits a multiplier was stored rounded (decimal arithmetic's
+    default precision), so the rules read back and earned by another number."""
+    long = "1.00000000000000000000000000000001"  # 33 significant digits
+    tiers = [{"name": "base", "threshold": 0, "multiplier": long}]
+    stored = ledger.loyalty.configure("shop", {"tiers": tiers, "earn": {"rounding": "up"}})
+    assert stored.to_settings()["tiers"][0]["multiplier"] == long
+    assert ledger.loyalty.config("shop").to_settings()["tiers"][0]["multiplier"] == long
+    ledger.accounts.open("shop", "alice")
+    # 100 points x 1.00000000000000000000000000000001, rounded up: 101 (rounded to 28
+    # digits, the multiplier was 1 and the order earned 100)
+    assert ledger.loyalty.earn("shop", "alice", "o1", 10000).points == 101

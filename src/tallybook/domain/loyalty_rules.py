@@ -133,7 +133,7 @@ class LoyaltyConfig:
         if x.months is not None:
             expiry["months"] = x.months
         earn: dict[str, Any] = {
-            "points_per_unit": _fraction_str(e.points_per_unit),
+            "points_per_unit": decimal_text(e.points_per_unit),
             "unit_size": e.unit_size,
             "rounding": e.rounding,
         }
@@ -146,7 +146,7 @@ class LoyaltyConfig:
                 {
                     "name": t.name,
                     "threshold": t.threshold,
-                    "multiplier": _fraction_str(t.multiplier),
+                    "multiplier": decimal_text(t.multiplier),
                 }
                 for t in self.tiers
             ],
@@ -157,7 +157,7 @@ class LoyaltyConfig:
                     "id": c.id,
                     "starts": _iso(c.starts),
                     "ends": _iso(c.ends),
-                    "multiplier": _fraction_str(c.multiplier),
+                    "multiplier": decimal_text(c.multiplier),
                     "bonus": c.bonus,
                     "tiers": list(c.tiers),
                     "min_amount": c.min_amount,
@@ -168,12 +168,25 @@ class LoyaltyConfig:
         }
 
 
-def _fraction_str(f: Fraction) -> str:
-    """A decimal string for a fraction parsed from decimal text (exact)."""
+def decimal_text(f: Fraction) -> str:
+    """A fraction read from decimal text (or a product of such) as that decimal,
+    exactly, whatever its number of digits (``Fraction(3, 2)``: ``"1.5"``)."""
     if f.denominator == 1:
         return str(f.numerator)
-    text = format(Decimal(f.numerator) / Decimal(f.denominator), "f")
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    twos = fives = 0
+    rest = f.denominator
+    while rest % 2 == 0:
+        rest, twos = rest // 2, twos + 1
+    while rest % 5 == 0:
+        rest, fives = rest // 5, fives + 1
+    if rest != 1:  # no finite decimal: never read from decimal text
+        text = format(Decimal(f.numerator) / Decimal(f.denominator), "f")
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    places = max(twos, fives)
+    scaled = abs(f.numerator) * 10**places // f.denominator
+    whole, fraction = divmod(scaled, 10**places)
+    sign = "-" if f < 0 else ""
+    return f"{sign}{whole}.{fraction:0{places}d}".rstrip("0")
 
 
 def _iso(t: datetime) -> str:
