@@ -567,3 +567,18 @@ def test_a_multiplier_is_kept_as_written_whatever_its_digits(ledger: Ledger) -> 
     # 100 points x 1.00000000000000000000000000000001, rounded up: 101 (rounded to 28
     # digits, the multiplier was 1 and the order earned 100)
     assert ledger.loyalty.earn("shop", "alice", "o1", 10000).points == 101
+
+
+def test_an_earns_multiplier_reads_as_a_decimal_as_in_the_rules(ledger: Ledger) -> None:
+    """An earn's `multiplier` detail was the fraction's text (`15/8`), not a decimal."""
+    rules = {
+        "tiers": [{"name": "base", "threshold": 0, "multiplier": "1.5"}],
+        "campaigns": [
+            {"id": "c", "starts": "2020-01-01", "ends": "2100-01-01", "multiplier": "1.25"}
+        ],
+    }
+    ledger.loyalty.configure("shop", rules)
+    ledger.accounts.open("shop", "alice")
+    r = ledger.loyalty.earn("shop", "alice", "o1", 10000)
+    assert (r.points, r.transaction.details["multiplier"]) == (187, "1.875")
+    assert ledger.loyalty.order("shop", "o1").transaction.details["multiplier"] == "1.875"

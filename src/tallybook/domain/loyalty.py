@@ -35,6 +35,7 @@ from tallybook.domain.loyalty_rules import (
     LoyaltyConfig,
     Qualification,
     Tier,
+    decimal_text,
 )
 from tallybook.errors import ConfigError
 
@@ -55,6 +56,7 @@ __all__ = [
     "Quote",
     "Tier",
     "choice",
+    "decimal_text",
     "ident",
     "instant",
     "integer",

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tallybook.domain.ids import check_client_txn_id, check_id
-from tallybook.domain.loyalty import LoyaltyConfig, parse_config, quote
+from tallybook.domain.loyalty import LoyaltyConfig, decimal_text, parse_config, quote
 from tallybook.domain.model import ISSUANCE, REDEMPTION, Account, Leg, Transaction, TxnType
 from tallybook.domain.money import MAX_AMOUNT, check_amount
 from tallybook.domain.postings import check_metadata
@@ -250,7 +250,7 @@ class LoyaltyService:
                     "points": q.points,
                     "amount": amount,
                     "currency": expected,
-                    "multiplier": str(q.multiplier),
+                    "multiplier": decimal_text(q.multiplier),  # "1.5", as the rules write it
                     "bonus": q.bonus,
                     "campaigns": list(q.campaigns),
                     "lot_expires": lot_time(expires),
