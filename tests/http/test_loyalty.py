@@ -189,3 +189,29 @@ def test_an_earn_dated_more_than_a_day_ahead_is_a_422(
     assert r.headers["content-type"].startswith("application/problem+json")
     assert "more than a day ahead" in r.json()["detail"]
     assert app_client.get("/v1/orders/o-1", headers=write_headers).status_code == 404
+
+
+def _campaign(**fields: Any) -> dict[str, Any]:
+    return {
+        "campaigns": [
+            {"id": "c", "starts": "2026-01-01", "ends": "2027-01-01", "bonus": 1} | fields
+        ]
+    }
+
+
+def test_rules_a_campaign_cannot_read_are_a_400_not_a_500(
+    app_client: TestClient, admin_headers: Headers
+) -> None:
+    """Campaign tiers that are no names (unhashable) and campaign times with no UTC
+    time (year 1 east of UTC, year 9999 west of it) answered 500."""
+    for rules, field in [
+        (_campaign(tiers=[["base"]]), "campaigns[0].tiers must be a list of tier names"),
+        (_campaign(tiers=[{"name": "base"}]), "campaigns[0].tiers must be a list of tier names"),
+        (_campaign(starts="0001-01-01T00:00:00+01:00"), "campaigns[0].starts is out of range"),
+        (_campaign(ends="9999-12-31T23:59:59-01:00"), "campaigns[0].ends is out of range"),
+    ]:
+        r = app_client.put("/v1/program/loyalty", json=rules, headers=admin_headers)
+        assert r.status_code == 400, r.text
+        assert r.json()["type"].endswith("/invalid-config")
+        assert field in r.json()["detail"]
+    assert app_client.get("/v1/program/loyalty", headers=admin_headers).status_code == 404

@@ -168,3 +168,17 @@ def test_tier_history_is_paged_to_its_end(cli: Callable[..., Result], ledger: Le
     refused = cli("loyalty", "tier", "alice", "--limit", "1", code=2).exception
     assert isinstance(refused, TallybookError)
     assert "give --history" in refused.message
+
+
+def test_an_earn_at_a_time_with_no_utc_time_is_one_error_line(
+    cli: Callable[..., Result], ledger: Ledger
+) -> None:
+    """`loyalty earn --at 0001-01-01T00:00:00+01:00` ended `unexpected OverflowError` (exit 1)."""
+    ledger.loyalty.configure("shop", {})
+    ledger.accounts.open("shop", "alice")
+    refused = cli(
+        "loyalty", "earn", "alice", "o1", "100", "--at", "0001-01-01T00:00:00+01:00", code=2
+    ).exception
+    assert isinstance(refused, TallybookError)
+    assert refused.message.startswith("--at is out of range")
+    assert ledger.accounts.balances("shop", "alice")[0].balance == 0

@@ -171,6 +171,8 @@ class _Parser:
             if not isinstance(only, Sequence) or isinstance(only, str):
                 raise ConfigError(f"{where}.tiers must be a list of tier names")
             for t in only:
+                if not isinstance(t, str):  # a list or table is no name (nor hashable)
+                    raise ConfigError(f"{where}.tiers must be a list of tier names")
                 if t not in tiers:
                     raise ConfigError(f"{where}.tiers: unknown tier {t!r}")
             campaign = Campaign(
@@ -235,7 +237,10 @@ def instant(value: Any, where: str) -> datetime:
         except ValueError as exc:
             raise ConfigError(f"{where} must be an ISO date or time (got {value!r})") from exc
     if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        try:  # 0001-01-01T00:00:00+01:00 has no UTC time
+            return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        except OverflowError as exc:
+            raise ConfigError(f"{where} is out of range (got {value.isoformat()!r})") from exc
     if isinstance(value, date):
         return datetime(value.year, value.month, value.day, tzinfo=UTC)
     raise ConfigError(f"{where} must be a date or a date-time (got {value!r})")
