@@ -215,3 +215,18 @@ def test_rules_a_campaign_cannot_read_are_a_400_not_a_500(
         assert r.json()["type"].endswith("/invalid-config")
         assert field in r.json()["detail"]
     assert app_client.get("/v1/program/loyalty", headers=admin_headers).status_code == 404
+
+
+def test_a_multiplier_has_at_most_40_digits_after_the_point(
+    app_client: TestClient, admin_headers: Headers
+) -> None:
+    """`"1e-10000000"` kept the request busy for minutes (its exact fraction, then its
+    decimal text); past 40 places a multiplier is now refused at once."""
+    for multiplier, status in [("1e-41", 400), ("1e-1000000000", 400), ("1e-40", 200)]:
+        rules = {"tiers": [{"name": "base", "threshold": 0, "multiplier": multiplier}]}
+        r = app_client.put("/v1/program/loyalty", json=rules, headers=admin_headers)
+        assert r.status_code == status, r.text
+        if status == 400:
+            assert "at most 40 digits after the decimal point" in r.json()["detail"]
+    stored = app_client.get("/v1/program/loyalty", headers=admin_headers).json()
+    assert stored["tiers"][0]["multiplier"] == "0." + "0" * 39 + "1"

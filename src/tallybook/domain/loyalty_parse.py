@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 from tallybook.domain.ids import check_fund, check_id, check_unit
 from tallybook.domain.loyalty_rules import (
@@ -21,6 +21,7 @@ from tallybook.domain.loyalty_rules import (
     DOWNGRADE_RULES,
     MAX_CAMPAIGNS,
     MAX_MULTIPLIER,
+    MAX_PLACES,
     MAX_TIERS,
     ROUNDINGS,
     WINDOWS,
@@ -217,10 +218,17 @@ def number(value: Any, where: str) -> Fraction:
         raise ConfigError(f"{where} must be a number (got {value!r})") from exc
     if not dec.is_finite() or dec <= 0:
         raise ConfigError(f"{where} must be a positive number (got {value!r})")
-    result = Fraction(dec)
-    if result > MAX_MULTIPLIER:
+    # both checked on the decimal: its exact fraction of "1e-100000000" takes minutes
+    if dec > int(MAX_MULTIPLIER):
         raise ConfigError(f"{where} must be at most {MAX_MULTIPLIER}")
-    return result
+    _, digits, exponent = dec.as_tuple()
+    zeros = len(digits) - len("".join(map(str, digits)).rstrip("0"))
+    if cast(int, exponent) + zeros < -MAX_PLACES:
+        raise ConfigError(
+            f"{where} must have at most {MAX_PLACES} digits after the decimal point "
+            f"(got {str(value)[:40]!r})"
+        )
+    return Fraction(dec)
 
 
 def choice(value: Any, where: str, options: tuple[str, ...]) -> str:

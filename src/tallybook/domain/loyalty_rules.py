@@ -22,6 +22,8 @@ DOWNGRADE_RULES = ("never", "immediate", "after_hold")
 MAX_TIERS = 20
 MAX_CAMPAIGNS = 50
 MAX_MULTIPLIER = Fraction(1000)
+#: digits a multiplier may have after the decimal point (trailing zeros aside)
+MAX_PLACES = 40
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from tallybook.domain.loyalty_rules import (
     DOWNGRADE_RULES,
     MAX_CAMPAIGNS,
     MAX_MULTIPLIER,
+    MAX_PLACES,
     MAX_TIERS,
     ROUNDINGS,
     WINDOWS,
@@ -41,7 +42,8 @@ _MULTIPLIER = {
         {"type": "number", "exclusiveMinimum": 0, "maximum": int(MAX_MULTIPLIER)},
         {"type": "string", "description": 'a decimal, such as "1.5"'},
     ],
-    "description": f"positive, at most {int(MAX_MULTIPLIER)}",
+    "description": f"positive, at most {int(MAX_MULTIPLIER)}, with at most {MAX_PLACES} digits "
+    "after the decimal point",
 }
 _WHEN = {"type": "string", "description": "ISO date or date-time (UTC without a zone)"}
 #: the body of ``PUT /v1/program/loyalty`` (examples/loyalty.toml as JSON), with
