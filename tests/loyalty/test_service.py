@@ -582,3 +582,13 @@ def test_an_earns_multiplier_reads_as_a_decimal_as_in_the_rules(ledger: Ledger) 
     r = ledger.loyalty.earn("shop", "alice", "o1", 10000)
     assert (r.points, r.transaction.details["multiplier"]) == (187, "1.875")
     assert ledger.loyalty.order("shop", "o1").transaction.details["multiplier"] == "1.875"
+
+
+@pytest.mark.parametrize("fund", ["bonus", "store_credit", "cash"])
+def test_points_cannot_live_in_a_wallet_fund(ledger: Ledger, fund: str) -> None:
+    """With `fund = "bonus"` every earn left a bonus balance no grant backs (`tallybook
+    check`: invariant 2), which the wallet neither showed nor spent."""
+    with pytest.raises(ConfigError, match=f"fund: {fund} is a wallet fund"):
+        ledger.loyalty.configure("shop", {"fund": fund})
+    with pytest.raises(NotFound):
+        ledger.loyalty.config("shop")

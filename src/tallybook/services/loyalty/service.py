@@ -36,6 +36,7 @@ from tallybook.domain.tiers import (
     record_earn,
 )
 from tallybook.domain.times import check_optional_time
+from tallybook.domain.wallet import SPEND_ORDER
 from tallybook.errors import (
     ConditionFailed,
     ConfigError,
@@ -125,6 +126,11 @@ class LoyaltyService:
         spec = program.fund(cfg.fund)
         if spec is None:
             raise ConfigError(f"fund: program {program_id} has no fund {cfg.fund!r}")
+        if cfg.fund in SPEND_ORDER:  # earned points there would break the wallet's rules
+            raise ConfigError(
+                f"fund: {cfg.fund} is a wallet fund (bonus grants, store credit, cash): "
+                "points need a fund of their own, such as points"
+            )
         if cfg.earn.currency is not None and cfg.earn.currency != program.currency:
             raise ConfigError(
                 f"earn.currency: {cfg.earn.currency} differs from the program's currency "
