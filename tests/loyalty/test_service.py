@@ -592,3 +592,19 @@ def test_points_cannot_live_in_a_wallet_fund(ledger: Ledger, fund: str) -> None:
         ledger.loyalty.configure("shop", {"fund": fund})
     with pytest.raises(NotFound):
         ledger.loyalty.config("shop")
+
+
+def test_the_expiry_report_counts_the_accounts_it_expired(
+    loyal: Ledger, clock: ManualClock
+) -> None:
+    """A re-run the same day (or a run after a read had expired the lots) read the
+    account again and reported it: "expired 0 points in 0 lots of 1 accounts"."""
+    loyal.accounts.open("shop", "bob")
+    loyal.loyalty.earn("shop", "alice", "o1", 3000)
+    loyal.loyalty.earn("shop", "bob", "o2", 4000)
+    clock.advance(timedelta(days=10))  # both lots expire now, today
+    assert loyal.loyalty.status("shop", "bob").balance == 0  # bob's lot expires first
+    report = loyal.loyalty.expire("shop")
+    assert (report.points, report.lots, report.accounts) == (30, 1, 1)
+    again = loyal.loyalty.expire("shop")
+    assert (again.points, again.lots, again.accounts) == (0, 0, 0)

@@ -52,6 +52,7 @@ LOTS_PER_TXN = 80
 @dataclass
 class ExpiryReport:
     days: int = 0
+    #: accounts whose lots this run expired
     accounts: int = 0
     lots: int = 0
     points: int = 0
@@ -110,7 +111,12 @@ class ExpiryJob:
             for account in due:
                 if account not in seen:
                     seen.add(account)
+                    written = report.transactions
                     self._expire_account(program, account, now, report)
+                    # counted when this run expired its lots, not when it only looked:
+                    # a re-run, or lots a read or an earn already expired, expire none
+                    if report.transactions > written:
+                        report.accounts += 1
             if day == today and ahead:
                 # lots due later today are within the horizon too (the days after
                 # today are read below)
@@ -124,7 +130,6 @@ class ExpiryJob:
             through = today - timedelta(days=1)
             if checkpoint is None or checkpoint < through:
                 self.store.transact_write([lot_records.expiry_checkpoint_put(program, through)])
-        report.accounts = len(seen)
         for done, day in enumerate(ahead, len(past) + 1):
             for account in self._accounts_due(program, day):
                 if account not in warned:
