@@ -230,3 +230,25 @@ def test_a_multiplier_has_at_most_40_digits_after_the_point(
             assert "at most 40 digits after the decimal point" in r.json()["detail"]
     stored = app_client.get("/v1/program/loyalty", headers=admin_headers).json()
     assert stored["tiers"][0]["multiplier"] == "0." + "0" * 39 + "1"
+
+
+def test_an_earns_lot_expires_says_never_as_the_openapi_document_does(
+    app_client: TestClient,
+    write_headers: Headers,
+    admin_headers: Headers,
+    open_account: Callable[..., Any],
+) -> None:
+    """Under rules without expiry an earn answers `lot_expires: "never"`, which neither
+    the OpenAPI document (a string, read as a time) nor docs/loyalty.md mentioned."""
+    assert app_client.put("/v1/program/loyalty", json={}, headers=admin_headers).status_code == 200
+    open_account("alice")
+    for order, amount, expires in [("o1", 5000, "never"), ("o2", 50, None)]:
+        r = app_client.post(
+            "/v1/accounts/alice/earn",
+            json={"order_id": order, "amount": amount},
+            headers=write_headers,
+        )
+        assert r.json()["lot_expires"] == expires
+    doc = app_client.get("/openapi.json").json()
+    field = doc["components"]["schemas"]["EarnOut"]["properties"]["lot_expires"]
+    assert "`never` when the rules set no expiry" in field["description"]

@@ -138,7 +138,10 @@ class EarnOut(_Out):
     points: int
     tier: str
     previous_tier: str | None
-    lot_expires: str | None
+    lot_expires: str | None = Field(
+        description="when the order's points expire (a time, `2028-01-31T12:00:11.000000Z`); "
+        "`never` when the rules set no expiry; null when the order earned no points"
+    )
     campaigns: list[str]
     transaction: TransactionOut
 
