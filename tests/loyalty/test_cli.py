@@ -182,3 +182,11 @@ def test_an_earn_at_a_time_with_no_utc_time_is_one_error_line(
     assert isinstance(refused, TallybookError)
     assert refused.message.startswith("--at is out of range")
     assert ledger.accounts.balances("shop", "alice")[0].balance == 0
+
+
+def test_a_rules_file_with_a_huge_integer_is_one_error_line(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A TOML integer of over 4300 digits ended `error: unexpected ValueError` (exit 1)."""
+    rules = tmp_path / "huge.toml"
+    rules.write_text('[[tiers]]\nname = "base"\nthreshold = 1' + "0" * 5000 + "\n")
+    out = run("loyalty", "config", "load", str(rules), code=2)
+    assert out.startswith(f"{rules}: a number in it is too long")

@@ -181,4 +181,6 @@ def load_toml(path: str | Path) -> LoyaltyConfig:
         raise ConfigError(f"{p}: cannot read: {exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: invalid TOML: {exc}") from exc
+    except ValueError as exc:  # an integer of more than 4300 digits (int's own limit)
+        raise ConfigError(f"{p}: a number in it is too long: {exc}") from exc
     return parse_config(data, source=str(p))
