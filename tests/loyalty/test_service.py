@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -608,3 +609,25 @@ def test_the_expiry_report_counts_the_accounts_it_expired(
     assert (report.points, report.lots, report.accounts) == (30, 1, 1)
     again = loyal.loyalty.expire("shop")
     assert (again.points, again.lots, again.accounts) == (0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [
+        (
+            {"tiers": [{"name": "b", "threshold": 0}, {"name": "s", "threshold": 10**5000}]},
+            "tiers[1].threshold must have at most 38 digits",
+        ),
+        ({"earn": {"unit_size": 10**38}}, "earn.unit_size must have at most 38 digits"),
+        (
+            {"tiers": [{"name": "b", "threshold": 0, "multiplier": 10**5000}]},
+            "tiers[0].multiplier must be at most 1000",
+        ),
+    ],
+)
+def test_a_huge_integer_in_the_rules_is_a_config_error(
+    ledger: Ledger, rules: dict[str, Any], message: str
+) -> None:
+    """An integer of over 4300 digits raised a bare ValueError (no text for it)."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        ledger.loyalty.configure("shop", rules)

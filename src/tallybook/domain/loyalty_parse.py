@@ -20,6 +20,7 @@ from tallybook.domain.loyalty_rules import (
     BASES,
     DOWNGRADE_RULES,
     MAX_CAMPAIGNS,
+    MAX_DIGITS,
     MAX_MULTIPLIER,
     MAX_PLACES,
     MAX_TIERS,
@@ -201,6 +202,8 @@ def ident(value: Any, where: str) -> str:
 def integer(value: Any, where: str, *, low: int | None = None, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{where} must be an integer (got {value!r})")
+    if abs(value) >= 10**MAX_DIGITS:  # as stored; and printing 4301 digits is a ValueError
+        raise ConfigError(f"{where} must have at most {MAX_DIGITS} digits")
     if low is not None and value < low:
         raise ConfigError(f"{where} must be at least {low} (got {value})")
     if high is not None and value > high:
@@ -212,6 +215,8 @@ def number(value: Any, where: str) -> Fraction:
     """A positive exact number from an int, a float (by its decimal text) or a string."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ConfigError(f"{where} must be a number (got {value!r})")
+    if isinstance(value, int) and value > MAX_MULTIPLIER:  # before its text: 10**5000 has none
+        raise ConfigError(f"{where} must be at most {MAX_MULTIPLIER}")
     try:
         dec = Decimal(str(value).strip())
     except InvalidOperation as exc:

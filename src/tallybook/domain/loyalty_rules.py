@@ -24,6 +24,8 @@ MAX_CAMPAIGNS = 50
 MAX_MULTIPLIER = Fraction(1000)
 #: digits a multiplier may have after the decimal point (trailing zeros aside)
 MAX_PLACES = 40
+#: digits an integer of the rules may have (a stored number has at most 38)
+MAX_DIGITS = 38
 
 
 @dataclass(frozen=True, slots=True)
