@@ -6,6 +6,8 @@ import inspect
 import re
 from pathlib import Path
 
+import pytest
+
 import tallybook
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,3 +67,13 @@ def test_a_transaction_type_is_the_same_plain_string_applied_or_replayed() -> No
         ]
         assert [type(a.type) for a in answers] == [str] * 4
         assert [a.type for a in answers] == ["credit", "debit", "authorize", "debit"]
+
+
+def test_a_ledger_over_something_that_is_not_a_store_is_a_config_error(tmp_path: Path) -> None:
+    """``Ledger("sqlite:///x.db")`` (the URL ``Ledger.open`` takes) was accepted,
+    then the first call raised ``AttributeError: 'str' object has no attribute
+    'transact_write'``."""
+    for store in ("sqlite:///x.db", tmp_path / "x.db", None):
+        with pytest.raises(tallybook.ConfigError, match=r"Ledger\.open\(url\)"):
+            tallybook.Ledger(store)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []

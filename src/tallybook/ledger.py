@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from tallybook.errors import ConfigError
 from tallybook.services.clock import Clock, SystemClock
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.loyalty import tiers as loyalty_tiers
@@ -55,6 +56,11 @@ class Ledger:
     """
 
     def __init__(self, store: ItemStore, *, clock: Clock | None = None) -> None:
+        if not isinstance(store, ItemStore):  # a URL or path: an AttributeError at first use
+            raise ConfigError(
+                f"Ledger(store) takes an ItemStore, not {type(store).__name__}; "
+                "to open a store URL use Ledger.open(url)"
+            )
         core = LedgerCore.build(store, clock)
         self.core = core
         self.store = store
