@@ -77,3 +77,35 @@ def test_a_ledger_over_something_that_is_not_a_store_is_a_config_error(tmp_path:
         with pytest.raises(tallybook.ConfigError, match=r"Ledger\.open\(url\)"):
             tallybook.Ledger(store)  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_guides_python_examples_pass_mypy_strict(tmp_path: Path) -> None:
+    """A user's ``mypy --strict`` on the examples of the Python API (README and the
+    capability guides): docs/wallet.md indexed ``t.charge["amount"]``, which is
+    ``dict | None`` ("not indexable"). Each page's blocks are one script, as
+    later blocks use earlier names."""
+    import os
+    import subprocess
+    import sys
+
+    from docblocks import blocks
+
+    pages = ["README.md"] + [
+        f"docs/{name}.md" for name in ("wallet", "loyalty", "notifications", "billing", "webhooks")
+    ]
+    scripts = []
+    for page in pages:
+        script = tmp_path / f"{Path(page).stem.lower()}_example.py"
+        script.write_text("\n".join(blocks((ROOT / page).read_text(), "python")))
+        scripts.append(str(script))
+    (tmp_path / "mypy.ini").write_text("[mypy]\n")  # not the project's config
+    options = ["--strict", "--follow-imports=silent", "--config-file", str(tmp_path / "mypy.ini")]
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", *options, "--cache-dir", os.devnull, *scripts],
+        cwd=tmp_path,
+        env={**os.environ, "MYPYPATH": str(ROOT / "src")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
