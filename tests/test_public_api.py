@@ -11,6 +11,19 @@ import pytest
 import tallybook
 
 ROOT = Path(__file__).resolve().parent.parent
+#: the ``Ledger`` attributes README.md and ``help(Ledger)`` name
+CAPABILITIES = (
+    "programs",
+    "accounts",
+    "transactions",
+    "wallet",
+    "loyalty",
+    "notifications",
+    "billing",
+    "webhooks",
+    "check",
+    "keys",
+)
 
 
 def test_every_exported_name_is_named_in_the_docs() -> None:
@@ -35,19 +48,29 @@ def test_help_of_ledger_names_every_capability() -> None:
     import pydoc
 
     text = pydoc.render_doc(tallybook.Ledger, renderer=pydoc.plaintext)
-    for capability in (
-        "programs",
-        "accounts",
-        "transactions",
-        "wallet",
-        "loyalty",
-        "notifications",
-        "billing",
-        "webhooks",
-        "check",
-    ):
+    for capability in CAPABILITIES:
         assert f"``{capability}``:" in text
     assert "with Ledger.open(url) as ledger" in text
+
+
+def test_help_of_every_capability_says_what_each_call_does() -> None:
+    """``help(ledger.wallet.debit)``, ``help(ledger.programs.create)`` and 14 other
+    calls showed only a signature, and ``help(ledger.wallet)`` no word of the
+    class: each now has a docstring."""
+    from tallybook.store.memory import MemoryStore
+
+    ledger = tallybook.Ledger(MemoryStore())
+    bare = []
+    for capability in CAPABILITIES:
+        service = getattr(ledger, capability)
+        if not (type(service).__doc__ or "").strip():
+            bare.append(capability)
+        for name in dir(service):
+            call = getattr(service, name)
+            public = not name.startswith("_") and inspect.ismethod(call)
+            if public and not (call.__doc__ or "").strip():
+                bare.append(f"{capability}.{name}")
+    assert bare == []
 
 
 def test_a_transaction_type_is_the_same_plain_string_applied_or_replayed() -> None:

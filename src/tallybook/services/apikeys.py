@@ -60,6 +60,8 @@ def parse_scopes(scopes: str | Iterable[str]) -> tuple[str, ...]:
 
 
 class KeyService:
+    """``ledger.keys``: the HTTP API's keys (create, authenticate, list, revoke)."""
+
     def __init__(self, store: ItemStore, clock: Clock, programs: ProgramLookup) -> None:
         self.store = store
         self.clock = clock
@@ -100,6 +102,7 @@ class KeyService:
         return key
 
     def get(self, key_id: str) -> ApiKey:
+        """The key (never its secret), revoked or not, or :class:`NotFound`."""
         check_id(key_id, "key id")
         found = read_key(self.store, key_id)
         if found is None:

@@ -41,6 +41,8 @@ _CREATING = threading.Lock()
 
 
 class WebhookService:
+    """``ledger.webhooks``: signed event subscriptions and their deliveries (docs/webhooks.md)."""
+
     def __init__(self, store: ItemStore, clock: Clock, programs: ProgramDirectory) -> None:
         self.store = store
         self.clock = clock
@@ -81,21 +83,26 @@ class WebhookService:
         return created
 
     def list(self, program: str) -> list[Subscription]:
+        """The program's subscriptions (each with a hint of its secret, never the secret)."""
         self.programs.get(program)  # an unknown program is NotFound, not an empty list
         return self.subs.list(program)
 
     def get(self, program: str, sub_id: str) -> Subscription:
+        """One subscription, or :class:`NotFound`."""
         return self.subs.get(program, sub_id)
 
     def disable(self, program: str, sub_id: str, reason: str = "disabled by an operator") -> None:
+        """Stop delivering to the subscription, recording ``reason`` (1-200 characters)."""
         if not isinstance(reason, str) or not 0 < len(reason) <= MAX_DESCRIPTION:
             raise ValidationError(f"reason must be a string of 1 to {MAX_DESCRIPTION} characters")
         self.subs.set_status(program, sub_id, DISABLED, reason)
 
     def enable(self, program: str, sub_id: str) -> None:
+        """Deliver to a disabled subscription again."""
         self.subs.set_status(program, sub_id, ACTIVE, None)
 
     def delete(self, program: str, sub_id: str) -> None:
+        """Remove the subscription."""
         self.subs.delete(program, sub_id)
 
     def rekey(self, program: str | None = None) -> int:

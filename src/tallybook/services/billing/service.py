@@ -120,6 +120,8 @@ Progress = Callable[[int], None]
 
 
 class BillingService:
+    """``ledger.billing``: partner billing records and incremental reports (docs/billing.md)."""
+
     def __init__(self, store: ItemStore, clock: Clock, programs: ProgramLookup) -> None:
         self.store = store
         self.clock = clock
@@ -254,6 +256,7 @@ class BillingService:
         return self.ingest_draft(program, draft)
 
     def ingest_draft(self, program: str, draft: RecordDraft) -> BillingRecord:
+        """:meth:`ingest` of a record already checked (a :class:`RecordDraft`)."""
         self.programs.get(program)
         # refused before it fixes the settings: only a record filed fixes them
         self._check_not_future(draft, self.clock.now())

@@ -40,6 +40,8 @@ def check_limit(limit: int) -> int:
 
 
 class AccountService:
+    """``ledger.accounts``: open accounts, read their balances and history."""
+
     def __init__(self, store: ItemStore, programs: ProgramService, clock: Clock) -> None:
         self.store = store
         self.programs = programs
@@ -68,6 +70,7 @@ class AccountService:
         return opened, True
 
     def get(self, program_id: str, account_id: str) -> Account:
+        """The account (every fund's balance and what it withholds), or :class:`NotFound`."""
         check_id(program_id, "program id")
         check_id(account_id, "account id")
         found = read_head(self.store, program_id, account_id)

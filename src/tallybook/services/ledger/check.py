@@ -88,6 +88,8 @@ class _Seen:
 
 
 class CheckService:
+    """``ledger.check``: the design's invariants 1, 2, 3, 5 and 6, per program or account."""
+
     def __init__(
         self,
         store: ItemStore,
@@ -103,6 +105,7 @@ class CheckService:
         self.account_checks = tuple(account_checks)
 
     def account(self, program_id: str, account_id: str) -> CheckReport:
+        """Check one account as :meth:`program` does, but invariant 5 (it needs every account)."""
         report = CheckReport()
         program = self.programs.get(program_id)
         check_id(account_id, "account id")
@@ -193,6 +196,7 @@ class CheckService:
         )
 
     def count_accounts(self, program_id: str) -> int:
+        """How many accounts the program's account directory lists."""
         return sum(1 for _ in self.accounts.list_ids(program_id))
 
     def _check_settled(

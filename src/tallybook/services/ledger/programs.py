@@ -48,6 +48,8 @@ def check_program(program_id: object, *, name: object, currency: object) -> None
 
 
 class ProgramService:
+    """``ledger.programs``: programs, their funds, settings and low-balance thresholds."""
+
     def __init__(self, store: ItemStore, clock: Clock) -> None:
         self.store = store
         self.clock = clock
@@ -69,6 +71,8 @@ class ProgramService:
         funds: Sequence[FundSpec] | None = None,
         settings: dict[str, Any] | None = None,
     ) -> Program:
+        """Create a program; ``funds`` default to points, cash, store_credit and bonus
+        (the money ones in ``currency``). :class:`AlreadyExists` if it exists."""
         check_program(program_id, name=name, currency=currency)
         if settings is not None and not isinstance(settings, dict):
             raise ValidationError("a program's settings must be a mapping")
@@ -110,6 +114,7 @@ class ProgramService:
         return program
 
     def get(self, program_id: str, *, fresh: bool = False) -> Program:
+        """The program (cached a few seconds; ``fresh`` reads the store), or :class:`NotFound`."""
         check_id(program_id, "program id")
         if not fresh:
             with self._lock:
@@ -123,6 +128,7 @@ class ProgramService:
         return program
 
     def list(self) -> list[str]:
+        """Every program's id."""
         return program_ids(self.store)
 
     def update_settings(

@@ -40,6 +40,9 @@ class TransactionPage:
 
 
 class TransactionService:
+    """``ledger.transactions``: balanced postings (credit, debit, adjust, transfer, raw
+    legs), each applied once per ``txn_id``, and reading them back."""
+
     def __init__(self, engine: PostingEngine) -> None:
         self.engine = engine
         self.store = engine.store
@@ -227,6 +230,7 @@ class TransactionService:
     # -- reads --------------------------------------------------------------
 
     def get(self, program: str, txn_id: str) -> Transaction:
+        """The applied transaction ``txn_id`` with its legs, or :class:`NotFound`."""
         check_id(program, "program id")
         check_id(txn_id, "transaction id")
         item = records.read_transaction(self.store, program, txn_id)

@@ -111,6 +111,8 @@ MAX_ORDER_AHEAD = timedelta(days=1)
 
 
 class LoyaltyService:
+    """``ledger.loyalty``: earn rules, redeem, tiers and point expiry (docs/loyalty.md)."""
+
     def __init__(self, core: LedgerCore) -> None:
         self.core = core
         self.store = core.store

@@ -73,6 +73,9 @@ class NotificationPage:
 
 
 class NotificationService:
+    """``ledger.notifications``: per-account notifications, at most one active per type,
+    their history and rules (docs/notifications.md)."""
+
     def __init__(
         self,
         store: ItemStore,

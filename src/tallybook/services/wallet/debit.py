@@ -112,6 +112,11 @@ class DebitOps:
         order_id: str | None = None,
         description: str | None = None,
     ) -> WalletTransaction:
+        """Spend ``amount`` from ``account``'s wallet: bonus (earliest expiry
+        first), then store credit, then cash, in one transaction. A shortfall is
+        refused (``on_shortfall="reject"``: :class:`InsufficientFunds`, final for
+        ``txn_id``) or charged to the wallet's ``processor`` (``"charge"``;
+        :class:`PaymentDeclined` when declined). ``txn_id`` again replays."""
         check_id(account, "account")
         check_amount(amount)
         check_client_txn_id(txn_id)

@@ -109,6 +109,10 @@ class WalletJobs:
         self.processor = processor
 
     def reconcile(self, program: str, *, progress: Progress | None = None) -> ReconcileReport:
+        """The recovery job (docs/wallet.md): refund and delete charge intents past
+        their grace, resolve holds without a transaction record and holds or held
+        credits past their deadline, expire grants past their date. Idempotent, and
+        safe while the program is in use."""
         report = self.cancel_stale_charges(program, progress=progress)
         holds = self.expire_holds(program, progress=progress)
         report.orphan_holds = holds.orphan_holds

@@ -68,6 +68,9 @@ class WalletTransactionPage:
 
 
 class WalletService:
+    """``ledger.wallet``: cash, store credit and bonus grants per owner, debits across
+    them, holds and held credits, reconcile (docs/wallet.md)."""
+
     def __init__(self, core: LedgerCore, processor: ChargeProcessor | None = None) -> None:
         self.core = core
         self.store = core.store
