@@ -34,6 +34,7 @@ from tallybook.jobs import check_job, run_job
 
 if TYPE_CHECKING:
     from mangum import Mangum
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
     from tallybook.ledger import Ledger
 
@@ -77,8 +78,40 @@ def _get_adapter() -> Mangum:
 
         from tallybook.http.app import get_app
 
-        _adapter = Mangum(get_app(), lifespan="off", text_mime_types=TEXT_MIME_TYPES)
+        _adapter = Mangum(_WithoutStage(get_app()), lifespan="off", text_mime_types=TEXT_MIME_TYPES)
     return _adapter
+
+
+class _WithoutStage:
+    """The app, given the path an HTTP API event names without its stage.
+
+    An HTTP API stage other than ``$default`` is the first segment of the path
+    it passes on (``/prod/v1/accounts``), where the app's routes begin after it:
+    every request was a 404. A REST API (and ``$default``) passes the path
+    without its stage already."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            stage = _named_stage(scope.get("aws.event"))
+            path = scope["path"]
+            if stage and (path == stage or path.startswith(f"{stage}/")):
+                scope = {**scope, "path": path[len(stage) :] or "/"}
+        await self.app(scope, receive, send)
+
+
+def _named_stage(event: Any) -> str:
+    """``/{stage}`` of an HTTP API (payload 2.0) event on a stage other than
+    ``$default``, or ``""``."""
+    if not isinstance(event, dict) or event.get("version") != "2.0":
+        return ""
+    context = event.get("requestContext")
+    stage = context.get("stage") if isinstance(context, dict) else None
+    if not isinstance(stage, str) or stage in ("", "$default"):
+        return ""
+    return f"/{stage}"
 
 
 def _get_ledger() -> Ledger:

@@ -4,6 +4,7 @@ format 2.0, the ``$default`` stage) through ``tallybook.lambda_handler.handler``
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -32,3 +33,32 @@ def test_http_api_events_reach_the_app(ledger: Ledger, api: str) -> None:
     )
     assert balances["statusCode"] == 200
     assert ledger.accounts.get("shop", "ann").id == "ann"
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_an_http_api_on_a_named_stage_reaches_the_routes(ledger: Ledger, api: str) -> None:
+    """On a stage other than ``$default`` an HTTP API passes the path with the
+    stage first (``/prod/v1/...``): every request answered 404."""
+    auth = {"authorization": f"Bearer {api}", "content-type": "application/json"}
+
+    def on_prod(method: str, path: str, headers: dict[str, str], body: str | None = None) -> Any:
+        event = http_api_event(method, f"/prod{path}", headers, body)
+        event["requestContext"]["stage"] = "prod"
+        return lambda_handler.handler(event, None)
+
+    assert on_prod("GET", "/healthz", {})["statusCode"] == 200
+    opened = on_prod(
+        "POST", "/v1/accounts", {**auth, "idempotency-key": "s-1"}, '{"account": "ann"}'
+    )
+    assert opened["statusCode"] == 201, opened
+    balances = on_prod("GET", "/v1/accounts/ann/balances", auth)
+    assert balances["statusCode"] == 200, balances
+    assert json.loads(balances["body"])["account"] == "ann"
+    missing = on_prod("GET", "/v1/nowhere", auth)
+    assert missing["statusCode"] == 404
+    assert json.loads(missing["body"])["instance"] == "/v1/nowhere"
+    # on $default a path that starts like a stage is the path
+    assert (
+        lambda_handler.handler(http_api_event("GET", "/prod/healthz", {}), None)["statusCode"]
+        == 404
+    )
