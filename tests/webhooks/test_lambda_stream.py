@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
+from tallybook.errors import ValidationError
 from tallybook.ledger import Ledger
 from tallybook.webhooks import lambda_stream
 from tallybook.webhooks.delivery import RetryPolicy
@@ -66,3 +68,20 @@ def test_without_a_usable_key_stream_batches_are_kept_and_the_schedule_fails(
         monkeypatch.setenv(KEY_ENV, key)
         lambda_stream.handler({"source": "aws.events"}, None)
     assert [b["data"]["txn_id"] for _, b in receiver.accepted] == ["t1"]
+
+
+@pytest.mark.parametrize(
+    "event",
+    [[], "reconcile", None, {"Records": "x"}, {"Records": {"a": 1}}, {"Records": ["x", 5]}],
+)
+def test_an_event_that_is_no_batch_nor_schedule_is_refused_before_the_store_opens(
+    event: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hand-made invocation (``aws lambda invoke --payload '[]'``) raised
+    ``AttributeError: 'list' object has no attribute 'get'`` (a ``Records`` of
+    strings too), after opening the store."""
+    monkeypatch.setenv("TALLYBOOK_STORE", f"sqlite:///{tmp_path / 'never.db'}")
+    monkeypatch.setattr(lambda_stream, "_worker", None)
+    with pytest.raises(ValidationError, match="a webhooks event is a JSON object"):
+        lambda_stream.handler(event, None)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []

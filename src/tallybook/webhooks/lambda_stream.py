@@ -21,6 +21,7 @@ import logging
 import os
 from typing import Any
 
+from tallybook.errors import ValidationError
 from tallybook.services.clock import SystemClock
 from tallybook.services.ledger.programs import ProgramService
 from tallybook.store.url import open_store
@@ -48,8 +49,15 @@ def _get_worker() -> DeliveryWorker:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    records = event.get("Records") if isinstance(event, dict) else None
+    if not isinstance(event, dict) or not (
+        records is None or (isinstance(records, list) and all(isinstance(r, dict) for r in records))
+    ):  # a hand-made invocation: refused before the store is opened
+        raise ValidationError(
+            "a webhooks event is a JSON object: a DynamoDB stream batch (Records, a list "
+            "of records) or a scheduled event"
+        )
     worker = _get_worker()
-    records = event.get("Records")
     subs = worker.subscriptions()
     if records is None:  # the schedule: parked units a killed invocation left ready, then retries
         sweep_parked(worker.store, subs)
