@@ -6,7 +6,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from tallybook.errors import ConfigError
-from tallybook.services.clock import Clock, SystemClock
+from tallybook.services.clock import Clock, SystemClock, check_clock
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.loyalty import tiers as loyalty_tiers
 from tallybook.services.notifications import triggers
@@ -85,6 +85,8 @@ class Ledger:
     @classmethod
     def open(cls, url: str | None = None, *, clock: Clock | None = None) -> Ledger:
         """Open the store a URL names; default ``$TALLYBOOK_STORE`` or ``./tallybook.db``."""
+        if clock is not None:
+            check_clock(clock)  # before the store: a refusal makes no SQLite file
         return cls(open_store(url), clock=clock)
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -132,3 +133,11 @@ def test_a_ledger_refuses_a_clock_that_is_not_one(clock: Any) -> None:
     with pytest.raises(ConfigError, match="is not a Clock"):
         Ledger(MemoryStore(), clock=clock)
     assert Ledger(MemoryStore(), clock=SystemClock()).clock.now().tzinfo is not None
+
+
+def test_opening_a_store_with_a_clock_that_is_not_one_makes_no_file(tmp_path: Path) -> None:
+    """``Ledger.open(url, clock=5)`` opened (so created) the SQLite file, then
+    refused the clock, leaving the file behind and the store open."""
+    with pytest.raises(ConfigError, match="is not a Clock"):
+        Ledger.open(f"sqlite:///{tmp_path / 'new.db'}", clock=5)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
