@@ -9,7 +9,12 @@ from typing import cast
 
 import pytest
 
-from tallybook.errors import IdempotencyConflict, InsufficientFunds, PaymentDeclined
+from tallybook.errors import (
+    ConfigError,
+    IdempotencyConflict,
+    InsufficientFunds,
+    PaymentDeclined,
+)
 from tallybook.ledger import Ledger
 from tallybook.reliability.faults import Crash
 from tallybook.services.clock import ManualClock
@@ -455,3 +460,24 @@ def test_a_timed_out_charge_keeps_a_debit_recorded_without_its_key(
         "reference": "ref-" + next(iter(processor.charges)),
     }
     assert_consistent(ledger, "alice")
+
+
+class _ChargesOnly:
+    def charge(self, *, key: str, account: str, amount: int, currency: str) -> str:
+        return "ref"
+
+
+@pytest.mark.parametrize("bad", [5, None, _ChargesOnly()], ids=["int", "none", "no-refund"])
+def test_a_processor_without_charge_and_refund_is_refused_when_set(
+    wallet: Ledger, processor: FakeChargeProcessor, bad: object
+) -> None:
+    """``ledger.wallet.processor = 5`` was taken; the next charged debit wrote its
+    charge intent, then raised ``AttributeError: 'int' object has no attribute
+    'charge'`` (and reconcile raised it again, refunding that intent)."""
+    fund(wallet, "alice", cash=100)
+    with pytest.raises(ConfigError, match=r"charge\(\) and refund\(\)"):
+        wallet.wallet.processor = bad  # type: ignore[assignment]
+    assert wallet.wallet.processor is processor
+    t = wallet.wallet.debit(P, "alice", 150, txn_id="d1", on_shortfall="charge")
+    assert t.charge is not None
+    assert t.charge["amount"] == 50

@@ -35,7 +35,7 @@ from tallybook.domain.wallet import (
     check_hold_id,
     fund_views,
 )
-from tallybook.errors import ValidationError
+from tallybook.errors import ConfigError, ValidationError
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
 from tallybook.services.wallet.charges import ChargeProcessor, processor_from_env
@@ -76,8 +76,7 @@ class WalletService:
         self.store = core.store
         self.engine = core.engine
         self.clock = core.clock
-        #: the charge hook; replace it to plug in a real payment processor
-        self.processor: ChargeProcessor = processor or processor_from_env()
+        self.processor = processor or processor_from_env()
         self._holds = HoldOps(core)
         self._debits = DebitOps(core, lambda: self.processor, self._holds)
         self._jobs = WalletJobs(core, self._holds, lambda: self.processor)
@@ -96,6 +95,21 @@ class WalletService:
         self.check = self._jobs.check
         self.check_balances = self._jobs.check_balances
         self.charges_due = self._jobs.charges_due
+
+    @property
+    def processor(self) -> ChargeProcessor:
+        """The charge hook; set it to plug in a real payment processor."""
+        return self._processor
+
+    @processor.setter
+    def processor(self, processor: ChargeProcessor) -> None:
+        # refused here: a charged debit would write its intent, then fail on it
+        if not isinstance(processor, ChargeProcessor):
+            raise ConfigError(
+                "a charge processor has charge() and refund() "
+                f"(see ChargeProcessor), not {type(processor).__name__}"
+            )
+        self._processor = processor
 
     # -- reads ----------------------------------------------------------------
 
