@@ -33,11 +33,18 @@ import json
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tallybook.errors import StoreUnavailable, StoreValidationError, TallybookError, Throttled
+from tallybook.errors import (
+    ConfigError,
+    StoreUnavailable,
+    StoreValidationError,
+    TallybookError,
+    Throttled,
+)
 from tallybook.retry import RetryPolicy, retrying
 from tallybook.store.checks import (
     Checked,
@@ -143,6 +150,37 @@ def _refuse_to_create(path: str) -> None:
         )
 
 
+#: the stores open in this process, and (in a forked child) the files of those the
+#: parent had open when it forked
+_open_stores: weakref.WeakSet[SqliteStore] = weakref.WeakSet()
+_inherited_files: set[str] = set()
+#: connections a forked child inherited: never closed there (a connection another
+#: thread of the parent was using holds a mutex the child cannot take), never freed
+_abandoned: list[sqlite3.Connection] = []
+
+
+def _after_fork_in_child() -> None:
+    """SQLite's locks do not survive ``fork()``: the child holds none of the
+    parent's, yet its copy of SQLite believes it does, so its writes are not locked
+    out of a checkpoint, and a parent that closes its store deletes the WAL under
+    them (acknowledged writes lost). Every store the parent had open, and any new
+    one on the same file, refuses to work in the child."""
+    for store in list(_open_stores):
+        store._inherited = True
+        _inherited_files.add(store._file)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _refuse_inherited(path: str) -> None:
+    raise ConfigError(
+        f"SQLite store {path} was open when this process was forked, and SQLite cannot "
+        "be used across fork(): writes here could be lost. Start the process with "
+        "'spawn' (multiprocessing.get_context('spawn')), or close the store before forking"
+    )
+
+
 class SqliteStore(ItemStore):
     """Embedded engine; ``path`` is a file (``:memory:`` is refused: use a temp file),
     made with its table on first use unless ``create=False`` (a caller that only reads)."""
@@ -169,6 +207,10 @@ class SqliteStore(ItemStore):
             )
         self.synchronous = synchronous
         self.busy_timeout_ms = busy_timeout_ms
+        self._file = os.path.realpath(self.path)
+        self._inherited = False
+        if self._file in _inherited_files:
+            _refuse_inherited(self.path)
         #: a change hook: given the new image of every item a transaction puts or
         #: updates, the extra items to insert in that same transaction (an existing
         #: item at their key is kept). The outbound event log is written this way.
@@ -183,10 +225,13 @@ class SqliteStore(ItemStore):
             self._conn().executescript(_SCHEMA)
         except sqlite3.Error as exc:  # e.g. a read-only file without the schema yet
             raise StoreUnavailable(f"cannot use SQLite file {self.path}: {exc}") from exc
+        _open_stores.add(self)
 
     # -- connections --------------------------------------------------------
 
     def _conn(self) -> sqlite3.Connection:
+        if self._inherited:
+            _refuse_inherited(self.path)
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             try:
@@ -209,8 +254,11 @@ class SqliteStore(ItemStore):
         return conn
 
     def close(self) -> None:
+        _open_stores.discard(self)
         with self._all_lock:
-            for conn in self._all:
+            if self._inherited:
+                _abandoned.extend(self._all)
+            for conn in () if self._inherited else self._all:
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()
             self._all.clear()
