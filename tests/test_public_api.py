@@ -114,7 +114,8 @@ def test_the_guides_python_examples_pass_mypy_strict(tmp_path: Path) -> None:
     from docblocks import blocks
 
     pages = ["README.md"] + [
-        f"docs/{name}.md" for name in ("wallet", "loyalty", "notifications", "billing", "webhooks")
+        f"docs/{name}.md"
+        for name in ("wallet", "loyalty", "notifications", "billing", "webhooks", "architecture")
     ]
     scripts = []
     for page in pages:

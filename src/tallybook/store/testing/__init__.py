@@ -6,12 +6,14 @@ a ``store`` fixture (an empty :class:`~tallybook.store.port.ItemStore`). An
 engine is correct when it passes the whole suite unchanged. To run it on an
 engine, subclass it in a test module and provide the fixture::
 
+    from collections.abc import Iterator
+
     import pytest
     from tallybook.store.testing import ItemStoreContract
 
     class TestMyEngine(ItemStoreContract):
         @pytest.fixture
-        def store(self):
+        def store(self) -> Iterator[MyEngine]:
             engine = MyEngine()
             yield engine
             engine.close()
