@@ -3,6 +3,12 @@ line and exit 2, deliveries and a worker pass against a real receiver."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 from rich.console import Console
 
@@ -141,3 +147,45 @@ def test_deliveries_table_fits_80_columns_and_resend_takes_its_short_position(
     (again,) = cli.json("webhooks", "deliveries", "s1", "--program", "shop")
     assert again["position"] == delivery["position"]
     assert again["status"] == "pending"
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])  # the command's loop, not storage
+def test_sigterm_ends_deliver_during_its_wait_between_passes(
+    ledger: Ledger, store: ItemStore
+) -> None:
+    # was: SIGTERM was noted and the worker slept on: with --interval 60 it took
+    # up to a minute to stop
+    with running_receiver() as receiver:
+        created = ledger.webhooks.create("shop", receiver.url, allow_http=True)
+        receiver.secret = created.secret
+        ledger.accounts.open("shop", "alice")
+        ledger.transactions.credit("shop", "alice", "cash", 5, txn_id="t1")
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tallybook",
+                "--store",
+                store.describe(),
+                "webhooks",
+                "deliver",
+                "--interval",
+                "60",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        assert worker.stdout is not None
+        assert worker.stdout.readline().startswith("delivered 1")  # then an idle pass, a wait
+        time.sleep(0.3)
+        stopped = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        try:
+            out, err = worker.communicate(timeout=10)
+        finally:
+            worker.kill()
+    assert worker.returncode == 0, out + err
+    assert time.monotonic() - stopped < 10
+    assert err == ""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import signal
-import time
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
@@ -246,7 +246,7 @@ def rekey(
     console.print(f"{changed} subscription secret(s) sealed under the current key")
 
 
-#: the longest --interval: a longer sleep (1e20 s) overflows time.sleep after a pass
+#: the longest --interval: a longer wait (1e20 s) overflows after a pass
 MAX_INTERVAL = 86_400
 
 
@@ -272,11 +272,12 @@ def deliver(
 
     Example: tallybook webhooks deliver --once
     """
-    stopping = False
+    # set by SIGTERM; waited on between idle passes, so a stop also ends the wait
+    # (a sleep went on to its end: up to --interval seconds)
+    stopping = threading.Event()
 
     def stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
+        stopping.set()
 
     signal.signal(signal.SIGTERM, stop)
     with open_ledger(store, create=False) as ledger:  # a mistyped path: refused, not made
@@ -288,7 +289,7 @@ def deliver(
                     f"delivered {stats.delivered}, failed {stats.failed}, dead {stats.dead}, "
                     f"waiting {stats.waiting}, subscriptions disabled {stats.disabled}"
                 )
-            if once or stopping:
+            if once or stopping.is_set():
                 return
             if not (stats.delivered or stats.failed):
-                time.sleep(interval)
+                stopping.wait(interval)
