@@ -328,6 +328,28 @@ def test_resend_refuses_a_deleted_subscription_and_a_malformed_position(
     assert read_queue(ledger.store, "shop", sid, 10) == []
 
 
+def test_a_deleted_subscriptions_queue_does_not_go_to_a_new_one_given_its_id(
+    ledger: Ledger,
+) -> None:
+    # was: delete left the queue rows, and a subscription made later with the same
+    # id was sent them: an old event of a type it did not take, to its new URL
+    clock, down = _Clock(), _Down()
+    ledger.webhooks.create("shop", "https://old.example/h", sub_id="sub_again")
+    ledger.accounts.open("shop", "alice")
+    ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t1")
+    ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t2")
+    ledger.webhooks.worker(sender=down, now=clock).run_once()
+    assert len(down.calls) == 1  # t1 failed, t2 waits behind it
+    ledger.webhooks.delete("shop", "sub_again")
+    assert read_queue(ledger.store, "shop", "sub_again", 10) == []
+    ledger.webhooks.create(
+        "shop", "https://new.example/h", sub_id="sub_again", types=["hold.voided"]
+    )
+    clock.t += 3600
+    stats = ledger.webhooks.worker(sender=down, now=clock).run_once()
+    assert (stats.failed, len(down.calls)) == (0, 1)
+
+
 def test_a_slow_endpoint_does_not_hold_up_another(ledger: Ledger) -> None:
     with running_receiver() as fast, running_receiver() as slow:
         # the slow endpoint hangs until released; the timeout only has to be

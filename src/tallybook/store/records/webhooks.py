@@ -142,7 +142,19 @@ def disable_if_active(store: ItemStore, program: str, sub_id: str, reason: str) 
 
 
 def delete_subscription(store: ItemStore, program: str, sub_id: str) -> None:
+    """Remove the subscription, then its queue: rows left behind were sent to the
+    next subscription given its id (its URL, whatever its types). Its delivery
+    records stay until they expire."""
     store.delete(keys.webhook_subscription(program, sub_id))
+    queue = keys.webhook_queue(program, sub_id)
+    while rows := store.query(queue, limit=_CLEAR_BATCH).items:
+        store.transact_write(
+            [Delete(keys.webhook_queued(program, sub_id, str(row["sk"]))) for row in rows]
+        )
+
+
+#: queue rows removed per transaction when a subscription is deleted
+_CLEAR_BATCH = 25
 
 
 def count_outcomes(program: str, sub_id: str, outcomes: list[str]) -> Update:
