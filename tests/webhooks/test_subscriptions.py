@@ -22,6 +22,7 @@ from tallybook.webhooks.fanout import MAX_SUBSCRIPTIONS
 from tallybook.webhooks.sender import HttpSender, Response
 from tallybook.webhooks.signing import new_secret, signature
 from tallybook.webhooks.subscriptions import check_url
+from tallybook.webhooks.worker import DeliveryWorker
 
 from .receiver import running_receiver
 
@@ -290,6 +291,35 @@ def test_retries_back_off_then_dead_letter_after_three_days(ledger: Ledger) -> N
     # the dead letter no longer holds the account's next event back
     worker.run_once()
     assert down.calls[-1] != down.calls[0]
+
+
+class _FailsAlice(_Down):
+    """Answers 503 to alice's events and 204 to the others."""
+
+    def post(self, url: str, headers: Mapping[str, str], body: bytes, timeout: float) -> Response:
+        super().post(url, headers, body, timeout)
+        return Response(503 if "alice" in json.loads(body)["accounts"] else 204, 1)
+
+
+def test_an_accounts_backlog_past_a_pass_batch_does_not_hold_other_accounts_back(
+    ledger: Ledger,
+) -> None:
+    # was: a pass read only the queue's first `batch` rows (500): with that many of
+    # one failing account in front, another account's events waited up to 3 days
+    clock, receiver = _Clock(), _FailsAlice()
+    ledger.webhooks.create("shop", "https://example.com/h")
+    for account in ("alice", "bob"):
+        ledger.accounts.open("shop", account)
+    for n in range(3):
+        ledger.transactions.credit("shop", "alice", "cash", 100, txn_id=f"a{n}")
+    ledger.transactions.credit("shop", "bob", "cash", 100, txn_id="b1")
+    worker = DeliveryWorker(ledger.store, ledger.clock, ledger.programs, sender=receiver, batch=2)
+    worker.now = worker.runner.now = clock
+    stats = worker.run_once()  # alice's first fails, her later two wait, bob's goes
+    assert (stats.failed, stats.waiting, stats.delivered) == (1, 2, 1)
+    assert len(receiver.calls) == 2
+    stats = worker.run_once()  # alice's first is backing off: all three wait
+    assert (stats.failed, stats.waiting, stats.delivered) == (0, 3, 0)
 
 
 def test_resend_queues_a_delivered_event_again(ledger: Ledger) -> None:

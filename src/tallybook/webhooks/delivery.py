@@ -29,7 +29,7 @@ from tallybook.store.port import Action, ItemStore, Update
 from tallybook.store.records.codec import parse_iso
 from tallybook.store.records.webhook_events import (
     read_events,
-    read_queue,
+    read_queue_page,
     recorded_attempt,
     requeue,
     unqueue,
@@ -41,6 +41,9 @@ from tallybook.webhooks.signing import sign
 KEEP_ATTEMPTS = 10
 #: successful deliveries recorded per transaction, at most
 RECORD_EVERY = 25
+#: a pass reads a queue's pages past rows that wait (an account failing or backing
+#: off, with its later events) until it has sent ``limit`` rows, at most this many
+MAX_PAGES = 20
 #: the largest webhook body; a bigger event is sent without its data (``truncated``)
 MAX_PAYLOAD_BYTES = 64 * 1024
 _KEEP_WHEN_TRUNCATED = (
@@ -128,10 +131,32 @@ class QueueRunner:
         self, sub: Subscription, secret: str, limit: int, still_mine: Callable[[], bool]
     ) -> PassStats:
         stats = PassStats()
-        queue = read_queue(self.store, sub.program, sub.id, limit)
-        events = read_events(self.store, sub.program, list({r.event_id for r in queue}))
         blocked: set[str] = set()
         sent: list[tuple[Queued, Attempt]] = []  # delivered, not recorded yet
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            # the next page while fewer than `limit` rows were sent: an account's
+            # backlog behind a failing event must not hold the other accounts back
+            queue, cursor = read_queue_page(self.store, sub.program, sub.id, limit, cursor)
+            if not self._run_page(sub, secret, queue, blocked, sent, stats, still_mine):
+                break
+            if cursor is None or stats.delivered + stats.failed + stats.dead >= limit:
+                break
+        self._record_sent(sub, sent)
+        return stats
+
+    def _run_page(
+        self,
+        sub: Subscription,
+        secret: str,
+        queue: list[Queued],
+        blocked: set[str],
+        sent: list[tuple[Queued, Attempt]],
+        stats: PassStats,
+        still_mine: Callable[[], bool],
+    ) -> bool:
+        """Send one page's due rows; whether the pass may go on to the next page."""
+        events = read_events(self.store, sub.program, list({r.event_id for r in queue}))
         for row in queue:
             if any(a in blocked for a in row.accounts):
                 # it waits for one account, so its other accounts wait for it
@@ -143,7 +168,7 @@ class QueueRunner:
                 stats.waiting += 1
                 continue
             if not still_mine():
-                break
+                return False
             event = events.get(row.event_id)
             if event is None:
                 self._record_sent(sub, sent)
@@ -163,7 +188,7 @@ class QueueRunner:
                 self._fail(sub, row, answer, give_up=False)
                 self.on_gone(sub)
                 stats.disabled += 1
-                break
+                return False
             else:
                 first = row.first_us or int(self.now() * 1e6)
                 dead = self.now() - first / 1e6 >= self.policy.max_age_seconds
@@ -173,8 +198,7 @@ class QueueRunner:
                     stats.dead += 1
                 else:
                     blocked.update(row.accounts)
-        self._record_sent(sub, sent)
-        return stats
+        return True
 
     def _record_sent(self, sub: Subscription, sent: list[tuple[Queued, Attempt]]) -> None:
         """Record the delivered rows in ``sent`` in one transaction (each on its own

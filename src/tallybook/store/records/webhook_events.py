@@ -155,8 +155,16 @@ def _queued(item: Item) -> Queued:
 
 def read_queue(store: ItemStore, program: str, sub_id: str, limit: int) -> list[Queued]:
     """The first ``limit`` rows of a subscription's queue, in log order."""
-    page = store.query(keys.webhook_queue(program, sub_id), limit=limit)
-    return [_queued(i) for i in page.items]
+    return read_queue_page(store, program, sub_id, limit)[0]
+
+
+def read_queue_page(
+    store: ItemStore, program: str, sub_id: str, limit: int, cursor: str | None = None
+) -> tuple[list[Queued], str | None]:
+    """``limit`` rows of a subscription's queue in log order, from ``cursor``, and
+    the cursor of the rows after them (``None`` at the end)."""
+    page = store.query(keys.webhook_queue(program, sub_id), limit=limit, cursor=cursor)
+    return [_queued(i) for i in page.items], page.cursor
 
 
 def _delivery(sub_id: str, item: Item) -> Delivery:
