@@ -95,6 +95,8 @@ def test_a_large_event_is_sent_without_its_data() -> None:
         ("https:///x", False, "host"),
         ("https://example.com/x#frag", False, "fragment"),
         ("https://example.com:99999/x", False, "not a valid URL"),
+        ("https://example.com:0/x", False, "port must be 1-65535"),
+        ("http://127.0.0.1:00/x", True, "port must be 1-65535"),
         ("https://exa mple.com/x", False, "spaces or control"),
         ("https://example.com/x y", False, "spaces or control"),
         ("https://example.com/x\r\nX-Evil: 1", False, "spaces or control"),

@@ -64,9 +64,11 @@ def check_url(url: str, *, allow_http: bool = False) -> str:
     try:
         parts = urlsplit(url)
         host = parts.hostname
-        _ = parts.port
+        port = parts.port
     except ValueError as exc:
         raise ValidationError(f"url {url[:80]!r} is not a valid URL") from exc
+    if port == 0:  # nothing listens there: every delivery would fail for 3 days
+        raise ValidationError("url port must be 1-65535")
     if not host:
         raise ValidationError("url needs a host")
     try:
