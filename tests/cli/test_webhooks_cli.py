@@ -189,3 +189,11 @@ def test_sigterm_ends_deliver_during_its_wait_between_passes(
     assert worker.returncode == 0, out + err
     assert time.monotonic() - stopped < 10
     assert err == ""
+
+
+def test_an_empty_id_is_refused_not_replaced(wh_cli: Cli, ledger: Ledger) -> None:
+    # was: `--id ''` subscribed the URL under a random id, printed only on stderr
+    code, out, err = wh_cli("webhooks", "create", "https://example.com/h", "-p", "shop", "--id", "")
+    assert (code, out) == (2, "")
+    assert err == "error: subscription id is required (1-128 characters)\n"
+    assert ledger.webhooks.list("shop") == []

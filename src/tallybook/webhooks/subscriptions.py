@@ -150,7 +150,11 @@ class SubscriptionStore:
             )
         if description is not None and len(description) > MAX_DESCRIPTION:
             raise ValidationError(f"description is longer than {MAX_DESCRIPTION} characters")
-        sid = check_id(sub_id, "subscription id") if sub_id else f"sub_{secrets.token_hex(8)}"
+        sid = (
+            check_id(sub_id, "subscription id")
+            if sub_id is not None  # an empty id is refused, not replaced by a random one
+            else f"sub_{secrets.token_hex(8)}"
+        )
         secret = new_secret()
         sub = Subscription(
             program=program,
