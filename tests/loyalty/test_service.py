@@ -631,3 +631,22 @@ def test_a_huge_integer_in_the_rules_is_a_config_error(
     """An integer of over 4300 digits raised a bare ValueError (no text for it)."""
     with pytest.raises(ConfigError, match=re.escape(message)):
         ledger.loyalty.configure("shop", rules)
+
+
+def test_rules_stored_before_the_places_limit_still_read(ledger: Ledger) -> None:
+    """The limit of 40 places on a multiplier was applied to the rules a program
+    already holds: a tier multiplier of 46 places (stored before the limit) made every
+    earn, status and `config show` of the program a ConfigError."""
+    tiny = "0.0000000000000000000000000000000000000000000015"  # 1.5e-45, as once stored
+    ledger.loyalty.configure("shop", {})
+    stored = ledger.programs.get("shop").settings["loyalty"]
+    tiers = [
+        {"name": "base", "threshold": 0, "multiplier": "1"},
+        {"name": "far", "threshold": 10**30, "multiplier": tiny},
+    ]
+    ledger.programs.update_settings("shop", {"loyalty": {**stored, "tiers": tiers}})
+    assert ledger.loyalty.config("shop").to_settings()["tiers"] == tiers
+    ledger.accounts.open("shop", "alice")
+    assert ledger.loyalty.earn("shop", "alice", "o1", 1000).points == 10
+    with pytest.raises(ConfigError, match="at most 40 digits after the decimal point"):
+        ledger.loyalty.configure("shop", {**stored, "tiers": tiers})  # new rules: refused

@@ -37,15 +37,24 @@ from tallybook.domain.loyalty_rules import (
 from tallybook.errors import ConfigError, TallybookError
 
 
-def parse_config(data: Any, *, source: str = "loyalty config") -> LoyaltyConfig:
-    """Validate a configuration mapping; errors name ``source`` and the field."""
+def parse_config(
+    data: Any, *, source: str = "loyalty config", stored: bool = False
+) -> LoyaltyConfig:
+    """Validate a configuration mapping; errors name ``source`` and the field.
+
+    ``stored``: rules a program already holds, read back. A multiplier past 40
+    decimal places (refused since rules of such were stored) is read as stored:
+    the program stays usable."""
     try:
-        return _Parser().config(data)
+        return _Parser(stored=stored).config(data)
     except TallybookError as exc:
         raise ConfigError(f"{source}: {exc.message}") from exc
 
 
 class _Parser:
+    def __init__(self, *, stored: bool = False) -> None:
+        self.stored = stored
+
     def config(self, data: Any) -> LoyaltyConfig:
         d = self.table(
             data,
@@ -92,7 +101,9 @@ class _Parser:
             except TallybookError as exc:
                 raise ConfigError(f"earn.currency: {exc.message}") from exc
         return EarnRule(
-            points_per_unit=number(d.get("points_per_unit", 1), "earn.points_per_unit"),
+            points_per_unit=number(
+                d.get("points_per_unit", 1), "earn.points_per_unit", stored=self.stored
+            ),
             unit_size=integer(d.get("unit_size", 100), "earn.unit_size", low=1),
             rounding=choice(d.get("rounding", "down"), "earn.rounding", ROUNDINGS),
             currency=currency,
@@ -111,7 +122,7 @@ class _Parser:
             d = self.table(raw, where, {"name", "threshold", "multiplier"})
             name = ident(d.get("name"), f"{where}.name")
             threshold = integer(d.get("threshold"), f"{where}.threshold", low=0)
-            mult = number(d.get("multiplier", 1), f"{where}.multiplier")
+            mult = number(d.get("multiplier", 1), f"{where}.multiplier", stored=self.stored)
             if any(t.name == name for t in out):
                 raise ConfigError(f"{where}.name: tier {name!r} is defined twice")
             if out and threshold <= out[-1].threshold:
@@ -181,7 +192,9 @@ class _Parser:
                 id=cid,
                 starts=starts,
                 ends=ends,
-                multiplier=number(d.get("multiplier", 1), f"{where}.multiplier"),
+                multiplier=number(
+                    d.get("multiplier", 1), f"{where}.multiplier", stored=self.stored
+                ),
                 bonus=integer(d.get("bonus", 0), f"{where}.bonus", low=0, high=10**12),
                 tiers=tuple(only),
                 min_amount=integer(d.get("min_amount", 0), f"{where}.min_amount", low=0),
@@ -211,7 +224,7 @@ def integer(value: Any, where: str, *, low: int | None = None, high: int | None 
     return value
 
 
-def number(value: Any, where: str) -> Fraction:
+def number(value: Any, where: str, *, stored: bool = False) -> Fraction:
     """A positive exact number from an int, a float (by its decimal text) or a string."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ConfigError(f"{where} must be a number (got {value!r})")
@@ -228,7 +241,7 @@ def number(value: Any, where: str) -> Fraction:
         raise ConfigError(f"{where} must be at most {MAX_MULTIPLIER}")
     _, digits, exponent = dec.as_tuple()
     zeros = len(digits) - len("".join(map(str, digits)).rstrip("0"))
-    if cast(int, exponent) + zeros < -MAX_PLACES:
+    if not stored and cast(int, exponent) + zeros < -MAX_PLACES:
         raise ConfigError(
             f"{where} must have at most {MAX_PLACES} digits after the decimal point "
             f"(got {str(value)[:40]!r})"

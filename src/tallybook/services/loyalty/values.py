@@ -167,7 +167,7 @@ def config_of(program: Program) -> LoyaltyConfig:
             "keep serving this program with tallybook 0.1 (see docs/table-design.md, "
             "'Layout versions')"
         )
-    return parse_config(raw, source=f"program {program.id} loyalty settings")
+    return parse_config(raw, source=f"program {program.id} loyalty settings", stored=True)
 
 
 def load_toml(path: str | Path) -> LoyaltyConfig:
