@@ -141,6 +141,22 @@ def test_a_rule_dismisses_at_most_what_one_add_can_dismiss(ledger: Ledger, alice
     assert [a.id for a in n.list("shop", alice)] == [reset.id]
 
 
+def test_a_rule_stored_with_more_dismisses_still_reads(ledger: Ledger, alice: str) -> None:
+    """The limit of 45 dismisses was applied to the rules a program already held: a
+    program whose stored rule listed 46 made every add, trigger and rules read of it
+    a 422, of whatever type."""
+    n = ledger.notifications
+    types = [f"T{i}" for i in range(46)]
+    rules = {"types": {"Reset": {"dismisses": types}}}
+    ledger.programs.update_settings("shop", {"notifications": rules})  # stored before
+    assert n.rules("shop").rule("Reset").dismisses == tuple(types)
+    n.add("shop", alice, "T0", {})
+    reset = n.add("shop", alice, "Reset", {})
+    assert [a.id for a in n.list("shop", alice)] == [reset.id]
+    with pytest.raises(ValidationError, match="at most 45 types"):
+        n.set_rules("shop", rules)  # setting it anew is refused
+
+
 def test_an_unlisted_add_supersedes_the_one_listed_before_its_rule_changed(
     ledger: Ledger, clock: ManualClock, alice: str
 ) -> None:

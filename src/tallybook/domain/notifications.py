@@ -197,8 +197,13 @@ def _int_setting(raw: Mapping[str, Any], name: str, default: int, low: int, high
     return value
 
 
-def parse_type_rule(name: str, raw: object, base: TypeRule | None = None) -> TypeRule:
-    """A type's rule from settings; missing fields keep ``base``'s (or the defaults)."""
+def parse_type_rule(
+    name: str, raw: object, base: TypeRule | None = None, *, stored: bool = False
+) -> TypeRule:
+    """A type's rule from settings; missing fields keep ``base``'s (or the defaults).
+
+    ``stored``: a rule a program already holds, whose ``dismisses`` may be longer
+    than a rule may now be set with (such a rule keeps working as it did)."""
     check_type(name)
     if not isinstance(raw, Mapping):
         raise ValidationError(f"notifications.types.{name} must be an object")
@@ -212,7 +217,7 @@ def parse_type_rule(name: str, raw: object, base: TypeRule | None = None) -> Typ
     dismisses = raw.get("dismisses", list(rule.dismisses))
     if not isinstance(dismisses, list | tuple):
         raise ValidationError(f"notifications.types.{name}.dismisses must be a list of types")
-    if len(dismisses) > MAX_DISMISSES:
+    if not stored and len(dismisses) > MAX_DISMISSES:
         raise ValidationError(
             f"notifications.types.{name}.dismisses lists at most {MAX_DISMISSES} types "
             "(an add dismisses them in one storage transaction)"
@@ -237,8 +242,9 @@ def parse_type_rule(name: str, raw: object, base: TypeRule | None = None) -> Typ
     )
 
 
-def parse_rules(raw: object) -> NotificationRules:
-    """The rules from a program's ``settings["notifications"]``, over the defaults."""
+def parse_rules(raw: object, *, stored: bool = False) -> NotificationRules:
+    """The rules from a program's ``settings["notifications"]``, over the defaults
+    (``stored``: as a program holds them, see :func:`parse_type_rule`)."""
     if raw is None:
         return NotificationRules()
     if not isinstance(raw, Mapping):
@@ -251,10 +257,10 @@ def parse_rules(raw: object) -> NotificationRules:
     if not isinstance(raw_types, Mapping):
         raise ValidationError("notifications.types must be an object of type -> rule")
     for name, rule in raw_types.items():
-        types[name] = parse_type_rule(name, rule, types.get(name))
+        types[name] = parse_type_rule(name, rule, types.get(name), stored=stored)
     default = TypeRule()
     if "default" in raw:
-        default = parse_type_rule("default", raw["default"])
+        default = parse_type_rule("default", raw["default"], stored=stored)
     return NotificationRules(
         retention_days=_int_setting(raw, "retention_days", 90, 1, MAX_RETENTION_DAYS),
         types=types,

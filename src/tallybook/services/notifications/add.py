@@ -82,7 +82,7 @@ def add(
     attempt instead of reading it again (a stale one fails its version
     condition, and the retry reads it afresh)."""
     store = service.store
-    rules = parse_rules(program.settings.get("notifications"))
+    rules = parse_rules(program.settings.get("notifications"), stored=True)
     rule = rules.rule(type_)
     fp = fingerprint(
         {

@@ -104,7 +104,8 @@ class NotificationService:
 
     def rules(self, program: str) -> NotificationRules:
         """The program's rules as stored (writers use a copy cached for up to 2 s)."""
-        return parse_rules(self.programs.get(program, fresh=True).settings.get("notifications"))
+        settings = self.programs.get(program, fresh=True).settings
+        return parse_rules(settings.get("notifications"), stored=True)
 
     def set_rules(self, program: str, rules: Mapping[str, Any]) -> NotificationRules:
         """Replace the program's notification rules (``settings["notifications"]``)."""

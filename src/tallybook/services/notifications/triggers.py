@@ -227,7 +227,8 @@ def _dismiss(service: NotificationService, program: str, account: str, fund: str
 def ledger_event(service: NotificationService, event: LedgerEvent) -> None:
     program = service.programs.get(event.program)
     if event.occurred_at is not None:
-        retention = parse_rules(program.settings.get("notifications")).retention_days
+        rules = parse_rules(program.settings.get("notifications"), stored=True)
+        retention = rules.retention_days
         if event.occurred_at + timedelta(days=retention) <= service.clock.now():
             return  # its key (and any notification it raised) is past retention
     expires_at = event.expires_at
