@@ -225,7 +225,6 @@ class SqliteStore(ItemStore):
             self._conn().executescript(_SCHEMA)
         except sqlite3.Error as exc:  # e.g. a read-only file without the schema yet
             raise StoreUnavailable(f"cannot use SQLite file {self.path}: {exc}") from exc
-        _open_stores.add(self)
 
     # -- connections --------------------------------------------------------
 
@@ -251,6 +250,8 @@ class SqliteStore(ItemStore):
             self._local.conn = conn
             with self._all_lock:
                 self._all.append(conn)
+            # open from its first connection, and again when used after a close
+            _open_stores.add(self)
         return conn
 
     def close(self) -> None:
