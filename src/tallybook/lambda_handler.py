@@ -86,9 +86,10 @@ class _WithoutStage:
     """The app, given the path an HTTP API event names without its stage.
 
     An HTTP API stage other than ``$default`` is the first segment of the path
-    it passes on (``/prod/v1/accounts``), where the app's routes begin after it:
-    every request was a 404. A REST API (and ``$default``) passes the path
-    without its stage already."""
+    it passes on (``/prod/v1/accounts``), in payload format 2.0 and 1.0 alike,
+    where the app's routes begin after it: every request was a 404. A REST API
+    (its events have no ``version``) and ``$default`` pass the path without
+    its stage already."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -103,9 +104,9 @@ class _WithoutStage:
 
 
 def _named_stage(event: Any) -> str:
-    """``/{stage}`` of an HTTP API (payload 2.0) event on a stage other than
-    ``$default``, or ``""``."""
-    if not isinstance(event, dict) or event.get("version") != "2.0":
+    """``/{stage}`` of an HTTP API event (payload 2.0 or 1.0) on a stage other
+    than ``$default``, or ``""``."""
+    if not isinstance(event, dict) or event.get("version") not in ("1.0", "2.0"):
         return ""
     context = event.get("requestContext")
     stage = context.get("stage") if isinstance(context, dict) else None

@@ -12,7 +12,7 @@ import tallybook
 from tallybook import lambda_handler
 from tallybook.ledger import Ledger
 
-from .test_lambda_events import http_api_event
+from .test_lambda_events import http_api_event, rest_event
 
 
 @pytest.mark.parametrize("engine", ["sqlite"])
@@ -62,3 +62,24 @@ def test_an_http_api_on_a_named_stage_reaches_the_routes(ledger: Ledger, api: st
         lambda_handler.handler(http_api_event("GET", "/prod/healthz", {}), None)["statusCode"]
         == 404
     )
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_an_http_api_with_payload_1_0_on_a_named_stage_reaches_the_routes(
+    ledger: Ledger, api: str
+) -> None:
+    """An HTTP API's Lambda integration may send payload format 1.0 (``version``
+    "1.0"), whose ``path`` also starts with a named stage: only 2.0 events lost it,
+    and every request of a 1.0 integration on ``prod`` was a 404. A REST API's
+    event (no ``version``) is routed as it comes."""
+    auth = {"authorization": f"Bearer {api}"}
+
+    def on_prod(path: str) -> Any:
+        event = {**rest_event("GET", f"/prod{path}", auth), "version": "1.0"}
+        return lambda_handler.handler(event, None)
+
+    assert on_prod("/healthz")["statusCode"] == 200
+    missing = on_prod("/v1/nowhere")
+    assert json.loads(missing["body"])["instance"] == "/v1/nowhere"
+    rest = lambda_handler.handler(rest_event("GET", "/prod/healthz", auth), None)
+    assert rest["statusCode"] == 404  # a REST API's path is after its stage already
