@@ -99,7 +99,9 @@ class _WithoutStage:
             stage = _named_stage(scope.get("aws.event"))
             path = scope["path"]
             if stage and (path == stage or path.startswith(f"{stage}/")):
-                scope = {**scope, "path": path[len(stage) :] or "/"}
+                # routed after the stage; the links and redirects the app makes (the
+                # admin page's) keep it, as its base URL: /prod/admin/, not /admin/
+                scope = {**scope, "path": path[len(stage) :] or "/", "app_root_path": stage}
         await self.app(scope, receive, send)
 
 

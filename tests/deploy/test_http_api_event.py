@@ -83,3 +83,22 @@ def test_an_http_api_with_payload_1_0_on_a_named_stage_reaches_the_routes(
     assert json.loads(missing["body"])["instance"] == "/v1/nowhere"
     rest = lambda_handler.handler(rest_event("GET", "/prod/healthz", auth), None)
     assert rest["statusCode"] == 404  # a REST API's path is after its stage already
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_the_admin_page_on_a_named_stage_links_within_the_stage(ledger: Ledger) -> None:
+    """The stage was cut from the path the app saw, and from every link it made:
+    ``/prod/admin`` led to ``/admin/`` and the login page's form and stylesheet
+    were ``/admin/...``, outside the stage, where API Gateway answers 404."""
+
+    def on_prod(path: str) -> Any:
+        event = http_api_event("GET", f"/prod{path}", {})
+        event["requestContext"]["stage"] = "prod"
+        return lambda_handler.handler(event, None)
+
+    home = on_prod("/admin")
+    assert (home["statusCode"], home["headers"]["location"]) == (303, "/prod/admin/")
+    login = on_prod("/admin/login")["body"]
+    assert 'href="/prod/admin/static/admin.css"' in login
+    assert 'action="/prod/admin/login"' in login
+    assert on_prod("/admin/static/admin.css")["statusCode"] == 200
