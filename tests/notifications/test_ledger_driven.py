@@ -161,6 +161,29 @@ def test_points_expiring_is_listed_until_the_points_expire(
     assert "PointsExpiring" not in active(ledger, "shop", alice)
 
 
+def test_a_warning_raised_before_warnings_expired_is_no_conflict(
+    ledger: Ledger, clock: ManualClock, alice: str
+) -> None:
+    """A PointsExpiring raised before warnings carried an ``expires_at`` holds the
+    key the job warns of the same points under, with another fingerprint: every
+    later run failed to warn (IdempotencyConflict logged, ``warnings_failed``)."""
+    ledger.loyalty.configure("shop", LOYALTY)
+    earned = ledger.loyalty.earn("shop", alice, "o1", 10_000)  # 100 points, expiring on day 10
+    clock.advance(timedelta(days=8))
+    seen: list[LedgerEvent] = []
+    ledger.events.subscribe(seen.append)
+    payload = {"points": 100, "expires": earned.lot_expires, "lots": 1}
+    before = LedgerEvent("shop", alice, "PointsExpiring", payload, "expiring:100:100:1")
+    assert ledger.events.publish(before)  # as the job raised it then
+    raised = active(ledger, "shop", alice)["PointsExpiring"]
+
+    report = ledger.loyalty.expire("shop")
+    assert (report.warned, report.warnings_failed) == (1, 0)
+    job = [e for e in seen if e.type == "PointsExpiring"][-1]
+    assert replace(job, expires_at=None) == before  # the same warning, now with its expiry
+    assert active(ledger, "shop", alice)["PointsExpiring"].id == raised.id
+
+
 def test_points_expiring_follows_the_points_as_more_lots_come_due(
     ledger: Ledger, clock: ManualClock, alice: str, caplog: pytest.LogCaptureFixture
 ) -> None:

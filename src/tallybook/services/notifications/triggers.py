@@ -37,7 +37,7 @@ from tallybook.domain.notifications import (
     parse_rules,
     threshold_crossing,
 )
-from tallybook.errors import TallybookError
+from tallybook.errors import IdempotencyConflict, TallybookError
 from tallybook.services.events import EventBus, LedgerEvent
 from tallybook.services.ledger.postings import Committed, PostingEngine, Replayed
 from tallybook.store.records import notifications as items
@@ -236,7 +236,15 @@ def ledger_event(service: NotificationService, event: LedgerEvent) -> None:
         return  # what it tells is no longer true (the store would not list it)
     key = event_key(event.type, event.source_id) if event.source_id else None
     payload = check_payload(dict(event.payload))
-    service.add_to(program, event.account, check_type(event.type), payload, key, expires_at)
+    type_ = check_type(event.type)
+    try:
+        service.add_to(program, event.account, type_, payload, key, expires_at)
+    except IdempotencyConflict:
+        if key is None or expires_at is None:
+            raise
+        # raised before such events carried an expiry (its key's fingerprint has
+        # none): the same notification, replayed as it was raised; else a conflict
+        service.add_to(program, event.account, type_, payload, key, None)
 
 
 def _is(nid: str) -> Callable[[Notification], bool]:
