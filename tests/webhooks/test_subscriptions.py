@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 
 from tallybook.domain.webhooks import POSITION_NUMBER_DIGITS, short_position, stored_position
-from tallybook.errors import AlreadyExists, NotFound, ValidationError
+from tallybook.errors import AlreadyExists, NotFound, TallybookError, ValidationError
 from tallybook.ledger import Ledger
 from tallybook.store.records.webhook_changes import position
 from tallybook.store.records.webhook_events import read_queue
@@ -53,8 +53,12 @@ def test_verify_accepts_a_signed_delivery_and_refuses_tampering() -> None:
         verify(new_secret(), headers, body, now=1_000_010)
     with pytest.raises(WebhookVerificationError, match="tolerance"):
         verify(secret, headers, body, now=1_000_000 + 3600)
-    with pytest.raises(WebhookVerificationError, match="missing"):
+    with pytest.raises(WebhookVerificationError, match="missing") as refused:
         verify(secret, {"webhook-id": "evt_1"}, body)
+    # README: every deliberate error is a TallybookError (and this one stays a ValueError)
+    assert isinstance(refused.value, TallybookError)
+    assert isinstance(refused.value, ValueError)
+    assert refused.value.message == "missing header webhook-timestamp"
     # a signature that is not ASCII is a wrong signature, not a TypeError
     forged = {**headers, "webhook-signature": "v1,é" + headers["webhook-signature"][4:]}
     with pytest.raises(WebhookVerificationError, match="no matching"):

@@ -21,13 +21,22 @@ import secrets
 import time
 from collections.abc import Mapping
 
+from tallybook.errors import TallybookError
+
 SECRET_PREFIX = "whsec_"  # noqa: S105 - the format's prefix, not a secret
 #: a receiver refuses a timestamp further than this from its clock (replay guard)
 DEFAULT_TOLERANCE_SECONDS = 5 * 60
 
 
-class WebhookVerificationError(ValueError):
-    """The request was not signed by the holder of the secret (or is too old)."""
+class WebhookVerificationError(TallybookError, ValueError):
+    """The request was not signed by the holder of the secret (or is too old).
+
+    A :class:`~tallybook.errors.TallybookError` as every deliberate error is, and
+    still a ``ValueError``, which it was first."""
+
+    code = "webhook-not-verified"
+    status = 400
+    exit_code = 2
 
 
 def new_secret() -> str:
