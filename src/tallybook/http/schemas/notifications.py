@@ -58,7 +58,10 @@ class NotificationIn(BaseModel):
         "numbers must be integers",
     )
     expires_at: Time | None = Field(
-        default=None, description="when the active notification disappears by itself"
+        default=None,
+        description="when the active notification disappears by itself: it is listed "
+        "until the whole second this time falls in, which must be later than the "
+        "current second (else 422)",
     )
 
 
