@@ -139,3 +139,16 @@ def test_an_item_near_400kb_is_sized_exactly() -> None:
         ItemTooLarge,
         "item P/S exceeds the 400 KB item size limit",
     )
+
+
+@pytest.mark.parametrize("number", [10**5000, -(10**5000)], ids=["huge", "huge-negative"])
+def test_a_number_past_pythons_4300_digit_str_limit_is_refused_not_a_value_error(
+    number: int,
+) -> None:
+    for value in (number, [number], {"n": number}):
+        item: Item = {**KEY, "v": value}
+        with pytest.raises(StoreValidationError, match="at most 38 digits"):
+            check_item(item)
+        assert value_size(value) > 0  # sized without str()
+    with pytest.raises(StoreValidationError, match="at most 38 digits"):
+        check_actions([Update(key_of(KEY), [Set("v", [number])])])

@@ -14,8 +14,9 @@ def check_amount(value: object, what: str = "amount") -> int:
         raise ValidationError(
             f"{what} must be an integer number of minor units (got {type(value).__name__})"
         )
-    if value <= 0:
-        raise ValidationError(f"{what} must be positive (got {value})")
+    if value <= 0:  # a huge negative is not printed: str() fails past 4300 digits
+        got = value if value >= -MAX_AMOUNT else f"below -{MAX_AMOUNT}"
+        raise ValidationError(f"{what} must be positive (got {got})")
     if value > MAX_AMOUNT:
         raise ValidationError(f"{what} exceeds the maximum of {MAX_AMOUNT} minor units")
     return value

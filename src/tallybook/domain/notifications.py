@@ -38,6 +38,8 @@ MAX_PAYLOAD_BYTES = 16 * 1024
 #: stores at most 32 levels in an item (the payload sits inside the history row
 #: and webhook events), and a deeper value cannot be serialized back as JSON
 MAX_PAYLOAD_DEPTH = 16
+#: a payload number is below 10^38 in magnitude (38 digits), as the store keeps
+_NUMBER_LIMIT = 10**38
 MAX_RETENTION_DAYS = 3650
 #: types one rule may dismiss: an add dismisses them all in its one storage
 #: transaction (two actions each, five more of its own, at most 100 in all)
@@ -158,7 +160,7 @@ def _check_json(value: object, path: str, depth: int) -> None:
             f"{path}: the payload nests more than {MAX_PAYLOAD_DEPTH} levels of objects and lists"
         )
     if isinstance(value, int):
-        if len(str(abs(value))) > 38:
+        if not -_NUMBER_LIMIT < value < _NUMBER_LIMIT:  # never str(): it fails past 4300 digits
             raise ValidationError(f"{path}: a number has at most 38 digits")
         return
     if isinstance(value, list):

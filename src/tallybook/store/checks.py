@@ -54,7 +54,7 @@ def check_value(value: Value, path: str = "value") -> None:
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return
     if isinstance(value, int):
-        if len(str(abs(value))) > MAX_NUMBER_DIGITS:
+        if not _NUMBER_LOW < value < _NUMBER_LIMIT:  # never str(): it fails past 4300 digits
             raise StoreValidationError(f"{path}: a number has at most 38 digits")
         return
     if isinstance(value, list):
@@ -80,10 +80,18 @@ def value_size(value: Value) -> int:
     if isinstance(value, str):
         return _utf8_len(value)
     if isinstance(value, int):
-        return 1 + (len(str(abs(value))) + 1) // 2
+        return 1 + (_digits(value) + 1) // 2
     if isinstance(value, list):
         return 3 + sum(1 + value_size(v) for v in value)
     return 3 + sum(_utf8_len(k) + 1 + value_size(v) for k, v in value.items())
+
+
+def _digits(value: int) -> int:
+    """How many decimal digits ``value`` has; one beyond 38 digits (which no
+    check lets through) is estimated from its bits, as ``str()`` of an integer
+    of more than 4300 digits raises ``ValueError``."""
+    n = abs(value)
+    return len(str(n)) if n < _NUMBER_LIMIT else n.bit_length() * 3 // 10 + 1
 
 
 def item_size(item: Mapping[str, Value]) -> int:
