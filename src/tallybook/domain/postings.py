@@ -17,6 +17,12 @@ from tallybook.errors import InsufficientFunds, NotFound, ValidationError
 MAX_METADATA_KEYS = 16
 MAX_METADATA_VALUE = 256
 MAX_DESCRIPTION = 500
+#: an account's own attributes (``Account.client_attributes``): at most 16
+#: names of 1-64 characters, each naming a string of at most 256 characters;
+#: the HTTP body (``OpenAccountIn``) and the Python API apply the same rule
+MAX_ATTRIBUTES = 16
+MAX_ATTRIBUTE_NAME = 64
+MAX_ATTRIBUTE_VALUE = 256
 #: legs of one transaction: each customer leg writes a head and an entry, so
 #: this keeps a transaction well under DynamoDB's 100 actions
 MAX_LEGS = 24
@@ -36,6 +42,30 @@ def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, str]:
         if not isinstance(v, str) or len(v) > MAX_METADATA_VALUE:
             raise ValidationError(
                 f"metadata values must be strings of at most {MAX_METADATA_VALUE} characters"
+            )
+        out[k] = v
+    return out
+
+
+def check_attributes(attributes: object) -> dict[str, str]:
+    """An account's own attributes within :data:`MAX_ATTRIBUTES` (a copy)."""
+    if attributes is None:
+        return {}
+    if not isinstance(attributes, Mapping):
+        raise ValidationError("attributes must be a mapping of names to values")
+    if len(attributes) > MAX_ATTRIBUTES:
+        raise ValidationError(f"attributes hold at most {MAX_ATTRIBUTES} names")
+    out: dict[str, str] = {}
+    for k, v in attributes.items():
+        if not isinstance(k, str) or not k:
+            raise ValidationError("attribute names must be non-empty strings")
+        if len(k) > MAX_ATTRIBUTE_NAME:
+            raise ValidationError(
+                f"attribute name {k[:40]!r} is longer than {MAX_ATTRIBUTE_NAME} characters"
+            )
+        if not isinstance(v, str) or len(v) > MAX_ATTRIBUTE_VALUE:
+            raise ValidationError(
+                f"attribute {k!r} must be a string of at most {MAX_ATTRIBUTE_VALUE} characters"
             )
         out[k] = v
     return out

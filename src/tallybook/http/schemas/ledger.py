@@ -19,6 +19,9 @@ from tallybook.domain.model import (
 )
 from tallybook.domain.money import MAX_AMOUNT
 from tallybook.domain.postings import (
+    MAX_ATTRIBUTE_NAME,
+    MAX_ATTRIBUTE_VALUE,
+    MAX_ATTRIBUTES,
     MAX_DESCRIPTION,
     MAX_LEGS,
     MAX_METADATA_KEYS,
@@ -230,10 +233,10 @@ class OpenAccountIn(_In):
     attributes: (
         Annotated[
             dict[
-                Annotated[str, Field(min_length=1, max_length=64)],
-                Annotated[str, Field(max_length=256)],
+                Annotated[str, Field(min_length=1, max_length=MAX_ATTRIBUTE_NAME)],
+                Annotated[str, Field(max_length=MAX_ATTRIBUTE_VALUE)],
             ],
-            Field(max_length=16),
+            Field(max_length=MAX_ATTRIBUTES),
         ]
         | None
     ) = None

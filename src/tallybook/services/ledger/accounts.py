@@ -7,13 +7,14 @@ error. Opening is idempotent: opening an open account returns it unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from tallybook.domain.ids import check_flag, check_fund, check_id
 from tallybook.domain.model import Account, Balance, Entry, Program
+from tallybook.domain.postings import check_attributes
 from tallybook.domain.times import check_optional_time
 from tallybook.errors import ConditionFailed, NotFound, ValidationError
 from tallybook.services.clock import Clock
@@ -58,11 +59,8 @@ class AccountService:
         """
         program = self.programs.get(program_id)
         check_id(account_id, "account id")
-        if attributes is not None and not isinstance(attributes, Mapping):
-            raise ValidationError("attributes must be a mapping of names to values")
-        if attributes and not all(isinstance(k, str) and k for k in attributes):
-            raise ValidationError("attribute names must be non-empty strings")
-        writes, opened = open_account(program, account_id, self.clock.now(), attributes or {})
+        attrs = check_attributes(attributes)
+        writes, opened = open_account(program, account_id, self.clock.now(), attrs)
         try:
             self.store.transact_write(writes)
         except ConditionFailed:
