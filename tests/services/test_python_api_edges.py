@@ -5,8 +5,11 @@ README: "Bad input never raises TypeError or ValueError and writes nothing".
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 import pytest
 
+from tallybook.domain.model import Leg, Transaction
 from tallybook.errors import NotFound, ValidationError
 from tallybook.ledger import Ledger
 
@@ -60,3 +63,47 @@ def test_an_account_with_the_most_attributes_allowed_still_earns(ledger: Ledger)
     assert account.client_attributes == attributes
     ledger.loyalty.configure(PROGRAM, {})
     assert ledger.loyalty.earn(PROGRAM, "carol", "o-1", 1000).points > 0
+
+
+class Cents(IntEnum):
+    FIVE = 500
+
+
+def _types(txn: Transaction) -> set[type]:
+    return {type(leg.amount) for leg in txn.legs} | {
+        type(leg.balance) for leg in txn.legs if leg.balance is not None
+    }
+
+
+def test_an_int_enum_amount_is_taken_as_a_plain_int(ledger: Ledger) -> None:
+    open_accounts(ledger, "alice", "bob")
+    ledger.loyalty.configure(PROGRAM, {})
+    credit = ledger.wallet.credit(PROGRAM, "alice", "cash", Cents.FIVE, txn_id="w-1")
+    assert credit.funds == {"cash": 500}
+    assert type(credit.funds["cash"]) is int
+    txns = [
+        ledger.transactions.credit(PROGRAM, "alice", "cash", Cents.FIVE, txn_id="t-1"),
+        ledger.transactions.debit(PROGRAM, "alice", "cash", Cents.FIVE, txn_id="t-2"),
+        ledger.transactions.adjust(PROGRAM, "alice", "cash", Cents.FIVE, txn_id="t-3"),
+        ledger.transactions.transfer(PROGRAM, "alice", "bob", "cash", Cents.FIVE, txn_id="t-4"),
+        ledger.transactions.post(
+            PROGRAM,
+            [Leg("alice", "cash", -Cents.FIVE), Leg("bob", "cash", Cents.FIVE)],
+            txn_id="t-5",
+        ),
+        ledger.transactions.post(
+            PROGRAM,
+            [Leg("alice", "cash", Cents.FIVE), Leg("@adjustment", "cash", -500)],
+            txn_id="t-6",
+        ),
+        ledger.loyalty.earn(PROGRAM, "alice", "o-1", Cents.FIVE).transaction,
+    ]
+    for txn in txns:
+        assert _types(txn) == {int}, txn.id
+        assert _types(ledger.transactions.get(PROGRAM, txn.id)) == {int}, txn.id
+    with pytest.raises(ValidationError, match="amount"):
+        ledger.wallet.credit(PROGRAM, "alice", "cash", True, txn_id="w-2")
+    with pytest.raises(ValidationError):
+        ledger.transactions.post(
+            PROGRAM, [Leg("alice", "cash", True), Leg("@adjustment", "cash", -1)], txn_id="t-7"
+        )

@@ -9,7 +9,8 @@ MAX_AMOUNT = 10**15
 
 
 def check_amount(value: object, what: str = "amount") -> int:
-    """A positive integer amount in minor units, at most :data:`MAX_AMOUNT`."""
+    """A positive integer amount in minor units, at most :data:`MAX_AMOUNT`, as a
+    plain ``int`` (an ``IntEnum`` or other ``int`` subclass is not kept)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(
             f"{what} must be an integer number of minor units (got {type(value).__name__})"
@@ -19,11 +20,11 @@ def check_amount(value: object, what: str = "amount") -> int:
         raise ValidationError(f"{what} must be positive (got {got})")
     if value > MAX_AMOUNT:
         raise ValidationError(f"{what} exceeds the maximum of {MAX_AMOUNT} minor units")
-    return value
+    return int(value)
 
 
 def check_signed_amount(value: object, what: str = "amount") -> int:
-    """A non-zero integer whose magnitude is at most :data:`MAX_AMOUNT`."""
+    """A non-zero integer whose magnitude is at most :data:`MAX_AMOUNT`, as a plain ``int``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(
             f"{what} must be an integer number of minor units (got {type(value).__name__})"
@@ -32,4 +33,4 @@ def check_signed_amount(value: object, what: str = "amount") -> int:
         raise ValidationError(f"{what} must not be zero")
     if abs(value) > MAX_AMOUNT:
         raise ValidationError(f"{what} exceeds the maximum of {MAX_AMOUNT} minor units")
-    return value
+    return int(value)

@@ -137,7 +137,7 @@ class TransactionService:
         metadata: Mapping[str, str] | None = None,
     ) -> Transaction:
         """Move ``amount`` of ``fund`` between two customer accounts, all or nothing."""
-        check_amount(amount)
+        amount = check_amount(amount)
         check_id(source, "source account")
         check_id(destination, "destination account")
         if source == destination:
@@ -167,6 +167,7 @@ class TransactionService:
         check_client_txn_id(txn_id)
         if not isinstance(legs, list | tuple) or not all(isinstance(leg, Leg) for leg in legs):
             raise ValidationError("legs must be a list of Leg(account, fund, amount)")
+        legs = [_plain_amount(leg) for leg in legs]
         metadata = check_metadata(metadata)
         for leg in legs:
             if not isinstance(leg.account, str):
@@ -215,7 +216,7 @@ class TransactionService:
         check_id(account, "account")
         check_fund(fund)
         if type is TxnType.CREDIT:
-            check_amount(amount)
+            amount = check_amount(amount)
         legs = [Leg(account, fund, amount), Leg(counter, fund, -amount)]
         return self.post(
             program,
@@ -326,3 +327,13 @@ class TransactionService:
 def body_of(**fields: Any) -> dict[str, Any]:
     """A request body for fingerprinting: drops None values for stability."""
     return {k: cast(Any, v) for k, v in fields.items() if v is not None}
+
+
+def _plain_amount(leg: Leg) -> Leg:
+    """``leg`` with a plain ``int`` amount where it held an ``int`` subclass (an
+    ``IntEnum``), which the transaction would otherwise echo back; a ``bool`` or
+    a non-integer is left for :func:`check_legs` to refuse."""
+    amount = leg.amount
+    if type(amount) is int or not isinstance(amount, int) or isinstance(amount, bool):
+        return leg
+    return Leg(leg.account, leg.fund, int(amount))

@@ -186,7 +186,7 @@ class LoyaltyService:
         body under the same order id is an ``IdempotencyConflict``.
         """
         check_id(account, "account")
-        check_amount(amount)
+        amount = check_amount(amount)
         at = check_optional_time(at, "at")
         txn_id = order_txn_id(order_id)
         meta = check_metadata(metadata) or None
@@ -313,7 +313,7 @@ class LoyaltyService:
         check_id(account, "account")
         check_id(reward_id, "reward id")
         check_client_txn_id(txn_id)
-        check_amount(points, "points")
+        points = check_amount(points, "points")
         meta_in = check_metadata(metadata)
         if meta_in.get("reward_id", reward_id) != reward_id:  # the record names the reward
             raise ValidationError(

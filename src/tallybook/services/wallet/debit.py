@@ -118,7 +118,7 @@ class DebitOps:
         ``txn_id``) or charged to the wallet's ``processor`` (``"charge"``;
         :class:`PaymentDeclined` when declined). ``txn_id`` again replays."""
         check_id(account, "account")
-        check_amount(amount)
+        amount = check_amount(amount)
         check_client_txn_id(txn_id)
         if on_shortfall not in ("reject", "charge"):
             raise ValidationError("on_shortfall must be 'reject' or 'charge'")

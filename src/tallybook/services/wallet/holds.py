@@ -141,7 +141,7 @@ class HoldOps:
     ) -> HoldResult:
         """Withhold ``amount`` across funds in spend order until capture, void or deadline."""
         check_id(account, "account")
-        check_amount(amount)
+        amount = check_amount(amount)
         check_hold_id(hold_id)
         body = {
             "op": "wallet.authorize",
@@ -242,7 +242,7 @@ class HoldOps:
         ``release_in_days`` after it is credited (a retry of either keeps the first answer)."""
         check_id(account, "account")
         check_fund(fund)
-        check_amount(amount)
+        amount = check_amount(amount)
         check_hold_id(txn_id, "a held credit's txn_id (also its hold id)")
         if (release_at is None) == (release_in_days is None):
             raise ValidationError("give exactly one of release_at or release_in_days")
@@ -333,7 +333,7 @@ class HoldOps:
     def capture(self, program: str, hold_id: str, amount: int | None = None) -> HoldResult:
         """Spend ``amount`` (default: all) of a hold; the rest is released."""
         if amount is not None:
-            check_amount(amount)
+            amount = check_amount(amount)
         account = self.account_of(program, hold_id)
         try:
             return self._settle(program, account, hold_id, "capture", amount)

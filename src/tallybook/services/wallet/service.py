@@ -190,7 +190,7 @@ class WalletService:
         """Award a bonus grant expiring at ``expires_at``, or ``expires_in_days`` after it
         is granted (the grant id is ``txn_id``; a retry of either keeps the first answer)."""
         check_id(account, "account")
-        check_amount(amount)
+        amount = check_amount(amount)
         check_hold_id(txn_id, "a grant's txn_id (also its hold id)")
         if (expires_at is None) == (expires_in_days is None):
             raise ValidationError("give exactly one of expires_at or expires_in_days")
@@ -265,7 +265,7 @@ class WalletService:
         check_id(account, "account")
         check_client_txn_id(txn_id)
         check_fund(fund)
-        check_amount(amount)
+        amount = check_amount(amount)
         if fund not in CREDIT_FUNDS:
             raise ValidationError(f"wallet credits go to {' or '.join(CREDIT_FUNDS)}, not {fund}")
         body = {
