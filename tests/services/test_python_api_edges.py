@@ -5,13 +5,19 @@ README: "Bad input never raises TypeError or ValueError and writes nothing".
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from enum import IntEnum
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tallybook.domain.model import Leg, Transaction
 from tallybook.errors import NotFound, ValidationError
 from tallybook.ledger import Ledger
+from tallybook.services.billing.sinks import DirectorySink
+from tallybook.services.clock import ManualClock
 
 from .ledger_helpers import PROGRAM, open_accounts, state
 
@@ -107,3 +113,40 @@ def test_an_int_enum_amount_is_taken_as_a_plain_int(ledger: Ledger) -> None:
         ledger.transactions.post(
             PROGRAM, [Leg("alice", "cash", True), Leg("@adjustment", "cash", -1)], txn_id="t-7"
         )
+
+
+def test_a_progress_that_is_not_callable_is_refused_before_the_job_starts(
+    ledger: Ledger, clock: ManualClock, tmp_path: Path
+) -> None:
+    open_accounts(ledger, "alice")
+    ledger.loyalty.configure(PROGRAM, {})
+    event = {"id": "e-1", "account": "alice", "type": "TierChanged", "payload": {}}
+    record = {
+        "id": "r1",
+        "partner": "acme",
+        "order_id": "o1",
+        "amount": 100,
+        "currency": "USD",
+        "rate": "0.1",
+        "time": clock.now().isoformat(),
+    }
+    jobs: list[Callable[[Any], object]] = [
+        lambda p: ledger.check.program(PROGRAM, progress=p),
+        lambda p: ledger.loyalty.expire(PROGRAM, progress=p),
+        lambda p: ledger.loyalty.review_tiers(PROGRAM, progress=p),
+        lambda p: ledger.wallet.reconcile(PROGRAM, progress=p),
+        lambda p: ledger.wallet.expire_holds(PROGRAM, progress=p),
+        lambda p: ledger.wallet.expire_grants(PROGRAM, progress=p),
+        lambda p: ledger.notifications.ingestor.ingest_lines(
+            PROGRAM, [json.dumps(event)], progress=p
+        ),
+        lambda p: ledger.billing.ingest_many(PROGRAM, [(1, record)], progress=p),
+        lambda p: ledger.billing.reports.run(PROGRAM, sink=DirectorySink(tmp_path), progress=p),
+    ]
+    for job in jobs:
+        with pytest.raises(ValidationError, match="progress must be a callable"):
+            job(5)
+    assert ledger.notifications.list(PROGRAM, "alice") == []
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(NotFound):
+        ledger.billing.get(PROGRAM, "r1")

@@ -13,6 +13,13 @@ _UNIT = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,15}")
 SYSTEM_PREFIX = "@"
 
 
+def check_progress(value: object) -> None:
+    """A job's ``progress`` callback: a callable or ``None``, refused before the
+    job starts (not a ``TypeError`` at its first call, with part of the work done)."""
+    if value is not None and not callable(value):
+        raise ValidationError(f"progress must be a callable or None (got {type(value).__name__})")
+
+
 def check_flag(value: object, what: str) -> bool:
     """``value`` if it is a ``bool``: ``"no"`` or ``0`` would read as true or false."""
     if not isinstance(value, bool):

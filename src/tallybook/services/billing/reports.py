@@ -34,6 +34,7 @@ from tallybook.domain.billing import (
     parse_window,
     window_name,
 )
+from tallybook.domain.ids import check_progress
 from tallybook.domain.reports import (
     ALL_KINDS,
     ReportKind,
@@ -124,6 +125,7 @@ class ReportService:
         max_windows: int | None = None,
     ) -> list[ReportResult]:
         """Report every due window since each kind's checkpoint; returns what was written."""
+        check_progress(progress)
         seconds = parse_interval(interval)
         chosen = [check_kind(k) for k in kinds]
         state = self.billing.fixed_state(program)  # a report run fixes the settings

@@ -44,7 +44,7 @@ from tallybook.domain.billing import (
     iso,
     new_record,
 )
-from tallybook.domain.ids import check_id
+from tallybook.domain.ids import check_id, check_progress
 from tallybook.domain.postings import fingerprint
 from tallybook.errors import (
     ConditionFailed,
@@ -290,6 +290,7 @@ class BillingService:
         :data:`BATCH_RECORDS`; a record refused for its content (or a line that
         failed to parse, given as the error) is reported in ``errors`` with its
         number and does not stop the rest."""
+        check_progress(progress)
         summary = IngestSummary()
         self.programs.get(program)
         batch: list[tuple[int, RecordDraft]] = []

@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tallybook.domain.ids import check_id
+from tallybook.domain.ids import check_id, check_progress
 from tallybook.domain.model import (
     SYSTEM_ACCOUNTS,
     Account,
@@ -114,6 +114,7 @@ class CheckService:
 
     def program(self, program_id: str, *, progress: Progress | None = None) -> CheckReport:
         """Check every account of a program, then conservation per unit (invariant 5)."""
+        check_progress(progress)
         program = self.programs.get(program_id)
         report = CheckReport()
         totals: dict[str, int] = defaultdict(int)

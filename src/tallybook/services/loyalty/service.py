@@ -25,7 +25,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from tallybook.domain.ids import check_client_txn_id, check_id
+from tallybook.domain.ids import check_client_txn_id, check_id, check_progress
 from tallybook.domain.loyalty import LoyaltyConfig, decimal_text, parse_config, quote
 from tallybook.domain.model import ISSUANCE, REDEMPTION, Account, Leg, Transaction, TxnType
 from tallybook.domain.money import MAX_AMOUNT, check_amount
@@ -476,8 +476,10 @@ class LoyaltyService:
 
     def expire(self, program: str, *, progress: Progress | None = None) -> ExpiryReport:
         """Expire every lot past its date (idempotent) and warn about soon-expiring points."""
+        check_progress(progress)
         return ExpiryJob(self.core).run(program, progress=progress)
 
     def review_tiers(self, program: str, *, progress: Progress | None = None) -> ReviewReport:
         """The downgrade job: apply the downgrade rule to every member above the base tier."""
+        check_progress(progress)
         return review_tiers(self.core, program, progress=progress)

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tallybook.domain.ids import check_id
+from tallybook.domain.ids import check_id, check_progress
 from tallybook.domain.json_text import RepeatedKey, loads_unique
 from tallybook.domain.notifications import Notification, check_payload, check_type
 from tallybook.errors import IdempotencyConflict, NotFound, TallybookError, ValidationError
@@ -295,6 +295,7 @@ class EventIngestor:
         not UTF-8 is rejected (``not-json``) instead of stored with its bytes replaced.
         ``progress`` is called with each line's size in bytes (for a progress bar).
         """
+        check_progress(progress)
         report = BatchReport()
         for number, line in enumerate(lines, start=1):
             # a lone surrogate (text read with errors="surrogateescape") has no UTF-8

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from tallybook.domain.ids import check_id, derived_id
+from tallybook.domain.ids import check_id, check_progress, derived_id
 from tallybook.domain.model import EXPIRY, Account, Leg, Transaction, TxnType
 from tallybook.domain.wallet import (
     BONUS,
@@ -113,6 +113,7 @@ class WalletJobs:
         their grace, resolve holds without a transaction record and holds or held
         credits past their deadline, expire grants past their date. Idempotent, and
         safe while the program is in use."""
+        check_progress(progress)
         report = self.cancel_stale_charges(program, progress=progress)
         holds = self.expire_holds(program, progress=progress)
         report.orphan_holds = holds.orphan_holds
@@ -126,6 +127,7 @@ class WalletJobs:
     ) -> ReconcileReport:
         """Charge intents past their grace (none is a committed debit's charge, as a
         commit deletes its own): refund and remove them."""
+        check_progress(progress)
         self.core.programs.get(program)
         report = ReconcileReport()
         for row in due_rows(self.store, program, DUE_CHARGE, self.core.clock.now()):
@@ -150,6 +152,7 @@ class WalletJobs:
     def expire_holds(self, program: str, *, progress: Progress | None = None) -> ReconcileReport:
         """Holds past their deadline: expire debits, release held credits; and raise
         again what an expiry or release still in the index did not notify."""
+        check_progress(progress)
         self.core.programs.get(program)
         report = ReconcileReport()
         for row in due_rows(self.store, program, DUE_HOLD, self.core.clock.now()):
@@ -183,6 +186,7 @@ class WalletJobs:
 
     def expire_grants(self, program: str, *, progress: Progress | None = None) -> list[GrantExpiry]:
         """Move what is left of each expired grant to ``@expiry``, once per grant."""
+        check_progress(progress)
         self.core.programs.get(program)
         done: list[GrantExpiry] = []
         now = self.core.clock.now()
