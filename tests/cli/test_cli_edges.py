@@ -374,3 +374,15 @@ def test_a_commission_rate_is_one_rule_on_every_edge(
             code, out, err = cli("billing", "ingest", "-p", "shop", str(rows))
             assert "0 created" in out, (out, err)
             assert "1 rejected" in out, (out, err)
+
+
+def test_loyalty_earn_at_outside_1970_to_9000_is_one_error_line(cli: Cli, ledger: Ledger) -> None:
+    # was: --at 0001-01-02 was taken (HTTP refuses a time outside 1970-9000)
+    ledger.loyalty.configure("shop", {})
+    for at in ("0001-01-02T00:00:00Z", "1969-12-31T23:59:59Z"):
+        code, out, err = cli("loyalty", "earn", "alice", "o-1", "100", "--at", at, "-p", "shop")
+        assert code == 2, err
+        assert "at must be between 1970 and 9000" in one_error(err)
+        assert out == ""
+    with pytest.raises(NotFound):
+        ledger.loyalty.order("shop", "o-1")

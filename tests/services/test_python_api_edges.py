@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
@@ -150,3 +151,30 @@ def test_a_progress_that_is_not_callable_is_refused_before_the_job_starts(
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(NotFound):
         ledger.billing.get(PROGRAM, "r1")
+
+
+@pytest.mark.parametrize(
+    "at",
+    [
+        datetime(1, 1, 2, tzinfo=UTC),
+        datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC),
+        datetime(9000, 1, 1, tzinfo=UTC),
+        datetime(9999, 12, 31, tzinfo=UTC),
+    ],
+    ids=["year-1", "1969", "9000", "9999"],
+)
+def test_an_earn_dated_outside_1970_to_9000_is_refused_as_over_http(
+    ledger: Ledger, at: datetime
+) -> None:
+    open_accounts(ledger, "alice")
+    ledger.loyalty.configure(PROGRAM, {})
+    before = state(ledger, "alice")
+    with pytest.raises(ValidationError, match="at must be between 1970 and 9000"):
+        ledger.loyalty.earn(PROGRAM, "alice", "o-1", 1000, at=at)
+    assert state(ledger, "alice") == before
+    assert (
+        ledger.loyalty.earn(
+            PROGRAM, "alice", "o-2", 1000, at=datetime(1970, 1, 1, tzinfo=UTC)
+        ).points
+        > 0
+    )

@@ -26,6 +26,19 @@ def check_time(value: object, what: str) -> datetime:
     return value
 
 
+#: the range of an order's time (an earn's ``at``), one rule for the Python
+#: API, the CLI and HTTP: from 1970 up to, not including, 9000
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def check_time_range(value: datetime, what: str) -> datetime:
+    """``value`` (aware) if it falls in :data:`EARLIEST` - :data:`LATEST`."""
+    if not EARLIEST <= value < LATEST:
+        raise ValidationError(f"{what} must be between 1970 and 9000")
+    return value
+
+
 def check_optional_time(value: object, what: str) -> datetime | None:
     """:func:`check_time`, or ``None``."""
     return None if value is None else check_time(value, what)

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Body, Header, Path, Query, Response, status
 from tallybook.domain.ids import is_system_account
 from tallybook.domain.model import Leg, Transaction
 from tallybook.domain.money import MAX_AMOUNT
+from tallybook.domain.times import check_time_range
 from tallybook.errors import Forbidden, ValidationError
 from tallybook.http.deps import (
     AdminPrincipal,
@@ -72,8 +73,6 @@ Cursor = Annotated[
     str | None,
     Query(max_length=2048, description="the `cursor` of the previous page"),
 ]
-_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-_LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def _utc(value: datetime | None, name: str) -> datetime | None:
@@ -85,9 +84,7 @@ def _utc(value: datetime | None, name: str) -> datetime | None:
         converted = aware.astimezone(UTC)
     except (OverflowError, ValueError) as exc:
         raise ValidationError(f"'{name}' is out of range") from exc
-    if not _EARLIEST <= converted < _LATEST:
-        raise ValidationError(f"'{name}' must be between 1970 and 9000")
-    return converted
+    return check_time_range(converted, f"'{name}'")
 
 
 def _posted(txn: Transaction, response: Response) -> TransactionOut:

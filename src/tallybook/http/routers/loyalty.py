@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query, Response, status
 
-from tallybook.errors import ValidationError
+from tallybook.domain.times import check_time_range
 from tallybook.http.deps import (
     AdminPrincipal,
     IdempotencyKey,
@@ -63,9 +63,7 @@ def _at(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     aware = value if value.tzinfo else value.replace(tzinfo=UTC)
-    if not datetime(1970, 1, 1, tzinfo=UTC) <= aware < datetime(9000, 1, 1, tzinfo=UTC):
-        raise ValidationError("'at' must be between 1970 and 9000")
-    return aware.astimezone(UTC)
+    return check_time_range(aware, "'at'").astimezone(UTC)
 
 
 @router.put("/program/loyalty", summary="Set the program's loyalty rules (admin)")

@@ -35,7 +35,7 @@ from tallybook.domain.tiers import (
     lot_expiry,
     record_earn,
 )
-from tallybook.domain.times import check_optional_time
+from tallybook.domain.times import check_optional_time, check_time_range
 from tallybook.domain.wallet import SPEND_ORDER
 from tallybook.errors import (
     ConditionFailed,
@@ -188,6 +188,8 @@ class LoyaltyService:
         check_id(account, "account")
         amount = check_amount(amount)
         at = check_optional_time(at, "at")
+        if at is not None:
+            check_time_range(at, "at")
         txn_id = order_txn_id(order_id)
         meta = check_metadata(metadata) or None
 
