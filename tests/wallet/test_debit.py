@@ -481,3 +481,50 @@ def test_a_processor_without_charge_and_refund_is_refused_when_set(
     t = wallet.wallet.debit(P, "alice", 150, txn_id="d1", on_shortfall="charge")
     assert t.charge is not None
     assert t.charge["amount"] == 50
+
+
+class _FailingProcessor(FakeChargeProcessor):
+    """Charges, then raises what the protocol does not name (a bug, a dropped
+    connection as ``OSError``); ``refund_fails`` makes its refunds fail too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refund_fails = False
+
+    def charge(self, *, key: str, account: str, amount: int, currency: str) -> str:
+        super().charge(key=key, account=account, amount=amount, currency=currency)
+        raise RuntimeError("processor bug")
+
+    def refund(self, *, key: str) -> None:
+        if self.refund_fails:
+            raise RuntimeError("refund bug")
+        super().refund(key=key)
+
+
+def test_a_processor_raising_an_undocumented_error_is_a_payment_declined(
+    wallet: Ledger, clock: ManualClock
+) -> None:
+    # was: the RuntimeError propagated raw and left the charge (collected) and its
+    # intent for reconcile; it is now taken as a timeout: refunded, 402
+    processor = _FailingProcessor()
+    wallet.wallet.processor = processor
+    fund(wallet, "alice", cash=100)
+    before = wallet.wallet.balance(P, "alice").funds
+    with pytest.raises(PaymentDeclined, match=r"failed \(RuntimeError\) and was reversed"):
+        wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
+    assert processor.net_charged == 0
+    assert wallet.wallet.balance(P, "alice").funds == before
+    assert wallet.wallet.check(P, "alice") == []
+    # its refund failing too: the intent stays, and reconcile refunds it after its grace
+    processor.refund_fails = True
+    with pytest.raises(PaymentDeclined, match="reconcile refunds it"):
+        wallet.wallet.debit(P, "alice", 250, txn_id="d2", on_shortfall="charge")
+    assert processor.net_charged == 150
+    assert wallet.wallet.balance(P, "alice").funds == before
+    processor.refund_fails = False
+    with pytest.raises(PaymentDeclined, match="new transaction id"):
+        wallet.wallet.debit(P, "alice", 250, txn_id="d2", on_shortfall="charge")
+    clock.advance(CHARGE_GRACE + timedelta(minutes=1))
+    assert wallet.wallet.reconcile(P).cancelled_charges == [("alice", "d2", 150)]
+    assert processor.net_charged == 0
+    assert_consistent(wallet, "alice")

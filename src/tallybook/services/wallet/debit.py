@@ -200,11 +200,23 @@ class DebitOps:
         except ChargeDeclined as exc:
             self._drop_intent(program, account, txn_id, key)
             raise PaymentDeclined(f"the charge of {charged} was declined: {exc}") from None
-        except ChargeTimeout:
-            self._give_up(program, account, txn_id, key, None)
+        except Exception as exc:
+            # a timeout, or anything else a processor raises (docs/wallet.md): the
+            # charge may have happened, so its key is refunded; when that fails too,
+            # the intent stays and reconcile refunds it once its grace is over
+            what = (
+                "timed out" if isinstance(exc, ChargeTimeout) else f"failed ({type(exc).__name__})"
+            )
+            try:
+                self._give_up(program, account, txn_id, key, None)
+            except Exception:
+                raise PaymentDeclined(
+                    f"the charge of {charged} {what} and could not be refunded yet; nothing "
+                    "was debited, and reconcile refunds it"
+                ) from exc
             raise PaymentDeclined(
-                f"the charge of {charged} timed out and was reversed; nothing was debited"
-            ) from None
+                f"the charge of {charged} {what} and was reversed; nothing was debited"
+            ) from (None if isinstance(exc, ChargeTimeout) else exc)
         try:
             done = self._commit(program, account, amount, txn_id, body, charged, reference, key)
         except LedgerError:
