@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import urllib.request
 from typing import Any
 
 import pytest
 
 from tallybook.ledger import Ledger
-from tallybook.services.notifications.ingest import EventIngestor, RejectedMessage, parse_envelope
+from tallybook.services.notifications.ingest import (
+    EventIngestor,
+    RejectedMessage,
+    parse_envelope,
+    sns_confirmer,
+)
 
 pytestmark = pytest.mark.unit  # services only: memory stands in for SQLite
 
@@ -101,6 +107,53 @@ def test_subscription_confirmation(ledger: Ledger) -> None:
     ingest = EventIngestor(ledger.notifications, confirm=confirmed.append)
     assert ingest.ingest("shop", message).status == "confirmed"
     assert confirmed == [url]
+
+
+@pytest.mark.parametrize(
+    ("url", "visited"),
+    [
+        ("https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription&Token=t", True),
+        ("https://sns.us-gov-west-1.amazonaws.com/?Action=ConfirmSubscription", True),
+        ("https://sns.cn-north-1.amazonaws.com.cn/?Action=ConfirmSubscription", True),
+        ("https://my-bucket.s3.amazonaws.com/confirm", False),
+        ("https://sns.s3-us-west-2.amazonaws.com/confirm", False),
+        ("https://amazonaws.com/", False),
+        ("https://sns.us-east-1.amazonaws.com:8443/", False),
+        ("http://sns.us-east-1.amazonaws.com/", False),
+    ],
+)
+@pytest.mark.parametrize("engine", ["memory"])  # no storage: the URL is checked alone
+def test_auto_confirm_visits_only_an_sns_host(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, url: str, visited: bool
+) -> None:
+    """Any https://*.amazonaws.com URL was visited (an S3 bucket's too)."""
+    opened: list[str] = []
+
+    class _Answer:
+        def __enter__(self) -> _Answer:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            return None
+
+        def read(self) -> bytes:
+            return b""
+
+    def urlopen(target: str, timeout: float) -> _Answer:
+        opened.append(target)
+        return _Answer()
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    ingest = EventIngestor(ledger.notifications, confirm=sns_confirmer)
+    message = {"Type": "SubscriptionConfirmation", "MessageId": "s-1", "SubscribeURL": url}
+    if visited:
+        assert ingest.ingest("shop", message).status == "confirmed"
+    else:
+        with pytest.raises(RejectedMessage) as refused:
+            ingest.ingest("shop", message)
+        assert refused.value.reason == "untrusted-subscribe-url"
+        assert ingest.stats.reasons == {"untrusted-subscribe-url": 1}
+    assert opened == ([url] if visited else [])
 
 
 def test_ndjson_batch_continues_past_bad_lines(ledger: Ledger, alice: str) -> None:

@@ -9,8 +9,9 @@ JSON string, as SNS sends it, or an object)::
 ``MessageId`` is the idempotency key: a redelivered message is a no-op. A
 ``SubscriptionConfirmation`` is confirmed through the ``confirm`` hook (by
 default only when ``$TALLYBOOK_SNS_AUTO_CONFIRM=1``, and only for an https
-``SubscribeURL`` on ``amazonaws.com``); otherwise its URL is logged and
-reported for an operator to visit. NDJSON lines are envelopes, or bare events
+``SubscribeURL`` on an SNS host, ``sns.<region>.amazonaws.com`` or, in China,
+``.amazonaws.com.cn``); otherwise its URL is logged and reported for an
+operator to visit. NDJSON lines are envelopes, or bare events
 ``{"id": ..., "account": ..., "type": ..., "payload": {...}}``.
 
 A bad message raises :class:`RejectedMessage` with a stable ``reason`` and is
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import urllib.parse
 import urllib.request
@@ -37,6 +39,10 @@ from tallybook.errors import IdempotencyConflict, NotFound, TallybookError, Vali
 log = logging.getLogger("tallybook.events")
 
 AUTO_CONFIRM_ENV = "TALLYBOOK_SNS_AUTO_CONFIRM"
+#: SNS's own hosts: ``sns.<region>.amazonaws.com`` (GovCloud's regions too) and
+#: China's ``sns.<region>.amazonaws.com.cn``; any other amazonaws.com host (an S3
+#: bucket's, ``sns.s3-us-west-2.amazonaws.com`` too) is anyone's to serve
+SNS_HOST = re.compile(r"sns\.[a-z]{2}(-gov)?-[a-z]+-[0-9]+\.amazonaws\.com(\.cn)?")
 MAX_MESSAGE_BYTES = 256 * 1024
 
 Confirmer = Callable[[str], None]
@@ -243,11 +249,22 @@ def parse_envelope(raw: str | bytes | Mapping[str, Any]) -> Envelope:
 
 
 def sns_confirmer(url: str) -> None:
-    """Visit an AWS SNS SubscribeURL (https on amazonaws.com only)."""
+    """Visit an AWS SNS SubscribeURL (https on an SNS host, :data:`SNS_HOST`, only)."""
     parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if parts.scheme != "https" or not (host == "amazonaws.com" or host.endswith(".amazonaws.com")):
-        raise RejectedMessage("untrusted-subscribe-url", "SubscribeURL is not an AWS SNS URL")
+    try:
+        port = parts.port
+    except ValueError:  # out of range
+        port = -1
+    if (
+        parts.scheme != "https"
+        or not SNS_HOST.fullmatch(parts.hostname or "")
+        or port not in (None, 443)
+        or parts.username is not None
+    ):
+        raise RejectedMessage(
+            "untrusted-subscribe-url",
+            "SubscribeURL is not an AWS SNS URL (https://sns.<region>.amazonaws.com/...)",
+        )
     with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - checked above
         response.read()
 
