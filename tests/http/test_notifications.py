@@ -139,6 +139,7 @@ def test_sns_endpoint(
     assert stats["added"] == 1
     assert stats["replayed"] == 1
     assert stats["rejected"] == 2
+    assert (stats["pending_confirmation"], stats["ignored"]) == (1, 0)  # was (absent, 1)
     assert stats["reasons"] == {"not-json": 1, "not-found": 1}
     history = app_client.get(f"{URL}/history", headers=read_headers).json()["notifications"]
     assert [n["type"] for n in history] == ["TopUp"]

@@ -93,13 +93,21 @@ def test_events_ingest(cli: Any, tmp_path: Path, ledger: Ledger) -> None:
         "MessageId": "m-1",
         "Message": json.dumps({"account": "alice", "type": "TierChanged", "payload": {}}),
     }
+    url = "https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription&Token=t"
+    confirm = {"Type": "SubscriptionConfirmation", "MessageId": "s-1", "SubscribeURL": url}
+    unsubscribed = {**confirm, "Type": "UnsubscribeConfirmation", "MessageId": "s-2"}
+    lines = [good, "{broken", good, confirm, unsubscribed]
     path = tmp_path / "events.ndjson"
-    path.write_text("\n".join([json.dumps(good), "{broken", json.dumps(good)]) + "\n")
+    path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
     result = cli("events", "ingest", str(path), ok=False)
     assert result.exit_code == 2  # a line was rejected, as for billing ingest
-    assert "3 messages: 1 added, 1 replayed" in result.stdout
-    assert "1 rejected" in result.stdout
+    # a confirmation left for an operator was counted as "ignored"
+    assert (
+        "5 messages: 1 added, 1 replayed, 0 confirmed, 1 awaiting confirmation, "
+        "1 ignored, 1 rejected"
+    ) in result.stdout
     report = json.loads(cli("events", "ingest", str(path), "--json", ok=False).stdout)
     assert (report["added"], report["replayed"], report["rejected"]) == (0, 2, 1)
+    assert (report["pending_confirmation"], report["ignored"]) == (1, 1)
     assert report["rejected_lines"][0][:2] == [2, "not-json"]
     assert len(ledger.notifications.history("shop", "alice").notifications) == 1

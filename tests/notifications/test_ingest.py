@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import urllib.request
 from typing import Any
 
@@ -98,11 +99,16 @@ def test_an_event_with_a_misspelt_or_doubled_field_is_rejected_and_adds_nothing(
     assert added.payload == {"title": "2x"}
 
 
-def test_subscription_confirmation(ledger: Ledger) -> None:
+def test_subscription_confirmation(ledger: Ledger, caplog: pytest.LogCaptureFixture) -> None:
     url = "https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription&Token=t"
     message = {"Type": "SubscriptionConfirmation", "MessageId": "s-1", "SubscribeURL": url}
-    pending = ledger.notifications.ingestor.ingest("shop", message)
+    with caplog.at_level(logging.WARNING, "tallybook.events"):
+        pending = ledger.notifications.ingestor.ingest("shop", message)
     assert pending.status == "pending_confirmation"
+    # it was logged as "SNS subscription to None ..." and counted as ignored
+    assert caplog.messages == [f"SNS subscription (no TopicArn given) awaits confirmation: {url}"]
+    stats = ledger.notifications.ingestor.stats_for("shop").as_dict()
+    assert (stats["pending_confirmation"], stats["ignored"]) == (1, 0)
     confirmed: list[str] = []
     ingest = EventIngestor(ledger.notifications, confirm=confirmed.append)
     assert ingest.ingest("shop", message).status == "confirmed"

@@ -272,6 +272,7 @@ def ingest(
         console.print(
             f"{stats['received']} messages: {stats['added']} added, "
             f"{stats['replayed']} replayed, {stats['confirmed']} confirmed, "
+            f"{stats['pending_confirmation']} awaiting confirmation, "
             f"{stats['ignored']} ignored, {stats['rejected']} rejected"
         )
     if report.rejected:

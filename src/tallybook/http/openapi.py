@@ -866,6 +866,7 @@ RESPONSE_EXAMPLES: dict[str, Any] = {
         "added": 1,
         "replayed": 0,
         "confirmed": 0,
+        "pending_confirmation": 0,
         "ignored": 0,
         "rejected": 0,
         "reasons": {},

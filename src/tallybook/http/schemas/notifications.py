@@ -139,6 +139,9 @@ class IngestStatsOut(BaseModel):
     added: int
     replayed: int
     confirmed: int
-    ignored: int
+    pending_confirmation: int = Field(
+        description="subscription confirmations left for an operator to visit"
+    )
+    ignored: int = Field(description="unsubscribe confirmations")
     rejected: int
     reasons: dict[str, int] = Field(description="rejections by reason since the process started")

@@ -101,12 +101,15 @@ class IngestResult:
 
 @dataclass
 class IngestStats:
-    """Counts since the process started (or since ``reset``)."""
+    """Counts since the process started (or since ``reset``): one per outcome
+    (:class:`IngestResult`'s status; ``ignored`` is an unsubscribe confirmation)."""
 
     received: int = 0
     added: int = 0
     replayed: int = 0
     confirmed: int = 0
+    #: a subscription confirmation left for an operator to visit (no auto-confirm)
+    pending_confirmation: int = 0
     ignored: int = 0
     rejected: int = 0
     reasons: Counter[str] = field(default_factory=Counter)
@@ -115,7 +118,7 @@ class IngestStats:
     def count(self, outcome: str, reason: str | None = None) -> None:
         with self._lock:
             self.received += 1
-            if outcome in ("added", "replayed", "confirmed", "rejected"):
+            if outcome in ("added", "replayed", "confirmed", "pending_confirmation", "rejected"):
                 setattr(self, outcome, getattr(self, outcome) + 1)
             else:
                 self.ignored += 1
@@ -129,6 +132,7 @@ class IngestStats:
                 "added": self.added,
                 "replayed": self.replayed,
                 "confirmed": self.confirmed,
+                "pending_confirmation": self.pending_confirmation,
                 "ignored": self.ignored,
                 "rejected": self.rejected,
                 "reasons": dict(self.reasons),
@@ -370,7 +374,12 @@ class EventIngestor:
         url = envelope.subscribe_url
         assert url is not None
         if self.confirm is None:
-            log.warning("SNS subscription to %s awaits confirmation: %s", envelope.topic_arn, url)
+            if envelope.topic_arn is None:
+                log.warning("SNS subscription (no TopicArn given) awaits confirmation: %s", url)
+            else:
+                log.warning(
+                    "SNS subscription to %s awaits confirmation: %s", envelope.topic_arn, url
+                )
             return IngestResult(
                 "pending_confirmation", envelope.message_id, detail=f"visit {url} to confirm"
             )
