@@ -107,6 +107,12 @@ def test_a_large_event_is_sent_without_its_data() -> None:
         ("https://\x00example.com/", False, "spaces or control"),
         ("https://a..example.com/", False, "invalid host name"),
         ("https://" + "a" * 64 + ".example.com/", False, "invalid host name"),
+        # accepted as written: a path or query the sender cannot send failed every
+        # attempt for 3 days, and a host went out in IDNA 2003 (faß.de as fass.de)
+        ("https://é.com/", False, r"host 'é.com' is not ASCII: .* IDNA form \(xn--9ca.com\)$"),
+        ("https://faß.de/", False, "host 'faß.de' is not ASCII: write it in its IDNA form$"),
+        ("https://example.com/é", False, "url must be ASCII: percent-encode"),
+        ("https://example.com/h?q=é", False, "url must be ASCII: percent-encode"),
     ],
 )
 def test_urls_are_validated(url: str, allow_http: bool, error: str) -> None:
@@ -118,6 +124,7 @@ def test_urls_are_validated(url: str, allow_http: bool, error: str) -> None:
     ("url", "allow_http"),
     [
         ("https://example.com/hooks", False),
+        ("https://xn--9ca.com/%C3%A9", False),
         ("http://127.0.0.1:8080/h", True),
         ("http://[::1]/h", True),
         ("http://localhost/h", True),

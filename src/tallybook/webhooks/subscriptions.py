@@ -9,7 +9,7 @@ sealed on its next enable or disable, or by :meth:`SubscriptionStore.reseal`
 (``tallybook webhooks rekey``), which also moves secrets to a new key.
 URLs must be ``https://``; ``http://`` is accepted only for a loopback host
 (127.0.0.0/8, ::1, localhost) and only with ``allow_http`` (a development
-setting).
+setting). A URL is ASCII: a host in its IDNA form, a path percent-encoded.
 """
 
 from __future__ import annotations
@@ -72,9 +72,11 @@ def check_url(url: str, *, allow_http: bool = False) -> str:
     if not host:
         raise ValidationError("url needs a host")
     try:
-        host.encode("idna")  # what the sender resolves: no empty or overlong label
+        ascii_host = host.encode("idna").decode("ascii")  # no empty or overlong label
     except UnicodeError as exc:
         raise ValidationError(f"url {url[:80]!r} has an invalid host name") from exc
+    if not url.isascii():
+        raise ValidationError(_not_ascii(host, ascii_host))
     if parts.username is not None or parts.password is not None:
         raise ValidationError("url must not carry credentials; the secret signs each delivery")
     if parts.fragment:
@@ -90,6 +92,19 @@ def check_url(url: str, *, allow_http: bool = False) -> str:
             "http:// to a loopback host needs the development flag (allow_http / --allow-http)"
         )
     return url
+
+
+def _not_ascii(host: str, ascii_host: str) -> str:
+    """Why a URL that is not ASCII is refused. The sender cannot send a path or
+    query that is not ASCII (every attempt failed, for 3 days), and Python's
+    IDNA 2003 maps some host names to another host than IDNA 2008 does
+    (``faß.de`` to ``fass.de``), so a host is written in its ASCII form."""
+    if host.isascii():
+        return "url must be ASCII: percent-encode the path and query (é is %C3%A9)"
+    # the ASCII form is named only when it reads back as the host written
+    same = ascii_host.encode("ascii").decode("idna") == host
+    form = f" ({ascii_host})" if same else ""
+    return f"url host {host[:80]!r} is not ASCII: write it in its IDNA form{form}"
 
 
 def _is_loopback(host: str) -> bool:
