@@ -189,6 +189,19 @@ def test_a_description_or_reason_that_is_not_a_string_is_refused(ledger: Ledger)
     assert ledger.webhooks.get("shop", "s1").status == "disabled"
 
 
+@pytest.mark.parametrize("engine", ["memory"])  # refused before anything is stored
+def test_a_description_or_reason_with_a_control_character_is_refused(ledger: Ledger) -> None:
+    # "\x00" was stored as it was, as the URL rule does not allow
+    for text in ("a\x00b", "two\nlines", "tab\there", "del\x7f"):
+        with pytest.raises(ValidationError, match="description must not contain control"):
+            ledger.webhooks.create("shop", "https://example.com/h", description=text)
+    assert ledger.webhooks.list("shop") == []
+    ledger.webhooks.create("shop", "https://example.com/h", sub_id="s1", description="Café ok")
+    with pytest.raises(ValidationError, match="reason must not contain control"):
+        ledger.webhooks.disable("shop", "s1", reason="down\x00")
+    assert ledger.webhooks.get("shop", "s1").status == "active"
+
+
 def test_a_program_takes_at_most_max_subscriptions_even_when_creates_race(
     ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -41,7 +41,10 @@ def create(
     ] = False,
     description: Annotated[
         str | None,
-        typer.Option("--description", help="Free text kept on the subscription (at most 200)."),
+        typer.Option(
+            "--description",
+            help="Free text kept on the subscription (at most 200, no control characters).",
+        ),
     ] = None,
     sub_id: Annotated[str | None, typer.Option("--id", help="Choose the id.")] = None,
     store: StoreOption = None,

@@ -28,7 +28,7 @@ from tallybook.store.records.webhook_events import delivery_page, read_delivery,
 from tallybook.webhooks.delivery import PassStats, RetryPolicy
 from tallybook.webhooks.fanout import MAX_SUBSCRIPTIONS
 from tallybook.webhooks.sender import Sender
-from tallybook.webhooks.subscriptions import MAX_DESCRIPTION, Created
+from tallybook.webhooks.subscriptions import MAX_DESCRIPTION, Created, check_printable
 from tallybook.webhooks.subscriptions import SubscriptionStore as _Subs
 from tallybook.webhooks.vault import RekeyIncomplete
 
@@ -95,6 +95,7 @@ class WebhookService:
         """Stop delivering to the subscription, recording ``reason`` (1-200 characters)."""
         if not isinstance(reason, str) or not 0 < len(reason) <= MAX_DESCRIPTION:
             raise ValidationError(f"reason must be a string of 1 to {MAX_DESCRIPTION} characters")
+        check_printable(reason, "reason")
         self.subs.set_status(program, sub_id, DISABLED, reason)
 
     def enable(self, program: str, sub_id: str) -> None:

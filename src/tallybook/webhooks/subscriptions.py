@@ -18,6 +18,7 @@ import builtins
 import contextlib
 import ipaddress
 import secrets
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
@@ -116,6 +117,14 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def check_printable(text: str, what: str) -> str:
+    """``text`` unless it holds a control character (``\\x00``, a tab, a line
+    break), as the URL rule refuses them."""
+    if any(unicodedata.category(c) == "Cc" for c in text):
+        raise ValidationError(f"{what} must not contain control characters (tabs, line breaks)")
+    return text
+
+
 def check_types(types: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     if not isinstance(types, list | tuple) or not all(isinstance(t, str) for t in types):
         raise ValidationError(f"types is a list of event types; known: {', '.join(EVENT_TYPES)}")
@@ -165,6 +174,8 @@ class SubscriptionStore:
             )
         if description is not None and len(description) > MAX_DESCRIPTION:
             raise ValidationError(f"description is longer than {MAX_DESCRIPTION} characters")
+        if description is not None:
+            check_printable(description, "description")
         sid = (
             check_id(sub_id, "subscription id")
             if sub_id is not None  # an empty id is refused, not replaced by a random one

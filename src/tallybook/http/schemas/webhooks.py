@@ -21,7 +21,11 @@ class SubscriptionIn(BaseModel):
         max_length=len(EVENT_TYPES),
         description=f"event types to receive (empty: all): {', '.join(EVENT_TYPES)}",
     )
-    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION)
+    description: str | None = Field(
+        default=None,
+        max_length=MAX_DESCRIPTION,
+        description="free text kept on the subscription (no control characters)",
+    )
     allow_http: bool = Field(
         default=False,
         strict=True,  # true or false, not "yes" or 1
