@@ -406,6 +406,25 @@ def test_a_deleted_subscriptions_queue_does_not_go_to_a_new_one_given_its_id(
     assert (stats.failed, len(down.calls)) == (0, 1)
 
 
+def test_a_deleted_subscriptions_deliveries_stay_readable(ledger: Ledger) -> None:
+    # was NotFound at once, though delete's docstring said they stay readable
+    down = _Down()
+    ledger.webhooks.create("shop", "https://old.example/h", sub_id="gone")
+    ledger.accounts.open("shop", "alice")
+    ledger.transactions.credit("shop", "alice", "cash", 100, txn_id="t1")
+    ledger.webhooks.worker(sender=down, now=_Clock()).run_once()
+    before, _ = ledger.webhooks.deliveries("shop", "gone")
+    assert len(before) == 1
+    ledger.webhooks.delete("shop", "gone")
+    after, cursor = ledger.webhooks.deliveries("shop", "gone")
+    assert [(d.position, d.status, d.attempts) for d in after] == [
+        (d.position, "pending", 1) for d in before
+    ]
+    assert cursor is None
+    with pytest.raises(NotFound, match="subscription never not found"):
+        ledger.webhooks.deliveries("shop", "never")
+
+
 def test_a_slow_endpoint_does_not_hold_up_another(ledger: Ledger) -> None:
     with running_receiver() as fast, running_receiver() as slow:
         # the slow endpoint hangs until released; the timeout only has to be

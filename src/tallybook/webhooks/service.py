@@ -103,7 +103,8 @@ class WebhookService:
         self.subs.set_status(program, sub_id, ACTIVE, None)
 
     def delete(self, program: str, sub_id: str) -> None:
-        """Remove the subscription."""
+        """Remove the subscription and its queue; :meth:`deliveries` still lists its
+        delivery records until they expire (30 days after they were queued)."""
         self.subs.delete(program, sub_id)
 
     def rekey(self, program: str | None = None) -> int:
@@ -127,14 +128,23 @@ class WebhookService:
     def deliveries(
         self, program: str, sub_id: str, *, limit: int = 50, cursor: str | None = None
     ) -> tuple[builtins.list[Delivery], str | None]:
-        """A subscription's deliveries, newest first, a page at a time."""
-        self.subs.stored(program, sub_id)
+        """A subscription's deliveries, newest first, a page at a time.
+
+        A deleted subscription's records stay listed until they expire; an id with
+        neither a subscription nor records is :class:`NotFound`."""
+        try:
+            self.subs.stored(program, sub_id)
+            missing = None
+        except NotFound as exc:  # deleted, or never made: its records tell
+            missing = exc
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise ValidationError(f"limit must be an integer from 1 to {MAX_PAGE}")
         listing = ("deliveries", program, sub_id)
         found, after = delivery_page(
             self.store, program, sub_id, limit, unbind_cursor(cursor, *listing)
         )
+        if missing is not None and not found and cursor is None:
+            raise missing
         return found, bind_cursor(after, *listing)
 
     def resend(self, program: str, sub_id: str, position: str) -> Delivery:

@@ -275,7 +275,8 @@ class SubscriptionStore:
             disable_if_active(self.store, program, sub_id, reason)
 
     def delete(self, program: str, sub_id: str) -> None:
-        """Remove it; its delivery records stay readable until they expire."""
+        """Remove it and its queue; its delivery records stay readable (``deliveries``)
+        until they expire."""
         self.stored(program, sub_id)
         delete_subscription(self.store, program, sub_id)
 
