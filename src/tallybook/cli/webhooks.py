@@ -189,11 +189,20 @@ def resend(
 ) -> None:
     """Queue a delivery again; the next worker pass sends it.
 
+    A delivery still queued (not yet delivered or dead) stays as it is, and the
+    command says so.
+
     Example: tallybook webhooks resend sub_0123456789abcdef 1795802895697672712.000 --program shop
     """
     with open_ledger(store) as ledger:
-        ledger.webhooks.resend(program, sub_id, position)
-    console.print(f"delivery {position} of {sub_id} queued again")
+        _, queued = ledger.webhooks.requeue(program, sub_id, position)
+    if queued:
+        console.print(f"delivery {position} of {sub_id} queued again")
+    else:
+        console.print(
+            f"delivery {position} of {sub_id} is still queued (not yet delivered or dead): "
+            "nothing changed; the worker sends it when it is due"
+        )
 
 
 @app.command("new-key")

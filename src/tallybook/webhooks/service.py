@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import contextlib
 import re
 import threading
 from collections.abc import Callable
@@ -153,6 +152,11 @@ class WebhookService:
         The subscription must exist: a deleted one's records stay readable until they
         expire, but a queue row for it would be sent to any later subscription given
         its id."""
+        return self.requeue(program, sub_id, position)[0]
+
+    def requeue(self, program: str, sub_id: str, position: str) -> tuple[Delivery, bool]:
+        """:meth:`resend`, and whether it queued the delivery again (False: it was
+        still queued, and nothing changed)."""
         self.subs.stored(program, sub_id)
         if not isinstance(position, str) or not re.fullmatch(POSITION_PATTERN, position):
             raise ValidationError(
@@ -162,9 +166,11 @@ class WebhookService:
         found = read_delivery(self.store, program, sub_id, position)
         if found is None:
             raise NotFound(f"delivery {position} not found for subscription {sub_id}")
-        with contextlib.suppress(ConditionFailed):
+        try:
             self.store.transact_write(resend_actions(program, found))
-        return replace(found, status=PENDING)
+        except ConditionFailed:  # its queue row is there: not sent yet
+            return replace(found, status=PENDING), False
+        return replace(found, status=PENDING), True
 
     def worker(
         self,
