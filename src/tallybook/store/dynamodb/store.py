@@ -128,14 +128,17 @@ class DynamoStore(ItemStore):
         """The ``CreateTable`` arguments for this store's table."""
         return table_definition(self.table)
 
-    def create_table(self, wait: bool = True, timeout: float = 600.0) -> TableSetup:
+    def create_table(
+        self, wait: bool = True, timeout: float = 600.0, *, stream: bool = True
+    ) -> TableSetup:
         """Create the table, its indexes and TTL; an existing table is fine.
 
         With ``wait`` it returns once the table and both indexes are ACTIVE and
         TTL is on; without, TTL is enabled only if the table is already ACTIVE
-        (run it again later).
+        (run it again later). Without ``stream`` a new table has no stream (no
+        webhooks: the tests' tables that do not read it).
         """
-        return self._table_admin().create(wait, timeout)
+        return self._table_admin().create(wait, timeout, stream)
 
     def delete_table(self) -> None:
         """Delete the table and everything in it (a missing table is fine)."""

@@ -61,15 +61,16 @@ STREAM_SPECIFICATION: dict[str, Any] = {"StreamEnabled": True, "StreamViewType":
 NEW_IMAGE_VIEWS = ("NEW_IMAGE", "NEW_AND_OLD_IMAGES")
 
 
-def table_definition(table: str) -> dict[str, Any]:
-    """The ``CreateTable`` arguments for a tallybook table."""
+def table_definition(table: str, *, stream: bool = True) -> dict[str, Any]:
+    """The ``CreateTable`` arguments for a tallybook table (``stream``: with the
+    stream webhooks read)."""
     return {
         "TableName": table,
         "AttributeDefinitions": _attribute_definitions(),
         "KeySchema": _key_schema(*KEY_ATTRS),
         "GlobalSecondaryIndexes": _gsis(),
         "BillingMode": "PAY_PER_REQUEST",
-        "StreamSpecification": STREAM_SPECIFICATION,
+        "StreamSpecification": STREAM_SPECIFICATION if stream else {"StreamEnabled": False},
     }
 
 
@@ -140,7 +141,7 @@ class TableAdmin:
     #: seconds between two looks at a table being created
     poll_seconds: float
 
-    def create(self, wait: bool, timeout: float) -> TableSetup:
+    def create(self, wait: bool, timeout: float, stream: bool = True) -> TableSetup:
         """Create the table, its indexes and TTL; an existing table is fine.
 
         With ``wait`` it returns once the table and both indexes are ACTIVE and
@@ -149,7 +150,7 @@ class TableAdmin:
         """
         created = True
         try:
-            self.client.create_table(**table_definition(self.table))
+            self.client.create_table(**table_definition(self.table, stream=stream))
         except ClientError as exc:
             if error_code(exc) != "ResourceInUseException":
                 raise self.translate(exc) from exc
@@ -170,10 +171,10 @@ class TableAdmin:
             if time.monotonic() > deadline:
                 raise StoreUnavailable(f"table {self.table} not ACTIVE after {timeout:.0f}s")
             self.sleep(self.poll_seconds)
-        if status == "ACTIVE" and not created:
+        if status == "ACTIVE" and not created and stream:
             self.stream_enabled()  # refuse another stream before changing anything
         ttl_enabled = self.enable_ttl() if status == "ACTIVE" else False
-        if status == "ACTIVE" and not created:
+        if status == "ACTIVE" and not created and stream:
             self.enable_stream()
         return TableSetup(self.table, created, ttl_enabled, status)
 
