@@ -259,9 +259,10 @@ class SqliteStore(ItemStore):
         with self._all_lock:
             if self._inherited:
                 _abandoned.extend(self._all)
-            for conn in () if self._inherited else self._all:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.close()
+            else:
+                for conn in self._all:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.close()
             self._all.clear()
         self._local = threading.local()
         self._writer.close()
