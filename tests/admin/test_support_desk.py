@@ -444,7 +444,7 @@ def test_capturing_more_than_is_held_is_refused_in_the_customers_currency(
     assert r.status_code == 303
     page = admin.client.get("/admin/accounts/alice").text
     assert "Capture failed: the amount to capture is more than the $7.00 held" in page
-    assert "140000" not in page
+    assert not re.search(r"\b140,?000\b", page)
     assert ledger.wallet.hold("shop", seeded.hold).status == "active"
 
 
