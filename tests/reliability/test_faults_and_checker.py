@@ -11,7 +11,7 @@ from tallybook.errors import StoreUnavailable, Throttled, TransactionConflict
 from tallybook.ledger import Ledger
 from tallybook.reliability.api import Ambiguous, Op, PythonApi
 from tallybook.reliability.checker import check_program
-from tallybook.reliability.faults import FaultPlan, FaultyStore
+from tallybook.reliability.faults import Crash, CrashMode, FaultPlan, FaultyStore
 from tallybook.reliability.workload import TOKENS, Workload, setup
 from tallybook.services.clock import ManualClock
 from tallybook.store import keys
@@ -36,6 +36,35 @@ def test_error_after_applies_the_write_error_before_does_not(store: ItemStore) -
     assert store.get(KEY) is None
     assert (after.counts["error_after"], before.counts["error_before"]) == (1, 1)
     assert conflict.counts["conflict"] == 1
+
+
+def _get_put_put(store: ItemStore, other: dict[str, Any]) -> None:
+    store.get(KEY)
+    store.put(ITEM)
+    store.put(other)
+
+
+def test_a_crash_counts_every_call_before_and_writes_only_after_or_without_reads(
+    store: ItemStore,
+) -> None:
+    """Over a get, a put and a put, ``crash_at(2)`` dies before the second call (the
+    first put); ``"after"`` and ``reads=False`` count writes only, so they reach the
+    second put."""
+    other = {**ITEM, "sk": "Y"}
+    cases: list[tuple[CrashMode, bool, bool]] = [
+        ("before", True, False),  # dies before the first put: nothing written
+        ("before", False, True),  # dies before the second put: the first applied
+        ("after", True, True),  # dies after the second put: both applied
+    ]
+    for mode, reads, first_applied in cases:
+        faulty = FaultyStore(store)
+        faulty.crash_at(2, mode, reads=reads)
+        with pytest.raises(Crash):
+            _get_put_put(faulty, other)
+        assert (store.get(KEY) is not None) is first_applied, (mode, reads)
+        assert (store.get(Key("FAULT#1", "Y")) is not None) is (mode == "after"), (mode, reads)
+        store.delete(KEY)
+        store.delete(Key("FAULT#1", "Y"))
 
 
 def test_throttling_comes_in_bursts_and_disarming_stops_faults(store: ItemStore) -> None:

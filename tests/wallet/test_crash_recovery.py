@@ -1,8 +1,11 @@
 """A crash between every pair of storage steps of every wallet flow, then reconcile.
 
-For each flow and each storage call n, a ledger over a :class:`FaultyStore`
-runs the flow and "dies" before call n (or right after write n: a lost
-response). Then ``reconcile``
+For each flow and each storage write n, a ledger over a :class:`FaultyStore`
+runs the flow and "dies" before write n (or right after it: a lost response).
+Dying before a read leaves the store and the processor as dying before the next
+write does, or right after the previous one when the charge falls between
+them, so the reads are not crash points of their own (a reconcile reads some
+fifty times for a handful of writes). Then ``reconcile``
 runs (after the charge grace period) and every invariant must hold: ledger
 check (invariants 1, 3, 5), wallet check (2: withheld = active holds, grants =
 bonus, available >= 0, no stale charge intent), and the external processor
@@ -125,7 +128,7 @@ def test_crash_at_every_step_then_reconcile(
         a = f"{flow[:6]}{next(_ids)}"
         setup(wallet, a)
         faulty = FaultyStore(wallet.store)
-        faulty.crash_at(n, mode)
+        faulty.crash_at(n, mode, reads=False)
         crashing = Ledger(faulty, clock=clock)
         crashing.wallet.processor = processor
         try:
@@ -141,7 +144,7 @@ def test_crash_at_every_step_then_reconcile(
         _assert_invariants(wallet, processor, a)
     else:  # pragma: no cover
         pytest.fail("the flow never completed")
-    assert crashes >= (2 if mode == "before" else 1)  # a flow writes at least once
+    assert crashes >= 1  # a flow writes at least once
     assert wallet.check.program(P).ok
     assert not any(
         c.refunded is False and c.key.startswith(f"{P}:") and c.amount < 0
