@@ -24,7 +24,8 @@ rc=0
 # 3 workers on 2 cores: the DynamoDB cases mostly wait on DynamoDB Local (its own
 # process), so a third worker keeps the CPUs busy (9.4 min against 12 min for -n 2
 # on this 2-core machine); tests/conftest.py orders the cases for it
-$PY -m pytest -n 3 -q "$@" || rc=$?
+# --durations: the slowest cases close the output, to keep the run's time in view
+$PY -m pytest -n 3 -q --durations=15 "$@" || rc=$?
 if [[ $rc -eq 5 ]]; then
   echo "test.sh: error: no tests collected" >&2
   exit 1
