@@ -83,25 +83,30 @@ def _get_adapter() -> Mangum:
 
 
 class _WithoutStage:
-    """The app, given the path an HTTP API event names without its stage.
+    """The app, given the path an HTTP API event names without its stage, and
+    the path the client asked for before the app's routes (``app_root_path``).
 
     An HTTP API stage other than ``$default`` is the first segment of the path
     it passes on (``/prod/v1/accounts``), in payload format 2.0 and 1.0 alike,
     where the app's routes begin after it: every request was a 404. A REST API
-    (its events have no ``version``) and ``$default`` pass the path without
-    its stage already."""
+    (its events have no ``version``) passes the path after its stage, which
+    its ``requestContext.path`` still holds (``/prod/docs`` for ``/docs``).
+    Either way the links the app makes (the admin page's, the API docs' page
+    and document) keep that prefix, as their base URL: ``/prod/admin/``, not
+    ``/admin/``, where API Gateway answers 403 or 404."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            stage = _named_stage(scope.get("aws.event"))
+            event = scope.get("aws.event")
+            stage = _named_stage(event)
             path = scope["path"]
             if stage and (path == stage or path.startswith(f"{stage}/")):
-                # routed after the stage; the links and redirects the app makes (the
-                # admin page's) keep it, as its base URL: /prod/admin/, not /admin/
                 scope = {**scope, "path": path[len(stage) :] or "/", "app_root_path": stage}
+            elif base := _rest_base_path(event, path):
+                scope = {**scope, "app_root_path": base}
         await self.app(scope, receive, send)
 
 
@@ -115,6 +120,21 @@ def _named_stage(event: Any) -> str:
     if not isinstance(stage, str) or stage in ("", "$default"):
         return ""
     return f"/{stage}"
+
+
+def _rest_base_path(event: Any, path: str) -> str:
+    """What a REST API event's ``requestContext.path`` (the path the client asked
+    for) has before the ``path`` the app routes: ``/prod`` on the API's own URL, a
+    custom domain's base path mapping, or ``""``."""
+    if not isinstance(event, dict) or "version" in event:
+        return ""
+    context = event.get("requestContext")
+    asked = context.get("path") if isinstance(context, dict) else None
+    if not isinstance(asked, str) or not asked.startswith("/"):
+        return ""
+    if path == "/":
+        return asked.rstrip("/")
+    return asked[: -len(path)].rstrip("/") if asked.endswith(path) else ""
 
 
 def _get_ledger() -> Ledger:

@@ -4,6 +4,7 @@ format 2.0, the ``$default`` stage) through ``tallybook.lambda_handler.handler``
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -102,3 +103,48 @@ def test_the_admin_page_on_a_named_stage_links_within_the_stage(ledger: Ledger) 
     assert 'href="/prod/admin/static/admin.css"' in login
     assert 'action="/prod/admin/login"' in login
     assert on_prod("/admin/static/admin.css")["statusCode"] == 200
+
+
+def _on_prod(kind: str, path: str) -> dict[str, Any]:
+    """GET ``path`` as a browser asks for ``/prod{path}`` on the API's URL: an HTTP
+    API (payload 2.0) passes the stage in the path, a REST API only in
+    ``requestContext.path``."""
+    if kind == "rest":
+        return rest_event("GET", path, {})
+    event = http_api_event("GET", f"/prod{path}", {})
+    event["requestContext"]["stage"] = "prod"
+    return event
+
+
+@pytest.mark.parametrize("kind", ["rest", "http-api"])
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_the_api_docs_on_a_named_stage_load_from_within_the_stage(api: str, kind: str) -> None:
+    """``/prod/docs`` loaded the document from ``/openapi.json`` and its scripts
+    from ``/docs-assets/``, outside the stage, where API Gateway answers 403 or
+    404: the page was blank. The document named no server, so "Try it out"
+    called ``/v1/...`` outside the stage too."""
+    for page in ("/docs", "/redoc"):
+        answer = lambda_handler.handler(_on_prod(kind, page), None)
+        assert answer["statusCode"] == 200, page
+        html = answer["body"]
+        assert "'/prod/openapi.json'" in html or '"/prod/openapi.json"' in html, page
+        sources = re.findall(r'(?:src|href)="([^"]+)"', html)
+        assert sources, page
+        assert all(s.startswith("/prod/docs-assets/") for s in sources), sources
+        asset = lambda_handler.handler(_on_prod(kind, sources[0].removeprefix("/prod")), None)
+        assert asset["statusCode"] == 200, sources[0]
+    document = lambda_handler.handler(_on_prod(kind, "/openapi.json"), None)
+    assert document["statusCode"] == 200
+    assert json.loads(document["body"])["servers"] == [{"url": "/prod"}]
+    if kind == "rest":  # the admin page, as the HTTP API's test checks it
+        home = lambda_handler.handler(_on_prod(kind, "/admin"), None)
+        assert (home["statusCode"], home["headers"]["location"]) == (303, "/prod/admin/")
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_the_api_docs_on_the_default_stage_load_from_the_root(api: str) -> None:
+    page = lambda_handler.handler(http_api_event("GET", "/docs", {}), None)["body"]
+    assert "'/openapi.json'" in page or '"/openapi.json"' in page
+    assert '"/docs-assets/swagger-ui-bundle.js"' in page
+    document = lambda_handler.handler(http_api_event("GET", "/openapi.json", {}), None)
+    assert "servers" not in json.loads(document["body"])

@@ -32,15 +32,16 @@ import inspect
 import json
 import re
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Route
 
 from tallybook.http.problems import PROBLEM_MEDIA_TYPE
 from tallybook.http.schemas.common import ID_PATTERN
@@ -1002,8 +1003,17 @@ def _assets_dir() -> Path | None:
     return Path(fastapi_offline.__file__).parent / "static"
 
 
+def root_path_of(scope: Mapping[str, Any]) -> str:
+    """The path the app is served under (``""`` at the root): an API Gateway
+    stage's ``/prod`` (``app_root_path``, set by the Lambda handler, which routes
+    the path after it) or an ASGI server's ``--root-path``. What the app links to
+    (the docs pages' document and assets, the document's server) starts with it."""
+    return str(scope.get("app_root_path", scope.get("root_path", ""))).rstrip("/")
+
+
 def install_docs(app: FastAPI) -> None:
-    """``/docs`` and ``/redoc`` served with assets from this app (no CDN)."""
+    """``/docs`` and ``/redoc`` served with assets from this app (no CDN), each
+    link under the request's root path (:func:`root_path_of`)."""
     assets = _assets_dir()
     if assets is None or app.openapi_url is None:
         return
@@ -1012,25 +1022,44 @@ def install_docs(app: FastAPI) -> None:
     title = app.title
 
     @app.get("/docs", include_in_schema=False)
-    async def swagger_ui() -> HTMLResponse:
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = root_path_of(request.scope)
         return get_swagger_ui_html(
-            openapi_url=openapi_url,
+            openapi_url=root + openapi_url,
             title=f"{title} - API docs",
-            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
-            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
-            swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+            swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
             swagger_ui_parameters={"persistAuthorization": True, "displayRequestDuration": True},
         )
 
     @app.get("/redoc", include_in_schema=False)
-    async def redoc() -> HTMLResponse:
+    async def redoc(request: Request) -> HTMLResponse:
+        root = root_path_of(request.scope)
         return get_redoc_html(
-            openapi_url=openapi_url,
+            openapi_url=root + openapi_url,
             title=f"{title} - API reference",
-            redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
-            redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+            redoc_js_url=f"{root}{DOCS_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
             with_google_fonts=False,
         )
+
+
+def _serve_document(app: FastAPI) -> None:
+    """FastAPI's route of the document, naming the request's root path as the
+    server (FastAPI reads ``root_path`` only, not the stage of an API Gateway
+    event), so "Try it out" calls ``/prod/v1/...``; at the root it names none."""
+    url = app.openapi_url
+
+    async def document(request: Request) -> JSONResponse:
+        schema = app.openapi()
+        root = root_path_of(request.scope)
+        return JSONResponse({**schema, "servers": [{"url": root}]} if root else schema)
+
+    routes = app.router.routes
+    for n, route in enumerate(routes):
+        if isinstance(route, Route) and route.path == url:
+            routes[n] = Route(url, document, include_in_schema=False)
 
 
 def install_openapi(app: FastAPI, order: Sequence[tuple[str, str]] = ()) -> None:
@@ -1050,6 +1079,7 @@ def install_openapi(app: FastAPI, order: Sequence[tuple[str, str]] = ()) -> None
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    _serve_document(app)
 
 
 def _order_paths(schema: dict[str, Any], order: Sequence[tuple[str, str]]) -> None:
