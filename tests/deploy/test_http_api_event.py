@@ -148,3 +148,14 @@ def test_the_api_docs_on_the_default_stage_load_from_the_root(api: str) -> None:
     assert '"/docs-assets/swagger-ui-bundle.js"' in page
     document = lambda_handler.handler(http_api_event("GET", "/openapi.json", {}), None)
     assert "servers" not in json.loads(document["body"])
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_a_problem_behind_a_named_stage_has_a_percent_encoded_instance(api: str) -> None:
+    """The ``instance`` of a problem is a URI reference (RFC 9457), not the
+    decoded path (``/v1/accounts/al ice/balances``)."""
+    event = http_api_event("GET", "/prod/v1/accounts/al%20ice/balances", {})
+    event["requestContext"]["stage"] = "prod"
+    answer = lambda_handler.handler(event, None)
+    assert answer["statusCode"] == 401
+    assert json.loads(answer["body"])["instance"] == "/v1/accounts/al%20ice/balances"

@@ -13,6 +13,7 @@ import logging
 import re
 from collections.abc import Iterable, MutableMapping
 from typing import Any
+from urllib.parse import quote, unquote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -109,7 +110,7 @@ def problem_body(
         "detail": _bounded(detail, MAX_DETAIL),
     }
     if instance is not None:
-        body["instance"] = bounded_path(instance)
+        body["instance"] = _bounded_reference(instance)
     if request_id is not None:
         body["request_id"] = request_id
     if errors is not None:
@@ -139,7 +140,7 @@ def scope_problem(
         detail,
         title=title,
         request_id=state.get("request_id"),
-        instance=scope.get("path"),
+        instance=instance_of(scope),
         errors=errors,
     )
     return bytes(JSONResponse(body).body)
@@ -159,7 +160,7 @@ def problem_response(
     if request is not None:
         request.state.problem_code = code  # counted by the metrics middleware
         request_id = getattr(request.state, "request_id", None)
-    instance = request.url.path if request is not None else None
+    instance = instance_of(request.scope) if request is not None else None
     body = problem_body(
         status, code, detail, title=title, request_id=request_id, instance=instance, errors=errors
     )
@@ -188,6 +189,32 @@ def bounded_path(path: str) -> str:
     """A request ``path`` as a problem or a log line repeats it: at most
     :data:`MAX_PATH` characters (ending in an ellipsis when cut)."""
     return _bounded(path, MAX_PATH)
+
+
+#: what a path keeps as it is in a URI reference: RFC 3986's ``pchar`` and ``/``
+_PATH_CHARACTERS = "/:@!$&'()*+,;=-._~"
+
+
+def instance_of(scope: MutableMapping[str, Any]) -> str:
+    """The request's path as a problem's ``instance``, a URI reference (RFC 9457):
+    percent-encoded as the client sent it (``raw_path``) when that is the path the
+    app routes, else encoded again from the path (behind an API Gateway stage,
+    which the app's path is without), never decoded (``a%2Fb`` is not ``a/b``)."""
+    path = str(scope.get("path", ""))
+    raw = scope.get("raw_path")
+    if isinstance(raw, bytes) and unquote(raw.decode("latin-1")) == path:
+        return quote(raw, safe=_PATH_CHARACTERS + "%")
+    return quote(path, safe=_PATH_CHARACTERS)
+
+
+def _bounded_reference(reference: str) -> str:
+    """A percent-encoded ``reference`` cut as :func:`bounded_path` cuts a path,
+    never inside an escape (``%2`` of ``%20``)."""
+    if len(reference) <= MAX_PATH:
+        return reference
+    kept = reference[: MAX_PATH - 1]
+    escape = kept.rfind("%", len(kept) - 2)
+    return (kept[:escape] if escape >= 0 else kept) + "\u2026"
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -236,12 +263,12 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
             title="Malformed JSON",
         )
     summary = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:5])
-    if len(errors) > 5:
-        summary += f" (and {len(errors) - 5} more)"
+    # the count of the others is kept whole when the summary is cut
+    rest = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
     return problem_response(
         422,
         "validation",
-        f"invalid request: {summary}",
+        _bounded(f"invalid request: {summary}", MAX_DETAIL - len(rest)) + rest,
         request=request,
         title="Validation failed",
         errors=errors,
