@@ -248,6 +248,22 @@ def test_webhook_rekey_and_deliver_refuse_a_store_that_does_not_exist(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_webhook_rekey_on_a_store_without_a_key_says_so_and_makes_none(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # was: it made contract.db-webhook.key, a secret sealing nothing, and said
+    # "0 subscription secret(s) sealed under the current key"
+    monkeypatch.delenv("TALLYBOOK_WEBHOOK_KEY", raising=False)
+    monkeypatch.delenv("TALLYBOOK_WEBHOOK_KEY_SECRET", raising=False)
+    assert cli("program", "create", "shop")[0] == 0
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, out, err = cli("webhooks", "rekey")
+    assert (code, out) == (2, ""), err
+    key_file = tmp_path / "contract.db-webhook.key"
+    assert one_error(err).startswith(f"error: no webhook key: key file {key_file} does not exist")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
 def test_a_refused_write_on_an_existing_store_keeps_it(cli: Cli, tmp_path: Path) -> None:
     assert cli("program", "create", "shop")[0] == 0
     before = sorted(p.name for p in tmp_path.iterdir())
@@ -453,8 +469,11 @@ def test_bad_input_checked_by_the_command_makes_no_store_file(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_webhooks_rekey_of_an_unknown_program_is_not_found(cli: Cli, url: str) -> None:
+def test_webhooks_rekey_of_an_unknown_program_is_not_found(
+    cli: Cli, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # was: "0 subscription secret(s) sealed under the current key" and exit 0
+    monkeypatch.setenv("TALLYBOOK_WEBHOOK_KEY", "tallybook-test-webhook-key-0123456789")
     assert cli("program", "create", "shop")[0] == 0
     code, out, err = cli("webhooks", "rekey", "--program", "shpo")
     assert code == 4, (out, err)

@@ -148,25 +148,71 @@ def test_a_malformed_key_is_refused(store: ItemStore, monkeypatch: pytest.Monkey
         keyring_for(store)
 
 
-def test_sqlite_without_a_key_makes_a_private_key_file_beside_the_database(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextmanager
+def _sqlite_shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Ledger, Path]]:
+    """A SQLite ledger with program shop and no server key but its key file (and
+    that key file's path, made or not)."""
     monkeypatch.delenv(KEY_ENV, raising=False)
     monkeypatch.delenv(KEY_SECRET_ENV, raising=False)
     db = tmp_path / "ledger.db"
     with Ledger.open(f"sqlite:///{db}") as ledger:
         ledger.programs.create("shop")
-        with running_receiver() as receiver:
-            receiver.secret = ledger.webhooks.create("shop", receiver.url, allow_http=True).secret
-            ledger.accounts.open("shop", "alice")
-            key_file = Path(f"{db}{KEY_FILE_SUFFIX}")
-            assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-            with Ledger.open(f"sqlite:///{db}") as again:  # another process's view
-                _credit_and_deliver(again, receiver, "t1")
-            key_file.chmod(0o644)
-            with pytest.raises(WebhookKeyError, match="chmod 600"):
-                keyring_for(ledger.store)
+        yield ledger, Path(f"{db}{KEY_FILE_SUFFIX}")
+
+
+def test_sqlite_without_a_key_makes_a_private_key_file_beside_the_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _sqlite_shop(tmp_path, monkeypatch) as (ledger, key_file), running_receiver() as receiver:
+        receiver.secret = ledger.webhooks.create("shop", receiver.url, allow_http=True).secret
+        ledger.accounts.open("shop", "alice")
+        assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+        with Ledger.open(ledger.store.describe()) as again:  # another process's view
+            _credit_and_deliver(again, receiver, "t1")
+        key_file.chmod(0o644)
+        with pytest.raises(WebhookKeyError, match="chmod 600"):
+            keyring_for(ledger.store)
     assert receiver.rejected_signatures == 0
+
+
+def test_sqlite_without_its_key_file_refuses_to_deliver_or_rekey_and_makes_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key file lost (or not restored with the database) was made again by the
+    next delivery pass or rekey: a new key that opens no secret, which then stood
+    in the way of the backup's; the pass said to "add that key (old keys go after
+    the current one, comma-separated)", as if it were a list. Now only sealing
+    makes the file, and reading a sealed secret without it names the file."""
+    with _sqlite_shop(tmp_path, monkeypatch) as (ledger, key_file):
+        with pytest.raises(WebhookKeyError, match=f"key file {key_file} does not exist"):
+            ledger.webhooks.rekey()  # nothing to seal: no key made for nothing
+        assert not key_file.exists()
+        ledger.webhooks.create("shop", "http://127.0.0.1:9/h", allow_http=True, sub_id="s1")
+        saved = key_file.read_text()
+        key_file.unlink()
+        for run in (ledger.webhooks.worker(policy=FAST).run_once, ledger.webhooks.rekey):
+            with pytest.raises(WebhookKeyError, match=f"key file {key_file} does not exist"):
+                run()
+            assert not key_file.exists()
+        key_file.write_text(saved)
+        key_file.chmod(0o600)
+        assert ledger.webhooks.rekey() == 0  # the backup's key opens it again
+
+
+def test_sqlite_rekey_seals_a_plain_secret_of_an_older_version_making_the_key_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Earlier versions kept no key file: rekey, run once after upgrading, makes it."""
+    with _sqlite_shop(tmp_path, monkeypatch) as (ledger, key_file):
+        secret = ledger.webhooks.create("shop", "https://example.com/h", sub_id="s1").secret
+        item = _stored(ledger, "s1")
+        for name in ("secret_sealed", "secret_hint"):
+            del item[name]
+        ledger.store.put({**item, "secret": secret})  # type: ignore[arg-type]
+        key_file.unlink()
+        assert ledger.webhooks.rekey() == 1
+        assert secret not in json.dumps(_stored(ledger, "s1"))
+        assert ledger.webhooks.subs.secret("shop", "s1") == secret
 
 
 def test_a_keyring_seals_with_its_first_key_and_opens_with_any() -> None:

@@ -230,7 +230,8 @@ def rekey(
 
     Moves secrets sealed with an older key (listed after the current one in
     TALLYBOOK_WEBHOOK_KEY) and plain-text secrets of older versions to it.
-    Without a key it touches nothing. A secret no listed key opens is left as
+    Without a key it touches nothing (and makes no SQLite key file unless it
+    has a plain-text secret to seal). A secret no listed key opens is left as
     it is and named on one error line each, the others are sealed all the
     same, and the exit is 2: add the missing key and run it again (safe: a
     sealed secret is skipped). Do not drop an old key before a clean run.

@@ -116,10 +116,13 @@ class WebhookService:
         is one write and a sealed one is skipped, so running it again is safe."""
         if program is not None:
             self.programs.get(program)  # an unknown program is NotFound, not "0 changed"
-        self.subs.keyring()  # no key at all: refused before any write
         programs = [program] if program is not None else self.programs.list()
+        found = [s for p in programs for s in self.subs.stored_all(p)]
+        # no key (and no plain secret to make a SQLite key file for): refused before
+        # any write; a key made for nothing would only stand in a lost one's way
+        self.subs.keyring(make=any(s.sealed is None for s in found))
         failed: builtins.list[tuple[str, str, str]] = []
-        done = sum(self.subs.reseal(p, failed) for p in programs)
+        done = self.subs.reseal(found, failed)
         if failed:
             raise RekeyIncomplete(done, failed)
         return done

@@ -148,11 +148,12 @@ class SubscriptionStore:
         self.store = store
         self.clock = clock
 
-    def keyring(self) -> Keyring:
+    def keyring(self, *, make: bool = False) -> Keyring:
         """The server keys (:class:`WebhookKeyError` when there are none); read at each
         use, so a changed key takes effect without a restart (Secrets Manager: within
-        :data:`~tallybook.webhooks.vault.SECRET_CACHE_SECONDS`)."""
-        return keyring_for(self.store)
+        :data:`~tallybook.webhooks.vault.SECRET_CACHE_SECONDS`). ``make``: to seal a
+        secret, a SQLite store's key file is made if there is none."""
+        return keyring_for(self.store, make=make)
 
     def create(
         self,
@@ -194,7 +195,8 @@ class SubscriptionStore:
             allow_http=allow_http,
         )
         try:
-            put_subscription(self.store, sub, self.keyring().seal(secret, _context(program, sid)))
+            sealed = self.keyring(make=True).seal(secret, _context(program, sid))
+            put_subscription(self.store, sub, sealed)
         except ConditionFailed as exc:
             raise AlreadyExists(f"subscription {sid} exists in program {program}") from exc
         return Created(sub, secret)
@@ -223,21 +225,28 @@ class SubscriptionStore:
         return str(stored.plain)
 
     def _reseal(self, stored: StoredSubscription) -> tuple[Set | Remove, ...]:
-        """The changes that seal a secret under the current key (none when it is)."""
-        if stored.sealed is not None and self.keyring().is_current(stored.sealed):
+        """The changes that seal a secret under the current key (none when it is);
+        sealing a plain secret may make the key, opening a sealed one never does."""
+        keyring = self.keyring(make=stored.sealed is None)
+        if stored.sealed is not None and keyring.is_current(stored.sealed):
             return ()
         secret = self._open(stored)
         sub = stored.subscription
-        return sealing(
-            self.keyring().seal(secret, _context(sub.program, sub.id)), secret_hint(secret)
-        )
+        return sealing(keyring.seal(secret, _context(sub.program, sub.id)), secret_hint(secret))
 
-    def reseal(self, program: str, failed: builtins.list[tuple[str, str, str]]) -> int:
-        """Seal every secret of ``program`` under the current key; how many changed.
+    def stored_all(self, program: str) -> builtins.list[StoredSubscription]:
+        """Every subscription of ``program`` as stored (its secret sealed or plain)."""
+        return list_subscriptions(self.store, program)
+
+    def reseal(
+        self, found: builtins.list[StoredSubscription], failed: builtins.list[tuple[str, str, str]]
+    ) -> int:
+        """Seal every secret ``found`` under the current key; how many changed.
         One no key opens is left as it is and added to ``failed`` as (program,
         subscription id, why); the others are sealed all the same."""
         done = 0
-        for stored in list_subscriptions(self.store, program):
+        for stored in found:
+            program = stored.subscription.program
             try:
                 changes = self._reseal(stored)
             except WebhookKeyError as exc:

@@ -15,8 +15,11 @@ The server key (docs/webhooks.md, "Secrets at rest") comes from the first of:
   new one while rotating, then ``tallybook webhooks rekey``);
 - ``TALLYBOOK_WEBHOOK_KEY_SECRET``: the name or ARN of an AWS Secrets Manager
   secret holding that same text (the SAM stack's way);
-- on SQLite only, a key file beside the database (``PATH-webhook.key``, made
-  on first use with mode 0600): a zero-setup default for one machine;
+- on SQLite only, a key file beside the database (``PATH-webhook.key``, mode
+  0600): a zero-setup default for one machine, made when a secret is first
+  sealed (``keyring_for(store, make=True)``: a new subscription, or a plain
+  secret of an earlier version); reading a sealed secret never makes it, as a
+  new key would open none: a missing file is then an error naming it;
 - the in-memory engine: a random key for the life of the process.
 
 On DynamoDB with neither variable set, creating a subscription and delivering
@@ -160,8 +163,9 @@ class Keyring:
         return sealed.startswith(f"{SEALED_VERSION}:{_key_id(self.keys[0])}:")
 
 
-def keyring_for(store: ItemStore) -> Keyring:
-    """The server keys for ``store``'s subscriptions (see the module's docstring)."""
+def keyring_for(store: ItemStore, *, make: bool = False) -> Keyring:
+    """The server keys for ``store``'s subscriptions (see the module's docstring);
+    ``make``: a SQLite store without a key file gets one (to seal a secret)."""
     text = os.environ.get(KEY_ENV, "").strip()
     if text:
         return Keyring.parse(text, KEY_ENV)
@@ -175,7 +179,7 @@ def keyring_for(store: ItemStore) -> Keyring:
     engine = unwrap(store)
     if isinstance(engine, SqliteStore):
         path = Path(engine.path + KEY_FILE_SUFFIX)
-        return Keyring.parse(_key_file(path), f"key file {path}")
+        return Keyring.parse(_key_file(path, make=make), f"key file {path}")
     if isinstance(engine, MemoryStore):
         return Keyring.parse(_process_key(), "this process's in-memory key")
     raise WebhookKeyError(f"webhook secrets are stored sealed under a server key: {_SETUP}")
@@ -190,8 +194,14 @@ def _process_key() -> str:
     return _PROCESS[0]
 
 
-def _key_file(path: Path) -> str:
-    """The key in ``path``, made (mode 0600, atomically) when there is none."""
+def _key_file(path: Path, *, make: bool) -> str:
+    """The key in ``path``; with ``make``, made (mode 0600, atomically) when there is none."""
+    if not path.exists() and not make:
+        raise WebhookKeyError(
+            f"no webhook key: key file {path} does not exist (it is made when the first "
+            "subscription is created, or by `tallybook webhooks rekey` sealing a secret of "
+            f"an earlier version; restore a lost one from the database's backup), or {_SETUP}"
+        )
     if not path.exists():
         tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
