@@ -101,6 +101,21 @@ class StoreUnavailable(StoreError):
     status = 503
 
 
+class StoreClosed(StoreError):
+    """The store was closed (``Ledger.close()``, the end of ``with Ledger.open(url)``,
+    ``store.close()``): closing is final, so every later call is refused, never
+    served by quietly opening it again. Open it anew with ``Ledger.open(url)``."""
+
+    code = "store-closed"
+    status = 503
+
+    def __init__(self, store: str) -> None:
+        super().__init__(
+            f"the ledger's store {store} is closed (close() or the end of its with block): "
+            "open it again with Ledger.open(url)"
+        )
+
+
 # --- ledger ----------------------------------------------------------------
 
 

@@ -90,7 +90,8 @@ class Ledger:
         return cls(open_store(url), clock=clock)
 
     def close(self) -> None:
-        """Close the store's connections and background threads (idempotent)."""
+        """Close the store's connections and background threads (idempotent). It is
+        final: every later call raises :class:`~tallybook.errors.StoreClosed`."""
         self.store.close()
 
     def __enter__(self) -> Ledger:

@@ -13,7 +13,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from tallybook.errors import ConfigError
+import pytest
+
+from tallybook.errors import ConfigError, StoreClosed
 from tallybook.ledger import Ledger
 
 
@@ -80,16 +82,18 @@ def test_a_child_of_a_process_that_closed_its_store_uses_it(tmp_path: Path) -> N
         assert ledger.accounts.get("shop", "alice").fund("cash").balance == 1
 
 
-def test_a_store_used_again_after_its_close_is_refused_to_a_child(tmp_path: Path) -> None:
-    """A closed store opens a connection again when used: it was no longer counted
-    as open, so a child forked then used it unrefused, as one with the parent's
-    store open."""
+def test_a_store_used_again_after_its_close_is_refused_in_parent_and_child(
+    tmp_path: Path,
+) -> None:
+    """A closed store opened a connection again when used (and was then not
+    counted as open, so a child forked then used it unrefused); a closed store
+    now refuses every call, in the parent and in a child."""
     ledger = Ledger.open(f"sqlite:///{tmp_path / 'shop.db'}")
     ledger.programs.create("shop")
     ledger.accounts.open("shop", "alice")
     ledger.close()
-    _credit(ledger, "parent-1")  # its connection opened again
+    with pytest.raises(StoreClosed):
+        _credit(ledger, "parent-1")
 
     answer = _in_a_forked_child(lambda: _credit(ledger, "child-1"))
-    assert answer.startswith(f"{ConfigError.__name__}: SQLite store "), answer
-    ledger.close()
+    assert answer.startswith(f"{StoreClosed.__name__}: "), answer

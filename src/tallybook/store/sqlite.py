@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from tallybook.errors import (
     ConfigError,
+    StoreClosed,
     StoreUnavailable,
     StoreValidationError,
     TallybookError,
@@ -209,6 +210,7 @@ class SqliteStore(ItemStore):
         self.busy_timeout_ms = busy_timeout_ms
         self._file = os.path.realpath(self.path)
         self._inherited = False
+        self._closed = False
         if self._file in _inherited_files:
             _refuse_inherited(self.path)
         #: a change hook: given the new image of every item a transaction puts or
@@ -229,6 +231,8 @@ class SqliteStore(ItemStore):
     # -- connections --------------------------------------------------------
 
     def _conn(self) -> sqlite3.Connection:
+        if self._closed:  # every call starts here: reads, writes and the schema
+            raise StoreClosed(self.describe())
         if self._inherited:
             _refuse_inherited(self.path)
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -250,11 +254,12 @@ class SqliteStore(ItemStore):
             self._local.conn = conn
             with self._all_lock:
                 self._all.append(conn)
-            # open from its first connection, and again when used after a close
-            _open_stores.add(self)
+            _open_stores.add(self)  # open from its first connection
         return conn
 
     def close(self) -> None:
+        """Close every connection; the store refuses any later call (:class:`StoreClosed`)."""
+        self._closed = True
         _open_stores.discard(self)
         with self._all_lock:
             if self._inherited:

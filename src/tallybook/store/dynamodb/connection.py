@@ -27,6 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from tallybook.errors import (
     ConfigError,
+    StoreClosed,
     StoreUnavailable,
     TallybookError,
     Throttled,
@@ -72,6 +73,7 @@ class DynamoConnection:
         #: how retries wait (tests replace it)
         self.sleep: Callable[[float], None] = time.sleep
         self._owns_client = client is None
+        self._closed = False
         if client is not None:
             self.region = region or client.meta.region_name or DEFAULT_REGION
             self.client = client
@@ -111,6 +113,9 @@ class DynamoConnection:
         return url
 
     def close(self) -> None:
+        """Close the client (one given to the store stays open); the store refuses
+        any later request (:class:`StoreClosed`), the table's management aside."""
+        self._closed = True
         if self._owns_client:
             self.client.close()
 
@@ -170,6 +175,8 @@ class DynamoConnection:
         request; a call that ends in an error (a failed condition included)
         also counts as ``failed``.
         """
+        if self._closed:
+            raise StoreClosed(self.describe())
         try:
             return self._attempts(operation, call, params, idempotent)
         except TallybookError:
