@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tallybook.errors import TallybookError, ValidationError
+from tallybook.domain.billing import parse_interval
+from tallybook.errors import ConfigError, TallybookError, ValidationError
 from tallybook.ledger import Ledger
 
 #: where the reports job writes (a folder or s3://bucket/prefix)
@@ -42,8 +43,16 @@ def reports_out(env: Mapping[str, str]) -> str:
 
 
 def report_interval(env: Mapping[str, str]) -> str:
-    """The window length when a run names none (the job, HTTP and the CLI)."""
-    return env.get(REPORT_INTERVAL_ENV) or "15m"
+    """The window length when a run names none (the job, HTTP and the CLI):
+    ``$TALLYBOOK_REPORT_INTERVAL``, else ``15m``. It takes an interval's one rule
+    (nothing around it); a malformed one is the server's setting, not the
+    request's: a :class:`ConfigError` naming the variable."""
+    text = env.get(REPORT_INTERVAL_ENV) or "15m"
+    try:
+        parse_interval(text)
+    except ValidationError as exc:
+        raise ConfigError(f"{REPORT_INTERVAL_ENV}: {exc.message}") from None
+    return text
 
 
 JobFn = Callable[[Ledger, str, Mapping[str, str]], Any]

@@ -331,6 +331,49 @@ def test_a_report_interval_is_one_rule_on_every_edge(
             assert r.headers["content-type"] == "application/problem+json"
 
 
+def test_a_typed_interval_with_spaces_is_refused_naming_the_option(
+    cli: Cli, ledger: Ledger, tmp_path: Path
+) -> None:
+    """`` 15m `` was refused as "interval ' 15m ' must look like 15m, 1h or 1d",
+    naming neither the option nor what was wrong with it."""
+    out = str(tmp_path / "r")
+    code, _, err = cli("report", "run", "-p", "shop", "--interval", " 15m ", "--out", out)
+    assert code == 2, err
+    line = one_error(err)
+    assert line.startswith("error: Invalid value for '--interval': interval ' 15m ' must be"), line
+    assert "nothing around it" in line, line
+
+
+def test_a_malformed_report_interval_setting_is_named_and_not_blamed_on_the_request(
+    cli: Cli, ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$TALLYBOOK_REPORT_INTERVAL `` 1h `` was refused as "interval ' 1h ' must
+    look like 15m, 1h or 1d", naming no variable, and over HTTP a run naming no
+    interval answered 422 ``validation``, as if the client had sent it. It is the
+    server's setting: named, and a 400 ``invalid-config``."""
+    from fastapi.testclient import TestClient
+
+    from tallybook.http.app import create_app
+
+    monkeypatch.setenv("TALLYBOOK_REPORTS_OUT", str(tmp_path / "http"))
+    monkeypatch.setenv("TALLYBOOK_REPORT_INTERVAL", " 1h ")
+    _, secret = ledger.keys.create("shop", "admin", None)
+    code, _, err = cli("report", "run", "-p", "shop", "--out", str(tmp_path / "cli"))
+    assert code == 2, err
+    line = one_error(err)
+    assert line.startswith("error: TALLYBOOK_REPORT_INTERVAL: interval ' 1h ' must"), line
+    assert "nothing around it" in line, line
+    with TestClient(create_app(ledger)) as client:
+        r = client.post("/v1/reports/run", json={}, headers={"Authorization": f"Bearer {secret}"})
+    problem = r.json()
+    assert (r.status_code, problem["type"]) == (
+        400,
+        "https://tallybook.dev/problems/invalid-config",
+    )
+    assert problem["detail"].startswith("TALLYBOOK_REPORT_INTERVAL: interval ' 1h ' must")
+    assert not (tmp_path / "cli").exists()
+
+
 def test_a_commission_rate_is_one_rule_on_every_edge(
     cli: Cli, ledger: Ledger, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ from typing import Annotated, Any, overload
 import typer
 from typer.core import TyperCommand
 
+from tallybook.domain.billing import parse_interval
 from tallybook.errors import ValidationError
 
 #: for a command with a numeric argument: a negative one (``-5``) is read as
@@ -177,3 +178,17 @@ def iso_time(value: str | None, name: str) -> datetime | None:
     except ValueError:
         raise ValidationError(f"{name} must be an ISO 8601 time, got {value!r}") from None
     return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def report_interval_option(value: str) -> str:
+    """``--interval`` of a report run as typed (``15m``, ``1h``, ``1d``), checked
+    before anything opens: nothing around it, as a number (one ``error:`` line
+    naming the option, exit 2)."""
+    try:
+        parse_interval(value)
+    except ValidationError as exc:
+        raise typer.BadParameter(exc.message) from None
+    return value
+
+
+report_interval_option.__name__ = "interval"  # the help's metavar: <interval>

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from typing import Annotated
 
@@ -9,7 +10,7 @@ import typer
 from rich.progress import SpinnerColumn, TextColumn
 
 from tallybook.cli.ledger import JsonOption, ProgramOption
-from tallybook.cli.options import Number, StoreOption
+from tallybook.cli.options import Number, StoreOption, report_interval_option
 from tallybook.cli.output import (
     console,
     next_page,
@@ -20,7 +21,7 @@ from tallybook.cli.output import (
 )
 from tallybook.domain.reports import ALL_KINDS
 from tallybook.errors import NotFound
-from tallybook.jobs import REPORT_INTERVAL_ENV
+from tallybook.jobs import REPORT_INTERVAL_ENV, report_interval
 from tallybook.ledger import Ledger
 from tallybook.services.billing.reports import ReportResult
 from tallybook.services.billing.sinks import S3_ENDPOINT_ENV, open_sink
@@ -77,13 +78,14 @@ def run(
     program: ProgramOption,
     out: OutOption = DEFAULT_OUT,
     interval: Annotated[
-        str,
+        str | None,
         typer.Option(
-            envvar=REPORT_INTERVAL_ENV,
-            help="Window length: 15m, 1h, 1d (a multiple of the bucket; "
-            "$TALLYBOOK_REPORT_INTERVAL, as the scheduled job).",
+            help="Window length: 15m, 1h, 1d (a multiple of the bucket); default "
+            f"${REPORT_INTERVAL_ENV} as the scheduled job reads it, else 15m.",
+            parser=report_interval_option,
+            show_default=False,
         ),
-    ] = "15m",
+    ] = None,
     kind: Annotated[KindChoice, typer.Option(help="Which report.")] = KindChoice.all,
     store: StoreOption = None,
     as_json: JsonOption = False,
@@ -98,6 +100,7 @@ def run(
               tallybook report run -p shop --interval 1d --out s3://reports/tallybook
     """
     kinds = list(ALL_KINDS) if kind is KindChoice.all else [kind.value]
+    interval = interval or report_interval(os.environ)
     sink = open_sink(out)
     with open_ledger(store) as ledger:
         columns = (
@@ -112,7 +115,11 @@ def run(
                 progress.update(task, advance=1, description=label)
 
             results = ledger.billing.reports.run(
-                program, sink=sink, interval=interval, kinds=kinds, progress=step
+                program,
+                sink=sink,
+                interval=interval,
+                kinds=kinds,
+                progress=step,
             )
     _print_results(results, as_json)
 

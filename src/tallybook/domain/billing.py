@@ -271,7 +271,10 @@ def bucket_start(seconds: int, size: int) -> int:
 def parse_interval(text: str) -> int:
     """``15m``, ``1h``, ``1d`` ... (:data:`INTERVAL_PATTERN`) as seconds."""
     if not isinstance(text, str) or _INTERVAL.fullmatch(text) is None:
-        raise ValidationError(f"interval {str(text)[:20]!r} must look like 15m, 1h or 1d")
+        raise ValidationError(
+            f"interval {str(text)[:20]!r} must be a whole number and m, h or d with nothing "
+            "around it: 15m, 1h or 1d"
+        )
     seconds = int(text[:-1]) * {"m": 60, "h": 3600, "d": 86400}[text[-1].lower()]
     if seconds > 31 * 86400:
         raise ValidationError("interval must be at most 31 days")
