@@ -18,7 +18,7 @@ import pytest
 import typer.main
 
 from tallybook.cli import app
-from tallybook.errors import NotFound
+from tallybook.errors import NotFound, ValidationError
 from tallybook.ledger import Ledger
 
 from .test_ledger_cli import Cli, _commands, one_error
@@ -234,6 +234,16 @@ def test_program_create_checks_its_input_before_making_the_store(
     assert code == 2, (out, err)
     one_error(err)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_currency_is_named_as_the_option_names_it(cli: Cli, tmp_path: Path) -> None:
+    # was: "error: unit ' USD' must be 1-16 letters, digits or '_'": no option is named unit
+    code, out, err = cli("program", "create", "shop", "--currency", " USD")
+    assert (code, out) == (2, ""), err
+    assert one_error(err) == "error: currency ' USD' must be 1-16 letters, digits or '_'"
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValidationError, match=r"^currency 'US D' must be"):
+        Ledger.open(f"sqlite:///{tmp_path / 'py.db'}").programs.create("shop", currency="US D")
 
 
 @pytest.mark.parametrize("args", [["webhooks", "rekey"], ["webhooks", "deliver", "--once"]])

@@ -99,9 +99,10 @@ def check_fund(value: object) -> str:
     return value
 
 
-def check_unit(value: object) -> str:
+def check_unit(value: object, what: str = "unit") -> str:
+    """A fund's unit; ``what`` names it as the caller's input does (``currency``)."""
     if not isinstance(value, str) or not _UNIT.fullmatch(value):
-        raise ValidationError(f"unit {str(value)[:40]!r} must be 1-16 letters, digits or '_'")
+        raise ValidationError(f"{what} {str(value)[:40]!r} must be 1-16 letters, digits or '_'")
     return value
 
 

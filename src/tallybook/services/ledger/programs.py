@@ -40,7 +40,7 @@ def check_program(program_id: object, *, name: object, currency: object) -> None
     would refuse (``program create`` asks before it opens the store, which may make
     its file)."""
     check_id(program_id, "program id")
-    check_unit(currency)
+    check_unit(currency, "currency")
     if name is not None and (not isinstance(name, str) or len(name) > MAX_PROGRAM_NAME):
         raise ValidationError(
             f"a program's name must be a string of at most {MAX_PROGRAM_NAME} characters"
