@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from httpx import Response
 
 from tallybook.ledger import Ledger
 from tallybook.services.clock import ManualClock
@@ -160,6 +161,19 @@ def test_wallet_is_per_program(
     assert bad.status_code == 422
 
 
+def _charged_debit(
+    app_client: TestClient,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+) -> Response:
+    """Alice, with 100 cash, debits 250 (d1), charging the rest."""
+    open_account("alice")
+    base = "/v1/accounts/alice/wallet"
+    app_client.post(f"{base}/credits", json={"fund": "cash", "amount": 100}, headers=idem(key="c"))
+    body = {"amount": 250, "on_shortfall": "charge"}
+    return app_client.post(f"{base}/debits", json=body, headers=idem(key="d1"))
+
+
 @pytest.mark.parametrize("engine", ["sqlite"])  # engine-independent: the processor's answers
 @pytest.mark.parametrize("mode", ["decline", "timeout"])
 def test_declined_or_timed_out_charge_over_http_applies_nothing(
@@ -172,11 +186,8 @@ def test_declined_or_timed_out_charge_over_http_applies_nothing(
 ) -> None:
     processor = FakeChargeProcessor(mode)  # type: ignore[arg-type]
     ledger.wallet.processor = processor
-    open_account("alice")
-    base = "/v1/accounts/alice/wallet"
-    app_client.post(f"{base}/credits", json={"fund": "cash", "amount": 100}, headers=idem(key="c"))
-    body = {"amount": 250, "on_shortfall": "charge"}
-    r = app_client.post(f"{base}/debits", json=body, headers=idem(key="d1"))
+    r = _charged_debit(app_client, idem, open_account)
+    base, body = "/v1/accounts/alice/wallet", {"amount": 250, "on_shortfall": "charge"}
     assert r.status_code == 402, r.text
     assert r.json()["type"].endswith("/payment-declined")
     assert "nothing" in r.json()["detail"] or "declined" in r.json()["detail"]
@@ -189,4 +200,35 @@ def test_declined_or_timed_out_charge_over_http_applies_nothing(
     r = app_client.post(f"{base}/debits", json=body, headers=idem(key="d1"))
     assert r.status_code == 201, r.text
     assert r.json()["charge"]["amount"] == 150
+    assert processor.net_charged == 150
+
+
+class _RefundFails(FakeChargeProcessor):
+    """Charges; its refunds raise what the protocol does not name."""
+
+    def refund(self, *, key: str) -> None:
+        raise RuntimeError("refund bug")
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])  # engine-independent: the processor's answers
+def test_a_failed_refund_over_http_is_a_problem_and_reconcile_counts_it(
+    app_client: TestClient,
+    ledger: Ledger,
+    clock: ManualClock,
+    admin_headers: Headers,
+    idem: Callable[..., Headers],
+    open_account: Callable[..., dict[str, Any]],
+) -> None:
+    # was: a 500 (the refund's RuntimeError, raw) for the debit, and again for reconcile
+    processor = _RefundFails("timeout")
+    ledger.wallet.processor = processor
+    r = _charged_debit(app_client, idem, open_account)
+    assert r.status_code == 402, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    assert "reconcile refunds it" in r.json()["detail"]
+    clock.advance(timedelta(minutes=11))
+    r = app_client.post("/v1/wallet/reconcile", headers=admin_headers)
+    assert r.status_code == 200, r.text
+    assert r.json()["refunds_failed"] == 1
+    assert r.json()["actions"][0].startswith("could not refund charge d1 of alice (150)")
     assert processor.net_charged == 150

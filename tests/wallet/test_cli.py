@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,11 @@ from typer.testing import CliRunner
 
 from tallybook.cli import app
 from tallybook.errors import InsufficientFunds
+from tallybook.ledger import Ledger
+from tallybook.reliability.faults import Crash
+from tallybook.services.clock import ManualClock
+from tallybook.services.wallet.charges import FakeChargeProcessor
+from tallybook.services.wallet.debit import CHARGE_GRACE
 
 
 @pytest.fixture
@@ -158,3 +165,37 @@ def test_a_result_line_stays_one_line_when_piped(run) -> None:  # type: ignore[n
     out = run("wallet", "credit", "alice", "store_credit", "1500", "--txn-id", "top-up-" + "x" * 40)
     line = f"credit top-up-{'x' * 40}: store_credit +1500; available bonus 0, store_credit 1500"
     assert out == f"{line}, cash 0 (total 1500)\n"
+
+
+class _RefundFails(FakeChargeProcessor):
+    def refund(self, *, key: str) -> None:
+        raise RuntimeError("refund bug")
+
+
+class _DiesAfterCharging(FakeChargeProcessor):
+    def charge(self, *, key: str, account: str, amount: int, currency: str) -> str:
+        super().charge(key=key, account=account, amount=amount, currency=currency)
+        raise Crash("after the charge")
+
+
+def test_reconcile_lists_a_failed_refund_and_exits_1(  # type: ignore[no-untyped-def]
+    run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A processor whose refund raised made ``tallybook reconcile`` end on it (an
+    'unexpected RuntimeError', the rest of the pass not done); it now lists it,
+    does the rest, and exits 1."""
+    run("wallet", "credit", "alice", "cash", "100", "--txn", "c1")
+    past = ManualClock(datetime.now(UTC) - CHARGE_GRACE - timedelta(minutes=1))
+    with Ledger.open(f"sqlite:///{tmp_path / 'w.db'}", clock=past) as ledger:
+        ledger.wallet.processor = _DiesAfterCharging()
+        with pytest.raises(Crash):
+            ledger.wallet.debit("shop", "alice", 250, txn_id="d1", on_shortfall="charge")
+        ledger.wallet.authorize("shop", "alice", 50, hold_id="h1", expires_in=60)
+    module = types.ModuleType("refund_fails_for_test")
+    module.make = _RefundFails  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setenv("TALLYBOOK_CHARGE_PROCESSOR", f"{module.__name__}:make")
+    out = run("reconcile", code=1)
+    assert "could not refund charge d1 of alice (150): RuntimeError: refund bug" in out
+    assert "expired hold h1 of alice" in out
+    assert out.endswith("reconcile: 1 action(s); 1 refund(s) failed: run it again\n")

@@ -228,7 +228,7 @@ class InFlightProcessor:
             return sum(amount for amount, refunded in self.charges.values() if not refunded)
 
 
-def _first_attempt_in_flight(
+def first_attempt_in_flight(
     wallet: Ledger, processor: InFlightProcessor, then: Callable[[], None]
 ) -> list[object]:
     """Debit d1 (250 on 100 cash) in a thread whose charge is held in flight, run
@@ -254,6 +254,18 @@ def _first_attempt_in_flight(
     return first
 
 
+def reconcile_then_retry(wallet: Ledger, clock: ManualClock) -> Callable[[], None]:
+    """What happens while d1's first charge is in flight: past its grace, reconcile
+    cancels it (refunding a key not charged yet), and the client retries d1."""
+
+    def then() -> None:
+        clock.advance(CHARGE_GRACE + timedelta(minutes=1))
+        assert wallet.wallet.reconcile(P).cancelled_charges == [("alice", "d1", 150)]
+        wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
+
+    return then
+
+
 @pytest.mark.parametrize("engine", ["sqlite", "dynamodb"])
 def test_a_charge_landing_after_reconcile_refunded_it_is_refunded_by_its_debit(
     wallet: Ledger, clock: ManualClock
@@ -272,7 +284,7 @@ def test_a_charge_landing_after_reconcile_refunded_it_is_refunded_by_its_debit(
         assert wallet.wallet.reconcile(P).cancelled_charges == [("alice", "d1", 150)]
         retried.append(wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge"))
 
-    first = _first_attempt_in_flight(wallet, processor, reconcile_then_retry)
+    first = first_attempt_in_flight(wallet, processor, reconcile_then_retry)
     (retry,) = retried
     assert retry.charge is not None
     assert retry.charge["amount"] == 150
@@ -379,13 +391,7 @@ def test_a_timed_out_charge_landing_after_reconcile_refunded_it_is_refunded(
     charge for its own and left its key collected, unrecorded (the shortfall paid
     twice). The debit records its charge's key: a key it does not record is refunded."""
     processor = _TimesOutInFlight()
-
-    def reconcile_then_retry() -> None:
-        clock.advance(CHARGE_GRACE + timedelta(minutes=1))
-        assert wallet.wallet.reconcile(P).cancelled_charges == [("alice", "d1", 150)]
-        wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
-
-    (answer,) = _first_attempt_in_flight(wallet, processor, reconcile_then_retry)
+    (answer,) = first_attempt_in_flight(wallet, processor, reconcile_then_retry(wallet, clock))
     assert isinstance(answer, PaymentDeclined)
     assert len(processor.charges) == 2  # two keys were charged...
     assert processor.net_charged == 150  # ...one is kept: the one the debit records
@@ -408,7 +414,7 @@ def test_a_timed_out_charge_a_sibling_attempt_committed_is_kept(wallet: Ledger) 
     def retry() -> None:
         retried.append(wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge"))
 
-    (answer,) = _first_attempt_in_flight(wallet, processor, retry)
+    (answer,) = first_attempt_in_flight(wallet, processor, retry)
     assert isinstance(answer, PaymentDeclined)
     assert len(processor.charges) == 1
     assert processor.net_charged == 150  # the recorded charge, kept
@@ -451,7 +457,7 @@ def test_a_timed_out_charge_keeps_a_debit_recorded_without_its_key(
     def retry() -> None:
         ledger.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
 
-    (answer,) = _first_attempt_in_flight(ledger, processor, retry)
+    (answer,) = first_attempt_in_flight(ledger, processor, retry)
     assert isinstance(answer, PaymentDeclined)
     assert len(processor.charges) == 1
     assert processor.net_charged == 150

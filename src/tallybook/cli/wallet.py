@@ -7,6 +7,7 @@ The charge hook for ``debit --on-shortfall charge`` comes from
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -242,6 +243,8 @@ def reconcile(
     holds and held credits past their deadline, and expired bonus grants are settled.
 
     Safe to run while traffic flows, and again: every step is a conditional write.
+    A refund the charge processor fails is listed, the rest is done, and the
+    command exits 1: the next run refunds that charge.
 
     Example: tallybook reconcile --program shop
     """
@@ -258,8 +261,14 @@ def reconcile(
         report = ledger.wallet.reconcile(program, progress=lambda n: bar.advance(task, n))
     if as_json:
         print_json(report)
-        return
-    lines = report.lines()
-    for line in lines:
-        console.print(line)
-    console.print(f"reconcile: {len(lines)} action(s)" if lines else "reconcile: nothing to do")
+    else:
+        lines = report.lines()
+        for line in lines:
+            console.print(line)
+        done = len(lines) - len(report.failed_refunds)
+        summary = f"reconcile: {done} action(s)" if done else "reconcile: nothing to do"
+        if report.failed_refunds:
+            summary += f"; {len(report.failed_refunds)} refund(s) failed: run it again"
+        console.print(summary)
+    if report.failed_refunds:
+        sys.exit(1)

@@ -829,7 +829,7 @@ RESPONSE_EXAMPLES: dict[str, Any] = {
             "Mjp2b2lkIn0"
         ),
     },
-    "wallet_post_reconcile": {"actions": []},
+    "wallet_post_reconcile": {"actions": [], "refunds_failed": 0},
     "loyalty_run_expire": {
         "days": 1,
         "accounts": 0,

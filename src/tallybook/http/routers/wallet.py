@@ -311,4 +311,5 @@ def void_hold(
 
 @router.post("/wallet/reconcile", summary="Run the wallet reconcile job (admin)")
 def post_reconcile(principal: AdminPrincipal, _: NoBody, ledger: LedgerDep) -> ReconcileOut:
-    return ReconcileOut(actions=ledger.wallet.reconcile(principal.program).lines())
+    report = ledger.wallet.reconcile(principal.program)
+    return ReconcileOut(actions=report.lines(), refunds_failed=len(report.failed_refunds))

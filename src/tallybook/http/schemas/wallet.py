@@ -199,6 +199,10 @@ class WalletTransactionPageOut(BaseModel):
 
 class ReconcileOut(BaseModel):
     actions: list[str]
+    refunds_failed: int = Field(
+        description="charges whose refund the processor failed: listed in actions, "
+        "left for the next run"
+    )
 
 
 def vars_of(obj: Any) -> dict[str, Any]:

@@ -20,11 +20,12 @@ debit before then reuses the intent and the processor's idempotent charge.
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Literal, cast
+from typing import Literal, NoReturn, cast
 
 from tallybook.domain.ids import check_client_txn_id, check_id
 from tallybook.domain.model import EXTERNAL, REDEMPTION, Leg, TxnType
@@ -58,6 +59,7 @@ from tallybook.services.wallet.records import (
 from tallybook.store.port import Action, Value
 from tallybook.store.records.codec import transaction_from_item
 from tallybook.store.records.wallet import (
+    CHARGE_CANCELLING,
     CHARGE_PENDING,
     ChargeIntent,
     account_grants,
@@ -71,6 +73,8 @@ from tallybook.store.records.wallet import (
     spend_grant,
     takes_value,
 )
+
+log = logging.getLogger(__name__)
 
 #: how long a charge may stay in flight before reconcile cancels it
 CHARGE_GRACE = timedelta(minutes=10)
@@ -201,35 +205,51 @@ class DebitOps:
             self._drop_intent(program, account, txn_id, key)
             raise PaymentDeclined(f"the charge of {charged} was declined: {exc}") from None
         except Exception as exc:
-            # a timeout, or anything else a processor raises (docs/wallet.md): the
-            # charge may have happened, so its key is refunded; when that fails too,
-            # the intent stays and reconcile refunds it once its grace is over
-            what = (
-                "timed out" if isinstance(exc, ChargeTimeout) else f"failed ({type(exc).__name__})"
-            )
-            try:
-                self._give_up(program, account, txn_id, key, None)
-            except Exception:
-                raise PaymentDeclined(
-                    f"the charge of {charged} {what} and could not be refunded yet; nothing "
-                    "was debited, and reconcile refunds it"
-                ) from exc
-            raise PaymentDeclined(
-                f"the charge of {charged} {what} and was reversed; nothing was debited"
-            ) from (None if isinstance(exc, ChargeTimeout) else exc)
+            self._charge_failed(program, account, txn_id, intent, exc)
         try:
             done = self._commit(program, account, amount, txn_id, body, charged, reference, key)
-        except LedgerError:
-            self._give_up(program, account, txn_id, key, reference)
-            raise
+        except LedgerError as exc:
+            unrefunded = self._give_up(program, account, txn_id, key, reference, charged)
+            if unrefunded is None:
+                raise
+            refused = type(exc)(f"{exc.message}; {unrefunded}")
+            refused.replay = exc.replay
+            raise refused from exc
         if done.replay and (done.charge or {}).get("reference") != reference:
-            # another attempt of this debit committed first, with a charge of its own
-            self._give_up(program, account, txn_id, key, reference)
+            # another attempt of this debit committed first, with a charge of its own:
+            # the debit is applied, whatever becomes of this charge's refund
+            self._give_up(program, account, txn_id, key, reference, charged)
         return done
 
+    def _charge_failed(
+        self, program: str, account: str, txn_id: str, intent: ChargeIntent, exc: Exception
+    ) -> NoReturn:
+        """After a timeout, or anything else a processor raises (docs/wallet.md): the
+        charge may have happened, so its key is refunded (when that fails too, the
+        intent stays and reconcile refunds it once its grace is over)."""
+        charged, key = intent.amount, intent.charge_key
+        what = "timed out" if isinstance(exc, ChargeTimeout) else f"failed ({type(exc).__name__})"
+        try:
+            unrefunded = self._give_up(program, account, txn_id, key, None, charged)
+        except Exception:  # the store failed: the intent stays for reconcile
+            unrefunded = left_for_reconcile(charged)
+        if unrefunded is not None:
+            raise PaymentDeclined(
+                f"the charge of {charged} {what}; nothing was debited, and {unrefunded}"
+            ) from exc
+        raise PaymentDeclined(
+            f"the charge of {charged} {what} and was reversed; nothing was debited"
+        ) from (None if isinstance(exc, ChargeTimeout) else exc)
+
     def _give_up(
-        self, program: str, account: str, txn_id: str, key: str, reference: str | None
-    ) -> None:
+        self,
+        program: str,
+        account: str,
+        txn_id: str,
+        key: str,
+        reference: str | None,
+        amount: int,
+    ) -> str | None:
         """Refund the charge made under ``key``, unless the debit committed with it.
 
         The intent of ``key`` is taken first (``cancelling``, as reconcile takes it), so
@@ -238,17 +258,51 @@ class DebitOps:
         have reached the processor before this charge did), the key is refunded unless
         the committed debit records its charge: its key is ``key`` (a debit committed
         before charges recorded their key: its reference is ``reference``, or
-        ``reference`` is None, a timeout, which leaves such a charge alone)."""
+        ``reference`` is None, a timeout, which leaves such a charge alone).
+
+        None when the charge was refunded or is the debit's; else what became of a
+        refund the processor failed (whatever it raised): the intent of ``key`` stays,
+        taken for refunding, so ``reconcile`` refunds it (one is put back when none
+        was left and the slot is free)."""
         at = intent_key(program, account, txn_id)
         try:
             self.store.transact_write([cancelling_charge(at, key)])
         except ConditionFailed:
-            if not self._records_charge(program, txn_id, key, reference):
-                self.processor().refund(key=key)
-            return
-        self.processor().refund(key=key)
+            if self._records_charge(program, txn_id, key, reference) or self._refunded(key):
+                return None
+            return self._leave_for_reconcile(program, account, txn_id, key, amount)
+        if not self._refunded(key):
+            return left_for_reconcile(amount)
         with contextlib.suppress(ConditionFailed):
             self.store.transact_write([drop_charge(at, key)])
+        return None
+
+    def _refunded(self, key: str) -> bool:
+        """Refund ``key``; False when the processor raised (logged), as an
+        undocumented error must not replace the debit's own answer."""
+        try:
+            self.processor().refund(key=key)
+        except Exception:
+            log.exception("the refund of charge key %s failed; reconcile retries it", key)
+            return False
+        return True
+
+    def _leave_for_reconcile(
+        self, program: str, account: str, txn_id: str, key: str, amount: int
+    ) -> str:
+        """Put back an intent of ``key``, taken for refunding, for ``reconcile``."""
+        now = self.core.clock.now()
+        intent = ChargeIntent(account, txn_id, amount, CHARGE_CANCELLING, now, key)
+        try:
+            self.store.transact_write([charge_put(program, intent, now + CHARGE_GRACE)])
+        except ConditionFailed:
+            # another attempt's intent holds the slot: nothing in the store names key now
+            log.error("charge key %s of %s: refund failed, left for the processor", key, txn_id)
+            return (
+                f"the charge of {amount} (processor key {key}) could not be refunded, nor "
+                "left for reconcile: refund it at the processor"
+            )
+        return left_for_reconcile(amount)
 
     def _records_charge(self, program: str, txn_id: str, key: str, reference: str | None) -> bool:
         """Whether the committed debit ``txn_id`` records the charge made under ``key``."""
@@ -361,6 +415,16 @@ class DebitOps:
             ),
         )
         return wallet_transaction(txn)
+
+
+def left_for_reconcile(amount: int) -> str:
+    """What a debit adds to its answer of a charge whose refund failed: its intent
+    stays, taken for refunding, for reconcile."""
+    grace = f"{CHARGE_GRACE.total_seconds() / 60:.0f} min"
+    return (
+        f"the charge of {amount} could not be refunded yet: reconcile refunds it once "
+        f"its {grace} grace is over"
+    )
 
 
 def order_id_of(body: dict[str, object]) -> str | None:

@@ -10,6 +10,7 @@ flips the row first, the other sees the new status.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -67,6 +68,8 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int], None]
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class GrantExpiry:
@@ -82,9 +85,16 @@ class ReconcileReport:
     expired_holds: list[tuple[str, str]] = field(default_factory=list)
     released_credits: list[tuple[str, str]] = field(default_factory=list)
     expired_grants: list[GrantExpiry] = field(default_factory=list)
+    #: charge intents whose refund the processor failed (account, txn, amount, error):
+    #: they stay, and the next run tries again
+    failed_refunds: list[tuple[str, str, int, str]] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = [f"cancelled charge {t} of {a}: refunded {n}" for a, t, n in self.cancelled_charges]
+        out += [
+            f"could not refund charge {t} of {a} ({n}): {why}; the next reconcile tries again"
+            for a, t, n, why in self.failed_refunds
+        ]
         out += [f"removed hold {h} of {a}: no transaction record" for a, h in self.orphan_holds]
         out += [f"expired hold {h} of {a}" for a, h in self.expired_holds]
         out += [f"released held credit {h} of {a}" for a, h in self.released_credits]
@@ -144,7 +154,15 @@ class WalletJobs:
                 self.store.transact_write([cancelling_charge(key, intent.charge_key)])
             except ConditionFailed:
                 continue  # committed (and removed) meanwhile, or another intent now
-            self.processor().refund(key=intent.charge_key)
+            try:
+                self.processor().refund(key=intent.charge_key)
+            except Exception as exc:
+                # whatever the processor raised: the intent stays (cancelling, still
+                # due), the next run refunds it, and this one goes on with the others
+                log.exception("reconcile: the refund of charge %s failed", intent.charge_key)
+                why = f"{type(exc).__name__}: {exc}"
+                report.failed_refunds.append((intent.account, intent.txn_id, intent.amount, why))
+                continue
             report.cancelled_charges.append((intent.account, intent.txn_id, intent.amount))
             self.store.delete(key)
         return report
