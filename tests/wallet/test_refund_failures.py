@@ -55,15 +55,18 @@ def refunds_fail(wallet: Ledger) -> RefundsFail:
 def test_a_refused_commit_whose_refund_fails_is_refused_and_reconciled(
     wallet: Ledger, refunds_fail: RefundsFail, clock: ManualClock
 ) -> None:
-    # was: the refund's RuntimeError escaped the debit raw (an HTTP 500)
+    # was: the refund's RuntimeError escaped the debit raw (an HTTP 500), and a
+    # retry of d1 said its charge "was cancelled by reconcile", which had not run
     fund(wallet, "alice", cash=100)
     refunds_fail.failing.add("d1")
     refunds_fail.during_charge.append(lambda: wallet.wallet.debit(P, "alice", 100, txn_id="other"))
     with pytest.raises(InsufficientFunds, match=r"could not be refunded yet.*reconcile refunds it"):
         wallet.wallet.debit(P, "alice", 300, txn_id="d1", on_shortfall="charge")
     assert refunds_fail.net_charged == 200
-    with pytest.raises(PaymentDeclined):
+    with pytest.raises(PaymentDeclined) as retried:
         wallet.wallet.debit(P, "alice", 300, txn_id="d1", on_shortfall="charge")
+    assert "cancelled by reconcile" not in retried.value.message
+    assert "earlier charge of 200 for transaction d1 is being refunded" in retried.value.message
     refunds_fail.failing.clear()
     clock.advance(CHARGE_GRACE + timedelta(minutes=1))
     assert wallet.wallet.reconcile(P).cancelled_charges == [("alice", "d1", 200)]

@@ -192,10 +192,7 @@ class DebitOps:
             except ConditionFailed:
                 intent = self._intent(program, account, txn_id) or intent
         if intent.status != CHARGE_PENDING:
-            raise PaymentDeclined(
-                f"the charge for transaction {txn_id} was cancelled by reconcile; "
-                "retry the debit with a new transaction id"
-            )
+            raise PaymentDeclined(being_refunded(txn_id, intent.amount))
         charged, key = intent.amount, intent.charge_key
         try:
             reference = self.processor().charge(
@@ -378,8 +375,9 @@ class DebitOps:
                 # reconcile cancelled this one's) records a charge of its own
                 if intent is None or intent.status != CHARGE_PENDING or intent.charge_key != key:
                     raise PaymentDeclined(
-                        f"the charge for transaction {txn_id} was cancelled by reconcile; "
-                        "retry the debit with a new transaction id"
+                        f"the charge for transaction {txn_id} was cancelled before it could "
+                        "be committed (by reconcile, or by another attempt of this debit "
+                        "that gave up on it); nothing was debited: retry the debit"
                     )
                 legs.append(Leg(EXTERNAL, CASH, -charged))
                 redeemed[CASH] += charged
@@ -415,6 +413,17 @@ class DebitOps:
             ),
         )
         return wallet_transaction(txn)
+
+
+def being_refunded(txn_id: str, amount: int) -> str:
+    """Why a debit is refused while an earlier charge of its id is being refunded:
+    its intent was taken for refunding (by reconcile, or by an attempt that gave up
+    on it) and is still there, as when the processor failed the refund."""
+    return (
+        f"an earlier charge of {amount} for transaction {txn_id} is being refunded "
+        "(reconcile refunds it if it has not been yet); retry the debit with a new "
+        "transaction id, or with this one once reconcile has refunded it"
+    )
 
 
 def left_for_reconcile(amount: int) -> str:
