@@ -392,10 +392,14 @@ def test_a_timed_out_charge_landing_after_reconcile_refunded_it_is_refunded(
     twice). The debit records its charge's key: a key it does not record is refunded."""
     processor = _TimesOutInFlight()
     (answer,) = first_attempt_in_flight(wallet, processor, reconcile_then_retry(wallet, clock))
-    assert isinstance(answer, PaymentDeclined)
+    # was: PaymentDeclined "timed out and was reversed; nothing was debited", though
+    # d1 was debited (by the retry): the answer is now that debit, as any retry's
+    assert isinstance(answer, WalletTransaction), answer
+    assert answer.replay
     assert len(processor.charges) == 2  # two keys were charged...
     assert processor.net_charged == 150  # ...one is kept: the one the debit records
     charge = wallet.wallet.transaction(P, "d1").charge
+    assert answer.charge == charge
     assert charge is not None
     assert charge["amount"] == 150
     assert list(charge) == ["amount", "reference"]  # the key it records is not shown
@@ -415,13 +419,20 @@ def test_a_timed_out_charge_a_sibling_attempt_committed_is_kept(wallet: Ledger) 
         retried.append(wallet.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge"))
 
     (answer,) = first_attempt_in_flight(wallet, processor, retry)
-    assert isinstance(answer, PaymentDeclined)
+    # was: PaymentDeclined "timed out and was reversed; nothing was debited", though
+    # the debit committed with this very charge: the answer is now that debit
+    assert isinstance(answer, WalletTransaction), answer
+    assert answer.replay
     assert len(processor.charges) == 1
     assert processor.net_charged == 150  # the recorded charge, kept
-    assert wallet.wallet.transaction(P, "d1").charge == {
-        "amount": 150,
-        "reference": "ref-" + next(iter(processor.charges)),
-    }
+    assert (
+        answer.charge
+        == wallet.wallet.transaction(P, "d1").charge
+        == {
+            "amount": 150,
+            "reference": "ref-" + next(iter(processor.charges)),
+        }
+    )
     assert_consistent(wallet, "alice")
 
 
@@ -458,7 +469,8 @@ def test_a_timed_out_charge_keeps_a_debit_recorded_without_its_key(
         ledger.wallet.debit(P, "alice", 250, txn_id="d1", on_shortfall="charge")
 
     (answer,) = first_attempt_in_flight(ledger, processor, retry)
-    assert isinstance(answer, PaymentDeclined)
+    assert isinstance(answer, WalletTransaction), answer
+    assert answer.replay
     assert len(processor.charges) == 1
     assert processor.net_charged == 150
     assert ledger.transactions.get(P, "d1").details["charge"] == {

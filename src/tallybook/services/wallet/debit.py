@@ -25,7 +25,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Literal, NoReturn, cast
+from typing import Literal, cast
 
 from tallybook.domain.ids import check_client_txn_id, check_id
 from tallybook.domain.model import EXTERNAL, REDEMPTION, Leg, TxnType
@@ -203,6 +203,9 @@ class DebitOps:
             raise PaymentDeclined(f"the charge of {charged} was declined: {exc}") from None
         except Exception as exc:
             self._charge_failed(program, account, txn_id, intent, exc)
+            # another attempt of this debit committed (with this charge, or with one
+            # of its own while this one was refunded): the debit is applied
+            return self._commit(program, account, amount, txn_id, body, 0, None)
         try:
             done = self._commit(program, account, amount, txn_id, body, charged, reference, key)
         except LedgerError as exc:
@@ -220,14 +223,17 @@ class DebitOps:
 
     def _charge_failed(
         self, program: str, account: str, txn_id: str, intent: ChargeIntent, exc: Exception
-    ) -> NoReturn:
+    ) -> None:
         """After a timeout, or anything else a processor raises (docs/wallet.md): the
         charge may have happened, so its key is refunded (when that fails too, the
-        intent stays and reconcile refunds it once its grace is over)."""
+        intent stays and reconcile refunds it once its grace is over). Returns when
+        another attempt of the debit committed; else raises ``PaymentDeclined``."""
         charged, key = intent.amount, intent.charge_key
         what = "timed out" if isinstance(exc, ChargeTimeout) else f"failed ({type(exc).__name__})"
         try:
             unrefunded = self._give_up(program, account, txn_id, key, None, charged)
+            if self.engine.existing(program, txn_id) is not None:
+                return
         except Exception:  # the store failed: the intent stays for reconcile
             unrefunded = left_for_reconcile(charged)
         if unrefunded is not None:
