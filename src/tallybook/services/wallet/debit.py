@@ -15,6 +15,10 @@ crash anywhere leaves either nothing, or an intent that ``reconcile`` finds
 after the grace period: it marks it ``cancelling`` (so a late commit can no
 longer use it), refunds the key and deletes it. A client that retries the same
 debit before then reuses the intent and the processor's idempotent charge.
+One charge is out of reach: one the processor carries out after reconcile
+refunded its key (a call still in flight past the grace), when the process
+that asked for it dies before refunding it itself; no row names its key any
+more (docs/wallet.md, "What reconcile cannot find").
 """
 
 from __future__ import annotations
