@@ -45,6 +45,7 @@ from tallybook.store.records.wallet import (
     checked_charges,
     checked_grants,
     checked_holds,
+    drop_charge,
     drop_hold,
     due_rows,
     expire_grant,
@@ -164,7 +165,10 @@ class WalletJobs:
                 report.failed_refunds.append((intent.account, intent.txn_id, intent.amount, why))
                 continue
             report.cancelled_charges.append((intent.account, intent.txn_id, intent.amount))
-            self.store.delete(key)
+            # only this charge's intent: meanwhile the attempt that charged it may have
+            # given up and removed it, and a retry put (and charged) one of its own
+            with contextlib.suppress(ConditionFailed):
+                self.store.transact_write([drop_charge(key, intent.charge_key)])
         return report
 
     def expire_holds(self, program: str, *, progress: Progress | None = None) -> ReconcileReport:
