@@ -70,8 +70,23 @@ def _expire_holds(ledger: Ledger, program: str, env: Mapping[str, str]) -> Any:
     return ledger.wallet.expire_holds(program).lines()
 
 
+class _Unfinished(Exception):
+    """A job that did what it could but left something undone: its program is
+    ``failed``, with what was done as its result."""
+
+    def __init__(self, result: Any, error: str) -> None:
+        super().__init__(error)
+        self.result = result
+        self.error = error
+
+
 def _reconcile(ledger: Ledger, program: str, env: Mapping[str, str]) -> Any:
-    return ledger.wallet.reconcile(program).lines()
+    report = ledger.wallet.reconcile(program)
+    if report.failed_refunds:
+        # a customer charged for no debit: the invocation fails, so it is seen and retried
+        failed = len(report.failed_refunds)
+        raise _Unfinished(report.lines(), f"{failed} refund(s) failed: the next run tries again")
+    return report.lines()
 
 
 def _reports(ledger: Ledger, program: str, env: Mapping[str, str]) -> Any:
@@ -166,6 +181,8 @@ def run_job(
                 runs.append(ProgramRun(name, "skipped", error="no loyalty configuration"))
                 continue
             runs.append(ProgramRun(name, "ran", result=_plain(fn(ledger, name, settings))))
+        except _Unfinished as exc:
+            runs.append(ProgramRun(name, "failed", result=_plain(exc.result), error=exc.error))
         except TallybookError as exc:
             runs.append(ProgramRun(name, "failed", error=f"{type(exc).__name__}: {exc.message}"))
     return JobRun(job, tuple(runs))

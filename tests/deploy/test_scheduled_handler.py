@@ -14,7 +14,10 @@ from billing.helpers import aligned_start, billing_docs, ingest
 from tallybook import lambda_handler
 from tallybook.errors import ValidationError
 from tallybook.ledger import Ledger
+from tallybook.reliability.faults import Crash
 from tallybook.services.clock import ManualClock
+from tallybook.services.wallet.debit import CHARGE_GRACE
+from wallet.processors import DiesAfterCharging, RefundFails
 
 RULES: dict[str, Any] = {
     "tiers": [{"name": "base", "threshold": 0}, {"name": "silver", "threshold": 100}],
@@ -183,3 +186,26 @@ def test_cold_start_opens_the_store_from_the_environment(
         if lambda_handler._ledger is not None:
             lambda_handler._ledger.close()
         lambda_handler._ledger = None
+
+
+def test_a_reconcile_whose_refund_failed_fails_the_invocation(
+    handler_ledger: Ledger, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # was: the refund's RuntimeError ended the invocation raw, before the other
+    # programs ran (and, once reconcile went on past it, the run reported "ran")
+    ledger = handler_ledger
+    ledger.accounts.open("shop", "alice")
+    ledger.wallet.processor = DiesAfterCharging()
+    with pytest.raises(Crash):
+        ledger.wallet.debit("shop", "alice", 150, txn_id="d1", on_shortfall="charge")
+    ledger.wallet.processor = RefundFails()
+    clock.advance(CHARGE_GRACE + timedelta(minutes=1))
+    with (
+        caplog.at_level(logging.INFO, logger="tallybook.jobs"),
+        pytest.raises(lambda_handler.JobFailed, match="failed in shop"),
+    ):
+        lambda_handler.scheduled({"job": "reconcile"}, None)
+    (run,) = json.loads(caplog.records[-1].getMessage())["programs"]
+    assert run["status"] == "failed"
+    assert run["error"] == "1 refund(s) failed: the next run tries again"
+    assert run["result"][0].startswith("could not refund charge d1 of alice (150): RuntimeError")

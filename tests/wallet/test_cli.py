@@ -17,8 +17,9 @@ from tallybook.errors import InsufficientFunds
 from tallybook.ledger import Ledger
 from tallybook.reliability.faults import Crash
 from tallybook.services.clock import ManualClock
-from tallybook.services.wallet.charges import FakeChargeProcessor
 from tallybook.services.wallet.debit import CHARGE_GRACE
+
+from .processors import DiesAfterCharging, RefundFails
 
 
 @pytest.fixture
@@ -167,17 +168,6 @@ def test_a_result_line_stays_one_line_when_piped(run) -> None:  # type: ignore[n
     assert out == f"{line}, cash 0 (total 1500)\n"
 
 
-class _RefundFails(FakeChargeProcessor):
-    def refund(self, *, key: str) -> None:
-        raise RuntimeError("refund bug")
-
-
-class _DiesAfterCharging(FakeChargeProcessor):
-    def charge(self, *, key: str, account: str, amount: int, currency: str) -> str:
-        super().charge(key=key, account=account, amount=amount, currency=currency)
-        raise Crash("after the charge")
-
-
 def test_reconcile_lists_a_failed_refund_and_exits_1(  # type: ignore[no-untyped-def]
     run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -187,12 +177,12 @@ def test_reconcile_lists_a_failed_refund_and_exits_1(  # type: ignore[no-untyped
     run("wallet", "credit", "alice", "cash", "100", "--txn", "c1")
     past = ManualClock(datetime.now(UTC) - CHARGE_GRACE - timedelta(minutes=1))
     with Ledger.open(f"sqlite:///{tmp_path / 'w.db'}", clock=past) as ledger:
-        ledger.wallet.processor = _DiesAfterCharging()
+        ledger.wallet.processor = DiesAfterCharging()
         with pytest.raises(Crash):
             ledger.wallet.debit("shop", "alice", 250, txn_id="d1", on_shortfall="charge")
         ledger.wallet.authorize("shop", "alice", 50, hold_id="h1", expires_in=60)
     module = types.ModuleType("refund_fails_for_test")
-    module.make = _RefundFails  # type: ignore[attr-defined]
+    module.make = RefundFails  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setenv("TALLYBOOK_CHARGE_PROCESSOR", f"{module.__name__}:make")
     out = run("reconcile", code=1)
