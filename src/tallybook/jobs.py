@@ -82,10 +82,9 @@ class _Unfinished(Exception):
 
 def _reconcile(ledger: Ledger, program: str, env: Mapping[str, str]) -> Any:
     report = ledger.wallet.reconcile(program)
-    if report.failed_refunds:
+    if report.undone():
         # a customer charged for no debit: the invocation fails, so it is seen and retried
-        failed = len(report.failed_refunds)
-        raise _Unfinished(report.lines(), f"{failed} refund(s) failed: the next run tries again")
+        raise _Unfinished(report.lines(), "; ".join(report.undone()))
     return report.lines()
 
 

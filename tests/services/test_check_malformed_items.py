@@ -11,9 +11,12 @@ import pytest
 
 from tallybook.ledger import Ledger
 from tallybook.reliability.faults import Crash
+from tallybook.services.clock import ManualClock
 from tallybook.services.wallet.charges import FakeChargeProcessor
+from tallybook.services.wallet.debit import CHARGE_GRACE
 from tallybook.store import keys
 from tallybook.store.port import ItemStore, SortCondition
+from wallet.processors import DiesAfterCharging
 
 
 def _rows(store: ItemStore, account: str, prefix: str) -> list[dict[str, Any]]:
@@ -313,3 +316,27 @@ def test_an_earn_entry_whose_lot_does_not_read_is_named(
         "invariant 1: a/points: balance 45 != sum of entries 0",
         "invariant 1: a/points: head sequence 1 != last entry 0",
     ]
+
+
+def test_reconcile_skips_a_malformed_charge_intent_and_goes_on(
+    store: ItemStore, clock: ManualClock
+) -> None:
+    # was: KeyError 'amount' out of reconcile (an HTTP 500), the other intents, the
+    # holds and the grants of the run left undone
+    ledger = Ledger(store, clock=clock)
+    ledger.programs.create("p")
+    ledger.accounts.open("p", "a")
+    processor = DiesAfterCharging()
+    ledger.wallet.processor = processor
+    for txn in ("a-d1", "a-d2"):
+        with pytest.raises(Crash):
+            ledger.wallet.debit("p", "a", 50, txn_id=txn, on_shortfall="charge")
+    intent = next(i for i in _rows(store, "a", keys.WALLET_CHARGE_PREFIX) if i["txn_id"] == "a-d1")
+    del intent["amount"]
+    store.put(intent)
+    clock.advance(CHARGE_GRACE + timedelta(minutes=1))
+    report = ledger.wallet.reconcile("p")
+    assert report.cancelled_charges == [("a", "a-d2", 50)]
+    assert report.skipped == [f"malformed charge intent {intent['sk']} ({intent['pk']}): no amount"]
+    assert report.undone() == ["1 malformed row(s) skipped: see wallet check"]
+    assert processor.net_charged == 50  # a-d1's, until its intent is mended

@@ -243,8 +243,9 @@ def reconcile(
     holds and held credits past their deadline, and expired bonus grants are settled.
 
     Safe to run while traffic flows, and again: every step is a conditional write.
-    A refund the charge processor fails is listed, the rest is done, and the
-    command exits 1: the next run refunds that charge.
+    A refund the charge processor fails (or a charge intent that does not read)
+    is listed, the rest is done, and the command exits 1: the next run refunds
+    that charge (a malformed intent waits for a fix; wallet check names it).
 
     Example: tallybook reconcile --program shop
     """
@@ -265,10 +266,9 @@ def reconcile(
         lines = report.lines()
         for line in lines:
             console.print(line)
-        done = len(lines) - len(report.failed_refunds)
+        undone = report.undone()
+        done = len(lines) - len(report.failed_refunds) - len(report.skipped)
         summary = f"reconcile: {done} action(s)" if done else "reconcile: nothing to do"
-        if report.failed_refunds:
-            summary += f"; {len(report.failed_refunds)} refund(s) failed: run it again"
-        console.print(summary)
-    if report.failed_refunds:
+        console.print("; ".join([summary, *undone]))
+    if report.undone():
         sys.exit(1)

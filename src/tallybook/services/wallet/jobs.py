@@ -42,6 +42,8 @@ from tallybook.store.records.wallet import (
     DUE_GRANT,
     DUE_HOLD,
     cancelling_charge,
+    charge_of,
+    charge_problem,
     checked_charges,
     checked_grants,
     checked_holds,
@@ -57,7 +59,6 @@ from tallybook.store.records.wallet import (
     is_due,
     marks_of,
     marks_problem,
-    read_charge,
     read_grants,
     row_key,
     takes_value,
@@ -89,6 +90,17 @@ class ReconcileReport:
     #: charge intents whose refund the processor failed (account, txn, amount, error):
     #: they stay, and the next run tries again
     failed_refunds: list[tuple[str, str, int, str]] = field(default_factory=list)
+    #: rows that do not read (``wallet check`` reports them too), left as they are
+    skipped: list[str] = field(default_factory=list)
+
+    def undone(self) -> list[str]:
+        """What this run left undone, in short (empty when nothing)."""
+        out = []
+        if self.failed_refunds:
+            out.append(f"{len(self.failed_refunds)} refund(s) failed: the next run tries again")
+        if self.skipped:
+            out.append(f"{len(self.skipped)} malformed row(s) skipped: see wallet check")
+        return out
 
     def lines(self) -> list[str]:
         out = [f"cancelled charge {t} of {a}: refunded {n}" for a, t, n in self.cancelled_charges]
@@ -96,6 +108,7 @@ class ReconcileReport:
             f"could not refund charge {t} of {a} ({n}): {why}; the next reconcile tries again"
             for a, t, n, why in self.failed_refunds
         ]
+        out += [f"skipped {line}" for line in self.skipped]
         out += [f"removed hold {h} of {a}: no transaction record" for a, h in self.orphan_holds]
         out += [f"expired hold {h} of {a}" for a, h in self.expired_holds]
         out += [f"released held credit {h} of {a}" for a, h in self.released_credits]
@@ -145,9 +158,14 @@ class WalletJobs:
             if progress:
                 progress(1)
             key = row_key(row)
-            intent = read_charge(self.store, key)
-            if intent is None:
+            item = self.store.get(key)
+            if item is None:
                 continue
+            problem = charge_problem(item)
+            if problem is not None:  # wallet check names it too; the other intents go on
+                report.skipped.append(f"malformed charge intent {key.sk} ({key.pk}): {problem}")
+                continue
+            intent = charge_of(item)
             # a debit's commit deletes its own charge's intent: one still here is no
             # committed charge, even beside a committed debit (another attempt's
             # charge, or none, was recorded), so its key is refunded either way
