@@ -103,6 +103,10 @@ def test_reconcile_reports_a_failed_refund_and_goes_on(
         for line in report.lines()
     )
     assert refunds_fail.net_charged == 150
+    # was: "charge intent d1 of alice in flight since ...", its charge long landed
+    (due,) = wallet.wallet.check(P, "alice")
+    assert due.startswith("charge intent d1 of alice, made at ")
+    assert "taken for refunding (the refund has not completed)" in due
     refunds_fail.failing.clear()
     again = wallet.wallet.reconcile(P)
     assert again.cancelled_charges == [("alice", "d1", 150)]

@@ -38,9 +38,11 @@ from tallybook.services.wallet.records import availability_after, present_funds
 from tallybook.store.records.codec import iso
 from tallybook.store.records.ledger import checked_head
 from tallybook.store.records.wallet import (
+    CHARGE_PENDING,
     DUE_CHARGE,
     DUE_GRANT,
     DUE_HOLD,
+    ChargeIntent,
     cancelling_charge,
     charge_of,
     charge_problem,
@@ -304,15 +306,13 @@ class WalletJobs:
         return problems
 
     def charges_due(self, program: str, account: str) -> list[str]:
-        """Charge intents in flight past their grace: no balance is wrong, but a
-        charge may be taken that no debit records until reconcile refunds it."""
+        """Charge intents in flight past their grace, or taken for refunding and not
+        refunded (the processor failed the refund): no balance is wrong, but a charge
+        may be taken that no debit records until reconcile refunds it."""
         now = self.core.clock.now()
-        grace = f"{CHARGE_GRACE.total_seconds() / 60:.0f} min"
         intents, problems = checked_charges(self.store, program, account)
         return problems + [
-            f"charge intent {intent.txn_id} of {account} in flight since "
-            f"{iso(intent.created_at)}, past its {grace} grace: "
-            "reconcile will refund its charge and delete it"
+            charge_due_line(intent, account)
             for intent in intents
             if intent.created_at + CHARGE_GRACE <= now
         ]
@@ -384,6 +384,17 @@ class WalletJobs:
             if free != unexpired:
                 problems.append(f"{acct.id}: marks give bonus {free}, unexpired grants {unexpired}")
         return problems
+
+
+def charge_due_line(intent: ChargeIntent, account: str) -> str:
+    """What the checks say of a charge intent past its grace."""
+    grace = f"{CHARGE_GRACE.total_seconds() / 60:.0f} min"
+    line, when = f"charge intent {intent.txn_id} of {account}", iso(intent.created_at)
+    if intent.status == CHARGE_PENDING:
+        line += f" in flight since {when}, past"
+    else:
+        line += f", made at {when} and taken for refunding (the refund has not completed), is past"
+    return f"{line} its {grace} grace: reconcile will refund its charge and delete it"
 
 
 def expired_amount(txn: Transaction) -> int:
