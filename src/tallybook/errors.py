@@ -116,6 +116,17 @@ class StoreClosed(StoreError):
         )
 
 
+class DamagedItem(StoreError):
+    """A stored item tallybook needs does not read: an attribute missing or of the
+    wrong type, as storage corruption or a manual edit leaves it. Nothing was
+    written; retrying does not help until the item is repaired (``tallybook
+    check`` names what is wrong). A 409: the request conflicts with the state
+    the store is in, not with the store's availability."""
+
+    code = "damaged-item"
+    status = 409
+
+
 # --- ledger ----------------------------------------------------------------
 
 

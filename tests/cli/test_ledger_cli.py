@@ -278,6 +278,29 @@ def test_check_finds_a_withheld_amount_on_a_fund_outside_the_wallet(
     ]
 
 
+@sqlite_only
+def test_a_damaged_program_item_is_one_line_and_a_check_violation(
+    cli: Cli, ledger: Ledger, store: ItemStore
+) -> None:
+    """Every command of the program ended with "error: unexpected KeyError: 'unit'"."""
+    ledger.accounts.open("shop", "alice")
+    item = dict(store.get(keys.program("shop")) or {})
+    item["funds"] = [dict(f) for f in item["funds"]]  # type: ignore[union-attr]
+    del item["funds"][1]["unit"]  # type: ignore[index]
+    store.put(item)
+    damaged = "program shop: its stored item PROG#shop / PROG is damaged: fund 2: no unit"
+    for args in (
+        ["account", "show", "alice", "--program", "shop"],
+        ["post", "credit", "alice", "cash", "5", "--txn", "t-1", "--program", "shop"],
+        ["program", "show", "shop"],
+    ):
+        code, _, err = cli(*args)
+        assert (code, one_error(err)) == (1, f"error: {damaged}"), args
+    code, out, err = cli("check", "--program", "shop")
+    assert (code, err) == (1, "")
+    assert f"violation {damaged}; nothing else was checked" in out
+
+
 POST = ["post", "credit", "alice", "cash"]
 
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from fastapi.testclient import TestClient
 
 from tallybook.domain.money import MAX_AMOUNT
+from tallybook.http.app import create_app
+from tallybook.ledger import Ledger
+from tallybook.store import keys
 
 #: request-validation cases do not depend on the engine: run them on SQLite only
 sqlite_only = pytest.mark.parametrize("engine", ["sqlite"])
@@ -52,6 +56,30 @@ def test_unknown_account_is_404_problem(app_client, read_headers) -> None:
         assert r.json()["type"] == "https://tallybook.dev/problems/not-found"
     r = app_client.get("/v1/accounts/nobody/entries?fund=points", headers=read_headers)
     assert r.status_code == 404
+
+
+def test_a_damaged_program_item_is_a_409_problem_naming_it(ledger, read_headers, idem) -> None:
+    """Every request of the program answered 500 "an unexpected error occurred"."""
+    ledger.accounts.open("shop", "alice")
+    item = dict(ledger.store.get(keys.program("shop")))
+    item["funds"] = [{**f, "unit": 5} if f["name"] == "cash" else f for f in item["funds"]]
+    ledger.store.put(item)
+    fresh = Ledger(ledger.store, clock=ledger.clock)  # no cached copy of the program
+    credit = {"type": "credit", "account": "alice", "fund": "cash", "amount": 5}
+    with TestClient(create_app(fresh)) as client:
+        answers = [
+            client.get("/v1/accounts/alice/balances", headers=read_headers),
+            client.get("/v1/program", headers=read_headers),
+            client.post("/v1/transactions", json=credit, headers=idem()),
+        ]
+    for r in answers:
+        assert r.status_code == 409, r.text
+        assert r.headers["content-type"].startswith("application/problem+json")
+        assert r.json()["type"] == "https://tallybook.dev/problems/damaged-item"
+        assert r.json()["detail"] == (
+            "program shop: its stored item PROG#shop / PROG is damaged: fund 2: unit is not text"
+        )
+    assert ledger.accounts.get("shop", "alice").fund("cash").balance == 0
 
 
 def test_credit_debit_adjust_and_raw(

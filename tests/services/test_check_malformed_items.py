@@ -4,11 +4,13 @@ naming it, and goes on: it stopped with ``KeyError``/``TypeError`` instead."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any, cast
 
 import pytest
 
+from tallybook.errors import DamagedItem
 from tallybook.ledger import Ledger
 from tallybook.reliability.faults import Crash
 from tallybook.services.clock import ManualClock
@@ -340,3 +342,81 @@ def test_reconcile_skips_a_malformed_charge_intent_and_goes_on(
     assert report.skipped == [f"malformed charge intent {intent['sk']} ({intent['pk']}): no amount"]
     assert report.undone() == ["1 malformed row(s) skipped: see wallet check"]
     assert processor.net_charged == 50  # a-d1's, until its intent is mended
+
+
+# A program item damaged in the store: the check reports it as a violation naming
+# the item, and every other use of the program raises DamagedItem naming it. Both
+# stopped with KeyError/TypeError (the CLI's "unexpected KeyError", HTTP's 500),
+# or read the damage as a default (layout "2" as layout 1).
+
+DAMAGED = "program p: its stored item PROG#p / PROG is damaged"
+
+
+def _damage_program(store: ItemStore, change: dict[str, Any]) -> None:
+    """Damage program p's item as ``_damage`` does; ``fund`` damages its second fund
+    (cash)."""
+    item = cast(dict[str, Any], store.get(keys.program("p")))
+    _damage(item["funds"][1], change.get("fund", {}))
+    _damage(item, {name: value for name, value in change.items() if name != "fund"})
+    store.put(item)
+
+
+@pytest.fixture
+def one_account(store: ItemStore) -> Ledger:
+    """Program p with one credit (damaging the program needs no more)."""
+    ledger = Ledger(store)
+    ledger.programs.create("p")
+    ledger.accounts.open("p", "a")
+    ledger.transactions.credit("p", "a", "cash", 100, txn_id="c1")
+    return ledger
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"fund": {"unit": None}}, "fund 2: no unit"),
+        ({"fund": {"name": 7}}, "fund 2: name is not text"),
+        ({"fund": {"allow_overdraft": "no"}}, "fund 2: allow_overdraft 'no' is not true or false"),
+        (
+            {"fund": {"low_balance_threshold": "5"}},
+            "fund 2: low_balance_threshold '5' is not an integer of at least 0",
+        ),
+        ({"fund": {"name": "points"}}, "fund 2: fund points is listed twice"),
+        ({"funds": None}, "no funds"),
+        ({"funds": {"cash": {}}}, "funds {'cash': {}} are not a list"),
+        ({"created_at": "yesterday"}, "created_at 'yesterday' is not a time"),
+        ({"currency": None}, "no currency"),
+        ({"layout": "2"}, "layout '2' is not an integer"),
+        ({"settings": "x"}, "settings 'x' is not a map"),
+    ],
+)
+def test_a_damaged_program_item_is_a_check_violation_naming_it(
+    one_account: Ledger, change: dict[str, Any], problem: str
+) -> None:
+    _damage_program(one_account.store, change)
+
+    expected = (
+        f"{DAMAGED}: {problem}; nothing else was checked (accounts are read against "
+        "the program's funds)"
+    )
+    assert one_account.check.program("p").violations == [expected]
+    assert one_account.check.account("p", "a").violations == [expected]
+    with pytest.raises(DamagedItem, match=f"^{re.escape(f'{DAMAGED}: {problem}')}$"):
+        one_account.programs.get("p", fresh=True)
+
+
+def test_a_posting_in_a_damaged_program_is_refused_naming_it_and_writes_nothing(
+    one_account: Ledger,
+) -> None:
+    _damage_program(one_account.store, {"fund": {"unit": None}})
+    fresh = Ledger(one_account.store)  # no cached copy of the program
+
+    with pytest.raises(DamagedItem, match=f"^{DAMAGED}: fund 2: no unit$") as refused:
+        fresh.transactions.credit("p", "a", "cash", 50, txn_id="c2")
+    assert (refused.value.status, refused.value.code, refused.value.exit_code) == (
+        409,
+        "damaged-item",
+        1,
+    )
+    assert one_account.store.get(keys.transaction("p", "c2")) is None
+    assert fresh.programs.list() == ["p"]  # the listing does not read the item

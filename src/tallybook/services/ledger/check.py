@@ -38,12 +38,12 @@ from tallybook.domain.model import (
     PostedLeg,
     Program,
 )
-from tallybook.errors import NotFound
+from tallybook.errors import DamagedItem, NotFound
 from tallybook.services.ledger.accounts import AccountService
 from tallybook.services.ledger.core import ProgramLookup
 from tallybook.services.ledger.transactions import TransactionService
 from tallybook.store.port import ItemStore
-from tallybook.store.records.accounts import checked_entries, in_directory
+from tallybook.store.records.accounts import account_ids, checked_entries, in_directory
 from tallybook.store.records.ledger import (
     checked_head,
     checked_heads,
@@ -107,16 +107,31 @@ class CheckService:
     def account(self, program_id: str, account_id: str) -> CheckReport:
         """Check one account as :meth:`program` does, but invariant 5 (it needs every account)."""
         report = CheckReport()
-        program = self.programs.get(program_id)
+        program = self._program(program_id, report)
         check_id(account_id, "account id")
-        self._check_settled(program, account_id, report, {}, _Seen(), listed=False)
+        if program is not None:
+            self._check_settled(program, account_id, report, {}, _Seen(), listed=False)
         return report
+
+    def _program(self, program_id: str, report: CheckReport) -> Program | None:
+        """The program (its funds and units are what its accounts are read against),
+        or None with the violation naming its item when that item is damaged."""
+        try:
+            return self.programs.get(program_id, fresh=True)
+        except DamagedItem as exc:
+            report.violations.append(
+                f"{exc.message}; nothing else was checked (accounts are read against "
+                "the program's funds)"
+            )
+            return None
 
     def program(self, program_id: str, *, progress: Progress | None = None) -> CheckReport:
         """Check every account of a program, then conservation per unit (invariant 5)."""
         check_progress(progress)
-        program = self.programs.get(program_id)
         report = CheckReport()
+        program = self._program(program_id, report)
+        if program is None:
+            return report
         totals: dict[str, int] = defaultdict(int)
         seen = _Seen()
         checked: set[str] = set()
@@ -197,8 +212,12 @@ class CheckService:
         )
 
     def count_accounts(self, program_id: str) -> int:
-        """How many accounts the program's account directory lists."""
-        return sum(1 for _ in self.accounts.list_ids(program_id))
+        """How many accounts the program's account directory lists (a damaged
+        program item, which :meth:`program` reports, does not stop the count)."""
+        try:
+            return sum(1 for _ in self.accounts.list_ids(program_id))
+        except DamagedItem:
+            return sum(1 for _ in account_ids(self.store, program_id))
 
     def _check_settled(
         self,

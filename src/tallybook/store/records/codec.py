@@ -127,6 +127,49 @@ def program_from_item(item: Item) -> Program:
     )
 
 
+def program_problem(item: Item) -> str | None:
+    """What keeps a program item from being read as :func:`program_from_item` reads
+    it (or its funds from making sense: each named once, a threshold of at least
+    zero); None if it reads."""
+    found = malformed(item, text=("id", "name", "currency"), times=("created_at",))
+    if found is not None:
+        return found
+    for name, kind, ok in (("settings", "a map", dict), ("layout", "an integer", int)):
+        value = item.get(name)
+        if value is not None and (not isinstance(value, ok) or isinstance(value, bool)):
+            return f"{name} {value!r} is not {kind}"
+    funds = item.get("funds")
+    if not isinstance(funds, list):
+        return "no funds" if funds is None else f"funds {funds!r} are not a list"
+    names: set[str] = set()
+    for n, fund in enumerate(funds, 1):
+        found = _fund_problem(fund)
+        if found is None:
+            name = cast(dict[str, str], fund)["name"]
+            found = f"fund {name} is listed twice" if name in names else None
+            names.add(name)
+        if found is not None:
+            return f"fund {n}: {found}"
+    return None
+
+
+def _fund_problem(fund: Value) -> str | None:
+    if not isinstance(fund, dict):
+        return f"{fund!r} is not a map"
+    found = malformed(fund, text=("name", "unit"))
+    if found is not None:
+        return found
+    overdraft = fund.get("allow_overdraft")
+    if overdraft is not None and not isinstance(overdraft, bool):
+        return f"allow_overdraft {overdraft!r} is not true or false"
+    threshold = fund.get("low_balance_threshold")
+    if threshold is not None and (
+        not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 0
+    ):
+        return f"low_balance_threshold {threshold!r} is not an integer of at least 0"
+    return None
+
+
 def fund_state_to_value(s: FundState) -> dict[str, Value]:
     return {"balance": s.balance, "held": s.held, "seq": s.seq, "last_us": s.last_us}
 

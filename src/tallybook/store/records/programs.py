@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import cast
 
 from tallybook.domain.model import Program
+from tallybook.errors import DamagedItem
 from tallybook.store import keys
 from tallybook.store.port import ITEM_ABSENT, Compare, Item, ItemStore, Put
-from tallybook.store.records.codec import program_from_item, program_to_item
+from tallybook.store.records.codec import program_from_item, program_problem, program_to_item
 
 
 def _item(program: Program) -> Item:
@@ -29,8 +30,18 @@ def program_replace(program: Program) -> Put:
 
 
 def read_program(store: ItemStore, program_id: str) -> Program | None:
-    item = store.get(keys.program(program_id))
-    return None if item is None else program_from_item(item)
+    """The program, None if it does not exist, or :class:`DamagedItem` naming the
+    item and what is wrong with it if it does not read."""
+    key = keys.program(program_id)
+    item = store.get(key)
+    if item is None:
+        return None
+    problem = program_problem(item)
+    if problem is not None:
+        raise DamagedItem(
+            f"program {program_id}: its stored item {key.pk} / {key.sk} is damaged: {problem}"
+        )
+    return program_from_item(item)
 
 
 def program_ids(store: ItemStore) -> list[str]:
