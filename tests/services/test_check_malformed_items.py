@@ -280,7 +280,9 @@ def test_a_head_holding_a_fund_the_program_does_not_have_is_named(ledger: Ledger
 
     assert ledger.check.program("p").violations == [
         "invariant 1: a/ghost: the head holds a fund the program does not have "
-        "(balance 500, held 0, sequence 1)"
+        "(balance 500, held 0, sequence 1)",
+        "invariant 1: a/ghost: balance 500 != sum of entries 0",  # it has none
+        "invariant 1: a/ghost: head sequence 1 != last entry 0",
     ]
 
 
@@ -420,3 +422,35 @@ def test_a_posting_in_a_damaged_program_is_refused_naming_it_and_writes_nothing(
     )
     assert one_account.store.get(keys.transaction("p", "c2")) is None
     assert fresh.programs.list() == ["p"]  # the listing does not read the item
+
+
+def test_entries_of_a_fund_the_program_no_longer_has_are_checked(one_account: Ledger) -> None:
+    """A fund removed from the program's configuration after postings: the check read
+    the configured funds' entries only, so a wrong running balance in that fund, or
+    its entries when the head no longer holds it either, passed unread."""
+    one_account.transactions.credit("p", "a", "store_credit", 100, txn_id="s1")
+    one_account.transactions.credit("p", "a", "store_credit", 50, txn_id="s2")
+    *_, second = _rows(one_account.store, "a", keys.entry_prefix("store_credit"))
+    one_account.store.put({**second, "balance": 999})
+    program = cast(dict[str, Any], one_account.store.get(keys.program("p")))
+    program["funds"] = [f for f in program["funds"] if f["name"] != "store_credit"]
+    one_account.store.put(program)
+
+    assert one_account.check.program("p").violations == [
+        "@external holds unknown fund store_credit on a's head",
+        "invariant 1: a/store_credit: the head holds a fund the program does not have "
+        "(balance 150, held 0, sequence 2)",
+        "invariant 1: a/store_credit seq 2: balance 999 != running sum 150",
+        "invariant 3: a/store_credit seq 2: amount 50 balance 999 is no leg of its transaction s2",
+    ]
+
+    head = cast(dict[str, Any], one_account.store.get(keys.account_head("p", "a")))
+    del head["funds"]["store_credit"]
+    head = {name: value for name, value in head.items() if not name.endswith(":store_credit")}
+    one_account.store.put(head)
+    assert one_account.check.account("p", "a").violations == [
+        "invariant 1: a/store_credit: 2 entries in a fund neither the program nor the "
+        "head has (their sum 150)",
+        "invariant 1: a/store_credit seq 2: balance 999 != running sum 150",
+        "invariant 3: a/store_credit seq 2: amount 50 balance 999 is no leg of its transaction s2",
+    ]

@@ -53,8 +53,17 @@ def account_head(p: str, a: str) -> Key:
     return Key(account_partition(p, a), "HEAD")
 
 
+#: every history entry of an account, whatever its fund
+ENTRIES_PREFIX = "E#"
+
+
 def entry_prefix(fund: str) -> str:
-    return f"E#{fund}#"
+    return f"{ENTRIES_PREFIX}{fund}#"
+
+
+def entry_fund(sort_key: str) -> str:
+    """The fund of a history entry's sort key (``E#{fund}#{us}#{seq}``)."""
+    return sort_key.split("#")[1]
 
 
 def entry(p: str, a: str, fund: str, us: int, seq: int) -> Key:

@@ -2,7 +2,8 @@
 and those the capabilities check per account (2 and 6, wired by ``Ledger``).
 
 1. every fund's balance equals the sum of its entries, each entry's balance is
-   the previous one plus its amount, and sequence numbers have no gaps;
+   the previous one plus its amount, and sequence numbers have no gaps (every
+   fund the account has entries in, see :mod:`.check_funds`);
 3. no transaction id appears twice in one fund's history, and every entry's
    transaction record lists that entry (a leg of its account and fund with its
    amount, and its sequence number and balance where the leg has them);
@@ -34,16 +35,21 @@ from tallybook.domain.model import (
     SYSTEM_ACCOUNTS,
     Account,
     Entry,
-    FundState,
     PostedLeg,
     Program,
 )
 from tallybook.errors import DamagedItem, NotFound
 from tallybook.services.ledger.accounts import AccountService
+from tallybook.services.ledger.check_funds import check_funds
 from tallybook.services.ledger.core import ProgramLookup
 from tallybook.services.ledger.transactions import TransactionService
 from tallybook.store.port import ItemStore
-from tallybook.store.records.accounts import account_ids, checked_entries, in_directory
+from tallybook.store.records.accounts import (
+    account_ids,
+    checked_account_entries,
+    checked_entries,
+    in_directory,
+)
 from tallybook.store.records.ledger import (
     checked_head,
     checked_heads,
@@ -309,57 +315,12 @@ class CheckService:
             )
             return
         _add_head(program, account, totals, report.violations)
-        for name, state in account.funds.items():
-            if program.fund(name) is None and state != FundState():
-                report.violations.append(
-                    f"invariant 1: {account_id}/{name}: the head holds a fund the program "
-                    f"does not have (balance {state.balance}, held {state.held}, "
-                    f"sequence {state.seq})"
-                )
-        entries: dict[str, list[Entry]] = defaultdict(list)
-        for spec in program.funds:
-            state = account.fund(spec.name)
-            running = 0
-            expected_seq = 1
-            applied: set[str] = set()
-            resync = False
-            for entry in checked_entries(self.store, program.id, account_id, spec.name):
-                report.entries += 1
-                if isinstance(entry, str):  # an item that does not read as an entry
-                    report.violations.append(
-                        f"invariant 1: {account_id}/{spec.name}: malformed {entry}"
-                    )
-                    resync = True
-                    continue
-                if resync:  # go on from the entry after it, as it says it follows
-                    running, expected_seq, resync = entry.balance - entry.amount, entry.seq, False
-                where = f"{account_id}/{spec.name} seq {entry.seq}"
-                if entry.seq != expected_seq:
-                    report.violations.append(
-                        f"invariant 1: {where}: expected sequence {expected_seq}"
-                    )
-                running += entry.amount
-                if entry.balance != running:
-                    report.violations.append(
-                        f"invariant 1: {where}: balance {entry.balance} != running sum {running}"
-                    )
-                if entry.txn_id in applied:
-                    report.violations.append(
-                        f"invariant 3: {where}: transaction {entry.txn_id} applied twice"
-                    )
-                applied.add(entry.txn_id)
-                entries[entry.txn_id].append(entry)
-                expected_seq = entry.seq + 1
-            if running != state.balance:
-                report.violations.append(
-                    f"invariant 1: {account_id}/{spec.name}: balance {state.balance} "
-                    f"!= sum of entries {running}"
-                )
-            if state.seq != expected_seq - 1:
-                report.violations.append(
-                    f"invariant 1: {account_id}/{spec.name}: head sequence {state.seq} "
-                    f"!= last entry {expected_seq - 1}"
-                )
+        funds = check_funds(
+            program, account, checked_account_entries(self.store, program.id, account_id)
+        )
+        report.entries += funds.entries
+        report.violations += funds.problems
+        entries = funds.by_txn
         seen.included[account_id] = set(entries)  # the postings its head includes
         self._check_records(program, account_id, entries, report, seen)
         for invariant, check in self.account_checks:

@@ -81,8 +81,26 @@ def checked_entries(
         forward=forward,
     )
     for item in items:
-        problem = entry_problem(item) or lot_problem(item)
-        yield entry_from_item(item) if problem is None else f"entry {item['sk']}: {problem}"
+        yield _checked_entry(item)
+
+
+def checked_account_entries(
+    store: ItemStore, program_id: str, account_id: str
+) -> Iterator[tuple[str, Entry | str]]:
+    """Every entry of an account with the fund its key files it under, fund by fund
+    (in the order of their names), each fund's oldest first, as :func:`checked_entries`
+    gives them: one query reads the funds the program has and any it no longer has."""
+    items = store.query_all(
+        keys.account_partition(program_id, account_id),
+        SortCondition.begins_with(keys.ENTRIES_PREFIX),
+    )
+    for item in items:
+        yield keys.entry_fund(cast(str, item["sk"])), _checked_entry(item)
+
+
+def _checked_entry(item: Item) -> Entry | str:
+    problem = entry_problem(item) or lot_problem(item)
+    return entry_from_item(item) if problem is None else f"entry {item['sk']}: {problem}"
 
 
 def account_ids(store: ItemStore, program_id: str) -> Iterator[str]:
