@@ -261,10 +261,10 @@ def check(
     one active notification per type, over one account or a whole program
     (with a progress bar). A charge intent past its grace is reported too, as
     a recovery reconcile will make (and exits 1 until it has run). Safe to run
-    while the program is in use (a transfer half read is counted whole once
-    the other account holds it); while postings of several accounts with a
-    system leg keep changing them, invariant 5 may be reported as not checked
-    (exit 1): run it again. Accounts
+    while the program is in use (a posting of several accounts half read is
+    counted whole once the other account holds it); while the accounts keep
+    changing and their sum is off for another reason, invariant 5 may be
+    reported as not checked (exit 1): run it again. Accounts
     are found in the account directory (never a scan), and one missing from it
     only through a checked transaction naming it.
 

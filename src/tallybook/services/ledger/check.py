@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from tallybook.domain.ids import check_id, check_progress
 from tallybook.domain.model import (
@@ -86,11 +87,14 @@ ATTEMPTS = 3
 class _Seen:
     """What a program's check read of its postings: every customer account a checked
     transaction record names (with one such transaction), and for invariant 5, the
-    transactions each checked head includes (its entries') and their legs."""
+    transactions each checked head includes (its entries'), their legs, and the
+    account whose head carries the counters of their system legs where the record
+    tells (its owner, when the posting changes that account)."""
 
     named: dict[str, str] = field(default_factory=dict)
     included: dict[str, set[str]] = field(default_factory=dict)
     legs: dict[str, tuple[PostedLeg, ...]] = field(default_factory=dict)
+    carriers: dict[str, str] = field(default_factory=dict)
 
 
 class CheckService:
@@ -240,7 +244,7 @@ class CheckService:
         for _ in range(ATTEMPTS):
             part = CheckReport()
             part_totals: dict[str, int] = {}
-            part_seen = _Seen(named=seen.named, legs=seen.legs)
+            part_seen = _Seen(named=seen.named, legs=seen.legs, carriers=seen.carriers)
             self._check_account(program, account_id, part, part_totals, part_seen, listed=listed)
             if part.ok:
                 break
@@ -342,20 +346,23 @@ class CheckService:
             found = checked_transactions(self.store, program.id, chunk)
             for txn_id in chunk:
                 report.transactions += 1
-                txn = found.get(txn_id)
-                if txn is None:
+                record = found.get(txn_id)
+                if record is None:
                     report.violations.append(
                         f"invariant 3: entry of {account_id} names transaction {txn_id} "
                         "which has no record"
                     )
                     continue
-                if isinstance(txn, str):
+                if isinstance(record, str):
                     report.violations.append(
                         f"invariant 3: entry of {account_id} names transaction {txn_id} "
-                        f"whose record is malformed: {txn}"
+                        f"whose record is malformed: {record}"
                     )
                     continue
+                txn = record.txn
                 seen.legs[txn_id] = txn.legs
+                if any(leg.account == record.owner for leg in txn.legs):
+                    seen.carriers[txn_id] = cast(str, record.owner)  # the engine's carrier
                 for leg in txn.legs:
                     if leg.account not in SYSTEM_ACCOUNTS:
                         seen.named.setdefault(leg.account, txn_id)
@@ -396,26 +403,32 @@ def _with_split_postings(
 ) -> dict[str, int] | None:
     """The totals as if every head had been read after the postings some checked heads
     include and others do not (a transfer committed between the reads of its two
-    accounts): their legs on the heads read before them are added. None when such a
-    posting has a system leg (its counters sit on one head: which one included it is
-    not known from entries), names an account that was not checked, or has a leg that
-    a fresh read of its account still does not find (``applied_since``): that is a
-    side never applied, not one read too early."""
+    accounts): their legs on the heads read before them are added, and its system
+    legs too when the head that carries their counters is one of those. None when
+    such a posting has a system leg and its carrier is not known, names an account
+    that was not checked, or has a leg that a fresh read of its account still does
+    not find (``applied_since``): that is a side never applied, not one read too
+    early."""
     settled = dict(totals)
     for txn_id, legs in seen.legs.items():
-        missing = [
-            leg
-            for leg in legs
-            if leg.account not in SYSTEM_ACCOUNTS
-            and txn_id not in seen.included.get(leg.account, ())
-        ]
+        customer = [leg for leg in legs if leg.account not in SYSTEM_ACCOUNTS]
+        missing = [leg for leg in customer if txn_id not in seen.included.get(leg.account, ())]
         if not missing:
             continue
-        if any(leg.account in SYSTEM_ACCOUNTS or leg.account not in seen.included for leg in legs):
+        system = [leg for leg in legs if leg.account in SYSTEM_ACCOUNTS]
+        carrier = seen.carriers.get(txn_id)
+        if (system and carrier is None) or any(
+            leg.account not in seen.included for leg in customer
+        ):
             return None
         for leg in missing:
+            if not applied_since(program, leg, txn_id):
+                return None
+        if any(leg.account == carrier for leg in missing):
+            missing += system  # its counters sit on a head read before it
+        for leg in missing:
             spec = program.fund(leg.fund)
-            if spec is None or not applied_since(program, leg, txn_id):
+            if spec is None:
                 return None
             settled[spec.unit] = settled.get(spec.unit, 0) + leg.amount
     return settled

@@ -183,16 +183,33 @@ def read_transactions(store: ItemStore, program_id: str, txn_ids: Sequence[str])
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class CheckedRecord:
+    """A transaction record as the check reads it: the transaction and its owner
+    (the account it was made for, whose head the posting engine gives the system
+    legs' counters when it is one of the accounts the posting changes)."""
+
+    txn: Transaction
+    owner: str | None
+
+
 def checked_transactions(
     store: ItemStore, program_id: str, txn_ids: Sequence[str]
-) -> dict[str, Transaction | str]:
-    """The records of ``txn_ids`` that exist, for the check, by id: each as a
-    transaction, or as what keeps it from being read."""
+) -> dict[str, CheckedRecord | str]:
+    """The records of ``txn_ids`` that exist, for the check, by id: each as read,
+    or as what keeps it from being read."""
     wanted = {transaction_key(program_id, t): t for t in txn_ids}
-    out: dict[str, Transaction | str] = {}
+    out: dict[str, CheckedRecord | str] = {}
     for item in read_transactions(store, program_id, txn_ids):
         problem = transaction_problem(item)
-        out[wanted[key_of(item)]] = transaction_from_item(item) if problem is None else problem
+        owner = item.get("owner")
+        out[wanted[key_of(item)]] = (
+            problem
+            if problem is not None
+            else CheckedRecord(
+                transaction_from_item(item), owner if isinstance(owner, str) else None
+            )
+        )
     return out
 
 
