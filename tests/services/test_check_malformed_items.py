@@ -319,6 +319,7 @@ def test_an_earn_entry_whose_lot_does_not_read_is_named(
         f"invariant 1: a/points: malformed entry {entry['sk']}: {problem}",
         "invariant 1: a/points: balance 45 != sum of entries 0",
         "invariant 1: a/points: head sequence 1 != last entry 0",
+        "loyalty: a: lots_earned 45 != the lots' end 0",  # no lot reads
     ]
 
 
@@ -454,3 +455,52 @@ def test_entries_of_a_fund_the_program_no_longer_has_are_checked(one_account: Le
         "invariant 1: a/store_credit seq 2: balance 999 != running sum 150",
         "invariant 3: a/store_credit seq 2: amount 50 balance 999 is no leg of its transaction s2",
     ]
+
+
+@pytest.fixture
+def member(one_account: Ledger) -> Ledger:
+    """Account a of program p with two lots (45 and 10 points) and 20 redeemed."""
+    one_account.loyalty.configure("p", {"expiry": {"days": 365}})
+    one_account.loyalty.earn("p", "a", "o-1", 4599)
+    one_account.loyalty.earn("p", "a", "o-2", 1000)
+    one_account.loyalty.redeem("p", "a", 20, reward_id="r", txn_id="r")
+    assert one_account.check.program("p").ok
+    return one_account
+
+
+def _member_state(store: ItemStore, change: dict[str, Any]) -> None:
+    head = cast(dict[str, Any], store.get(keys.account_head("p", "a")))
+    head["attrs"]["loyalty"].update(change)
+    store.put(head)
+
+
+@pytest.mark.parametrize(
+    ("change", "problems"),
+    [
+        ({"lots_used": 60}, ["lots_used 60 is not between 0 and lots_earned 55"]),
+        ({"lots_earned": 50, "lifetime": 50}, ["lots_earned 50 != the lots' end 55"]),
+        ({"lifetime": 54}, ["lifetime 54 != lots_earned 55"]),
+        ({"tier": "gold"}, ["in tier gold but not among its members"]),
+    ],
+)
+def test_a_member_state_the_lots_do_not_match_is_named(
+    member: Ledger, change: dict[str, Any], problems: list[str]
+) -> None:
+    """Loyalty's lots and member state were not checked at all: counters that say
+    more was used than earned, or a tier without its members row, passed."""
+    _member_state(member.store, change)
+    found = member.check.program("p").violations
+    assert len(found) == len(problems), found
+    for line, problem in zip(found, problems, strict=True):
+        assert line.startswith(f"loyalty: a: {problem}"), found
+
+
+def test_lots_that_do_not_follow_each_other_are_named(member: Ledger) -> None:
+    first, second = _rows(member.store, "a", keys.entry_prefix("points"))[:2]
+    member.store.put({**second, "cum_end": 60, "lot_amount": 12})
+    assert member.check.program("p").violations == [
+        "loyalty: a: lot of order:o-2 (points seq 2): lot_amount 12 != its entry's amount 10",
+        "loyalty: a: lot of order:o-2 (points seq 2): starts at 48, the lots before end at 45",
+        "loyalty: a: lots_earned 55 != the lots' end 60",
+    ]
+    assert first["cum_end"] == 45

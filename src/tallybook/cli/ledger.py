@@ -260,7 +260,9 @@ def check(
     once, that every unit's total is conserved and that an account has at most
     one active notification per type, over one account or a whole program
     (with a progress bar). A charge intent past its grace is reported too, as
-    a recovery reconcile will make (and exits 1 until it has run). Safe to run
+    a recovery reconcile will make (and exits 1 until it has run), and so are
+    loyalty lots that do not match the member's counters and a tier without
+    the member's row. A damaged program item is the one violation. Safe to run
     while the program is in use (a posting of several accounts half read is
     counted whole once the other account holds it); while the accounts keep
     changing and their sum is off for another reason, invariant 5 may be

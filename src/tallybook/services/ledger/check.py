@@ -8,7 +8,9 @@ and those the capabilities check per account (2 and 6, wired by ``Ledger``).
    transaction record lists that entry (a leg of its account and fund with its
    amount, and its sequence number and balance where the leg has them);
 5. per unit, customer balances plus system account balances sum to zero (every
-   posting is balanced, so customer totals move only against system accounts).
+   posting is balanced, so customer totals move only against system accounts);
+
+and loyalty's lots against its member state, from the same reads (:mod:`.check_lots`).
 
 The check reads a live ledger: what a posting in flight changes between two
 reads (a head, then its history or holds; one account, then another) is no
@@ -42,6 +44,7 @@ from tallybook.domain.model import (
 from tallybook.errors import DamagedItem, NotFound
 from tallybook.services.ledger.accounts import AccountService
 from tallybook.services.ledger.check_funds import check_funds
+from tallybook.services.ledger.check_lots import lot_problems
 from tallybook.services.ledger.core import ProgramLookup
 from tallybook.services.ledger.transactions import TransactionService
 from tallybook.store.port import ItemStore
@@ -51,12 +54,14 @@ from tallybook.store.records.accounts import (
     checked_entries,
     in_directory,
 )
+from tallybook.store.records.codec import LAYOUT
 from tallybook.store.records.ledger import (
     checked_head,
     checked_heads,
     checked_shard_totals,
     checked_transactions,
 )
+from tallybook.store.records.loyalty import in_tier_index
 
 
 @dataclass
@@ -324,6 +329,12 @@ class CheckService:
         )
         report.entries += funds.entries
         report.violations += funds.problems
+        if program.layout >= LAYOUT:  # lots on entries, tier rows (docs/table-design.md)
+            report.violations += lot_problems(
+                account,
+                funds.lots,
+                lambda tier: in_tier_index(self.store, program.id, tier, account_id),
+            )
         entries = funds.by_txn
         seen.included[account_id] = set(entries)  # the postings its head includes
         self._check_records(program, account_id, entries, report, seen)

@@ -13,9 +13,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import groupby
-from operator import itemgetter
+from operator import attrgetter
 
 from tallybook.domain.model import Account, Entry, FundState, Program
+from tallybook.store.records.accounts import CheckedEntry
 
 
 @dataclass
@@ -31,25 +32,25 @@ class FundHistory:
 
 @dataclass
 class AccountFunds:
-    """Every fund of an account checked: the problems and entries read, and the
-    entries per transaction id (for the records they name, invariant 3)."""
+    """Every fund of an account checked: the problems and entries read, the entries
+    per transaction id (for the records they name, invariant 3), and the lots the
+    entries carry with their entries (for :mod:`.check_lots`)."""
 
     problems: list[str] = field(default_factory=list)
     entries: int = 0
     by_txn: dict[str, list[Entry]] = field(default_factory=lambda: defaultdict(list))
+    lots: list[tuple[Entry, int, int]] = field(default_factory=list)
 
 
-def check_funds(
-    program: Program, account: Account, items: Iterable[tuple[str, Entry | str]]
-) -> AccountFunds:
+def check_funds(program: Program, account: Account, items: Iterable[CheckedEntry]) -> AccountFunds:
     """Check ``account``'s funds against ``items``: its entries with the fund each
     is filed under, fund by fund, each oldest first (an item that does not read
     comes as what is wrong with it). The program's funds come first, in its order,
     then any other the head or the entries name."""
     found = AccountFunds()
     histories = {
-        fund: _walk(account.id, fund, (entry for _, entry in group), found.by_txn)
-        for fund, group in groupby(items, key=itemgetter(0))
+        fund: _walk(account.id, fund, group, found)
+        for fund, group in groupby(items, key=attrgetter("fund"))
     }
     configured = [spec.name for spec in program.funds]
     others = sorted({*account.funds, *histories} - set(configured))
@@ -61,12 +62,12 @@ def check_funds(
 
 
 def _walk(
-    account_id: str, fund: str, items: Iterator[Entry | str], by_txn: dict[str, list[Entry]]
+    account_id: str, fund: str, items: Iterator[CheckedEntry], found: AccountFunds
 ) -> FundHistory:
     history = FundHistory()
     applied: set[str] = set()
     resync = False
-    for entry in items:
+    for _, entry, lot in items:
         history.read += 1
         if isinstance(entry, str):  # an item that does not read as an entry
             history.problems.append(f"invariant 1: {account_id}/{fund}: malformed {entry}")
@@ -90,7 +91,9 @@ def _walk(
                 f"invariant 3: {where}: transaction {entry.txn_id} applied twice"
             )
         applied.add(entry.txn_id)
-        by_txn[entry.txn_id].append(entry)
+        found.by_txn[entry.txn_id].append(entry)
+        if lot is not None:
+            found.lots.append((entry, *lot))
         history.last_seq = entry.seq
     return history
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import cast
+from typing import NamedTuple, cast
 
 from tallybook.domain.model import Account, Entry, Program
 from tallybook.store import keys
 from tallybook.store.port import ITEM_ABSENT, Item, ItemStore, Put, SortCondition, Value
 from tallybook.store.records.codec import account_from_item, entry_from_item, entry_problem, iso
 from tallybook.store.records.ledger import head_key, iter_directory
-from tallybook.store.records.loyalty import lot_problem
+from tallybook.store.records.loyalty import lot_problem, lot_span
 
 
 def open_account(
@@ -84,18 +84,30 @@ def checked_entries(
         yield _checked_entry(item)
 
 
+class CheckedEntry(NamedTuple):
+    """An entry as the check reads it: the fund its key files it under, the entry
+    (or what keeps it from being read), and the lot it carries (an earn's entry:
+    ``(cum_end, lot_amount)``), if any."""
+
+    fund: str
+    entry: Entry | str
+    lot: tuple[int, int] | None
+
+
 def checked_account_entries(
     store: ItemStore, program_id: str, account_id: str
-) -> Iterator[tuple[str, Entry | str]]:
-    """Every entry of an account with the fund its key files it under, fund by fund
-    (in the order of their names), each fund's oldest first, as :func:`checked_entries`
-    gives them: one query reads the funds the program has and any it no longer has."""
+) -> Iterator[CheckedEntry]:
+    """Every entry of an account, fund by fund (in the order of their names), each
+    fund's oldest first, as :func:`checked_entries` gives them: one query reads the
+    funds the program has and any it no longer has."""
     items = store.query_all(
         keys.account_partition(program_id, account_id),
         SortCondition.begins_with(keys.ENTRIES_PREFIX),
     )
     for item in items:
-        yield keys.entry_fund(cast(str, item["sk"])), _checked_entry(item)
+        entry = _checked_entry(item)
+        lot = None if isinstance(entry, str) else lot_span(item)
+        yield CheckedEntry(keys.entry_fund(cast(str, item["sk"])), entry, lot)
 
 
 def _checked_entry(item: Item) -> Entry | str:

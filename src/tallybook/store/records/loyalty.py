@@ -111,6 +111,14 @@ def lot_problem(item: Item) -> str | None:
     return None
 
 
+def lot_span(item: Item) -> tuple[int, int] | None:
+    """``(cum_end, lot_amount)`` of a history entry that is a lot (one that reads:
+    see :func:`lot_problem`), None if it is no lot."""
+    if "cum_end" not in item:
+        return None
+    return cast(int, item["cum_end"]), cast(int, item["lot_amount"])
+
+
 def lot_of(item: Item, used: int) -> ExpiringLot:
     amount = cast(int, item["lot_amount"])
     cum_end = cast(int, item["cum_end"])
@@ -163,6 +171,11 @@ def _tier_partition(program: str, tier: str, shard: int) -> str:
 def _membership_key(program: str, tier: str, account: str) -> Key:
     shard = zlib.crc32(account.encode()) % TIER_SHARDS
     return Key(_tier_partition(program, tier, shard), account)
+
+
+def in_tier_index(store: ItemStore, program: str, tier: str, account: str) -> bool:
+    """Whether ``account`` has its row among ``tier``'s members (one key read)."""
+    return store.get(_membership_key(program, tier, account)) is not None
 
 
 def membership_moves(
