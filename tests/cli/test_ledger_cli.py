@@ -301,6 +301,27 @@ def test_a_damaged_program_item_is_one_line_and_a_check_violation(
     assert f"violation {damaged}; nothing else was checked" in out
 
 
+@sqlite_only
+def test_an_account_whose_head_does_not_read_is_one_line(
+    cli: Cli, ledger: Ledger, store: ItemStore
+) -> None:
+    """Every command of the account ended with "error: unexpected KeyError"."""
+    ledger.accounts.open("shop", "alice")
+    head = dict(store.get(keys.account_head("shop", "alice")) or {})
+    del head["created_at"]
+    store.put(head)
+    damaged = (
+        "account alice of program shop: its stored head ACCT#shop#alice / HEAD is damaged: "
+        "no created_at"
+    )
+    for args in (
+        ["account", "show", "alice"],
+        ["post", "credit", "alice", "cash", "5", "--txn", "t"],
+    ):
+        code, _, err = cli(*args, "--program", "shop")
+        assert (code, one_error(err)) == (1, f"error: {damaged}"), args
+
+
 POST = ["post", "credit", "alice", "cash"]
 
 

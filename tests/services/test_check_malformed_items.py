@@ -204,6 +204,22 @@ def test_a_malformed_head_is_named_and_the_rest_checked(
     assert ledger.wallet.check("p", "a") == [f"a: malformed head: {problem}"]
 
 
+def test_a_posting_to_an_account_whose_head_does_not_read_is_refused_naming_it(
+    one_account: Ledger,
+) -> None:
+    """It raised KeyError (the CLI's "unexpected KeyError", HTTP's 500)."""
+    head = cast(dict[str, Any], one_account.store.get(keys.account_head("p", "a")))
+    del head["created_at"]
+    one_account.store.put(head)
+    damaged = "account a of program p: its stored head ACCT#p#a / HEAD is damaged: no created_at"
+
+    with pytest.raises(DamagedItem, match=f"^{re.escape(damaged)}$"):
+        one_account.transactions.credit("p", "a", "cash", 5, txn_id="c2")
+    with pytest.raises(DamagedItem, match=f"^{re.escape(damaged)}$"):
+        one_account.accounts.balances("p", "a")
+    assert one_account.store.get(keys.transaction("p", "c2")) is None
+
+
 def test_malformed_wallet_marks_on_a_head_are_named(ledger: Ledger) -> None:
     head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "a")))
     head["attrs"]["wallet"] = {**head["attrs"].get("wallet", {}), "hold_due": "soon"}

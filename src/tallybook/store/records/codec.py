@@ -15,6 +15,7 @@ from tallybook.domain.model import (
     Program,
     Transaction,
 )
+from tallybook.errors import DamagedItem
 from tallybook.store.port import Item, Value
 
 
@@ -193,6 +194,20 @@ def fund_state_from_value(v: Value) -> FundState:
 
 
 def account_from_item(item: Item) -> Account:
+    """The account a head item holds; :class:`DamagedItem` naming the head and what
+    is wrong with it when it does not read (the failure is caught, not looked
+    for first: every posting decodes its heads)."""
+    try:
+        return _account(item)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        problem = head_problem(item) or f"{type(exc).__name__}: {exc}"
+        raise DamagedItem(
+            f"account {item.get('account')} of program {item.get('program')}: its stored "
+            f"head {item.get('pk')} / {item.get('sk')} is damaged: {problem}"
+        ) from exc
+
+
+def _account(item: Item) -> Account:
     funds = cast(dict[str, Value], item.get("funds") or {})
     return Account(
         program=_str(item, "program"),
