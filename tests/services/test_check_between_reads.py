@@ -205,3 +205,40 @@ def test_money_from_a_transfer_never_debited_is_an_invariant_5_violation(
     assert ledger.check.program("shop").violations == [
         "invariant 5: unit USD does not sum to zero over all accounts (40)"
     ]
+
+
+class CreditBeforeEachHistoryRead(ForwardingStore):
+    """Commits a credit to the account just before every read of its history (after
+    its head is read): every read of the account is torn."""
+
+    def __init__(self, inner: ItemStore) -> None:
+        super().__init__(inner)
+        self.write: Callable[[], object] = lambda: None
+
+    def run_query(self, q: Query) -> Page:
+        if q.sort is not None and q.sort.value == keys.ENTRIES_PREFIX:
+            self.write()
+        return super().run_query(q)
+
+
+def test_an_account_posted_to_between_every_head_and_history_read_is_not_checked(
+    store: ItemStore, clock: ManualClock
+) -> None:
+    """Its last torn read was reported as invariant 1 violations ("balance 10 != sum
+    of entries 15") of a healthy account; it is now reported as not checked."""
+    watched = CreditBeforeEachHistoryRead(store)
+    checking = Ledger(watched, clock=clock)
+    checking.programs.create("shop")
+    writer = Ledger(store, clock=clock)
+    writer.accounts.open("shop", "alice")
+    credits = iter(range(1, 1000))
+    watched.write = lambda: writer.transactions.credit(
+        "shop", "alice", "cash", 5, txn_id=f"c{next(credits)}"
+    )
+
+    assert checking.check.account("shop", "alice").violations == [
+        "account alice: not checked: it kept changing while it was read (3 times); "
+        "run the check again"
+    ]
+    watched.write = lambda: None
+    assert checking.check.program("shop").ok

@@ -263,7 +263,8 @@ def check(
     a recovery reconcile will make (and exits 1 until it has run), and so are
     loyalty lots that do not match the member's counters and a tier without
     the member's row. A damaged program item is the one violation. Safe to run
-    while the program is in use (a posting of several accounts half read is
+    while the program is in use (an account that changes during each of its
+    reads is reported as not checked; a posting of several accounts half read is
     counted whole once the other account holds it); while the accounts keep
     changing and their sum is off for another reason, invariant 5 may be
     reported as not checked (exit 1): run it again. Accounts

@@ -245,14 +245,24 @@ class CheckService:
         listed: bool,
     ) -> None:
         """Check an account; again, from a fresh read, while a check finds a violation.
-        What it reads of the account's postings is added to ``seen`` (see :class:`_Seen`)."""
+        What the last check finds is reported unless the account's head changed while
+        it read the rest (a posting committed between its reads): then the account is
+        reported as not checked. What it reads of the account's postings is added to
+        ``seen`` (see :class:`_Seen`)."""
         for _ in range(ATTEMPTS):
             part = CheckReport()
             part_totals: dict[str, int] = {}
             part_seen = _Seen(named=seen.named, legs=seen.legs, carriers=seen.carriers)
-            self._check_account(program, account_id, part, part_totals, part_seen, listed=listed)
+            head = self._check_account(
+                program, account_id, part, part_totals, part_seen, listed=listed
+            )
             if part.ok:
                 break
+        if not part.ok and checked_head(self.store, program.id, account_id) != head:
+            part.violations = [
+                f"account {account_id}: not checked: it kept changing while it was read "
+                f"({ATTEMPTS} times); run the check again"
+            ]
         seen.included.update(part_seen.included)
         report.accounts += part.accounts
         report.entries += part.entries
@@ -306,7 +316,8 @@ class CheckService:
         seen: _Seen,
         *,
         listed: bool = False,
-    ) -> None:
+    ) -> Account | str | None:
+        """Check the account from one read of each of its parts; the head as read."""
         account = checked_head(self.store, program.id, account_id)
         if account is None and not listed:
             raise NotFound(f"account {account_id} not found in program {program.id}")
@@ -317,12 +328,12 @@ class CheckService:
                 f"invariant 1: account {account_id} is in the account directory "
                 "but its head (the balances) is missing"
             )
-            return
+            return None
         if isinstance(account, str):  # nothing of the account can be checked against it
             report.violations.append(
                 f"invariant 1: account {account_id}: malformed head: {account}"
             )
-            return
+            return account
         _add_head(program, account, totals, report.violations)
         funds = check_funds(
             program, account, checked_account_entries(self.store, program.id, account_id)
@@ -342,6 +353,7 @@ class CheckService:
             for problem in check(program.id, account_id):
                 label = "" if invariant is None else f"invariant {invariant}: "
                 report.violations.append(f"{label}{problem}")
+        return account
 
     def _check_records(
         self,
