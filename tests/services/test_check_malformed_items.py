@@ -220,6 +220,27 @@ def test_a_posting_to_an_account_whose_head_does_not_read_is_refused_naming_it(
     assert one_account.store.get(keys.transaction("p", "c2")) is None
 
 
+def test_reading_an_entry_or_a_record_that_does_not_read_is_refused_naming_it(
+    one_account: Ledger,
+) -> None:
+    """History over an entry without txn_id, and a replay of a transaction whose
+    record lost a leg's unit, raised KeyError (the CLI's "unexpected KeyError")."""
+    (entry,) = _rows(one_account.store, "a", keys.entry_prefix("cash"))
+    del entry["txn_id"]
+    one_account.store.put(entry)
+    record = cast(dict[str, Any], one_account.store.get(keys.transaction("p", "c1")))
+    del record["legs"][0]["unit"]
+    one_account.store.put(record)
+
+    damaged = f"history entry ACCT#p#a / {entry['sk']} is damaged: no txn_id"
+    with pytest.raises(DamagedItem, match=f"^{re.escape(damaged)}$"):
+        one_account.accounts.history("p", "a", "cash")
+    damaged = "transaction record TXN#p#c1 / TXN is damaged: leg 1: no unit"
+    with pytest.raises(DamagedItem, match=f"^{re.escape(damaged)}$"):
+        one_account.transactions.credit("p", "a", "cash", 100, txn_id="c1")
+    assert one_account.store.get(keys.account_head("p", "a"))["version"] == 1  # type: ignore[index]
+
+
 def test_malformed_wallet_marks_on_a_head_are_named(ledger: Ledger) -> None:
     head = cast(dict[str, Any], ledger.store.get(keys.account_head("p", "a")))
     head["attrs"]["wallet"] = {**head["attrs"].get("wallet", {}), "hold_due": "soon"}

@@ -199,12 +199,24 @@ def account_from_item(item: Item) -> Account:
     for first: every posting decodes its heads)."""
     try:
         return _account(item)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        problem = head_problem(item) or f"{type(exc).__name__}: {exc}"
-        raise DamagedItem(
-            f"account {item.get('account')} of program {item.get('program')}: its stored "
-            f"head {item.get('pk')} / {item.get('sk')} is damaged: {problem}"
+    except _UNREADABLE as exc:
+        raise _damaged(
+            f"account {item.get('account')} of program {item.get('program')}: its stored head",
+            item,
+            head_problem(item),
+            exc,
         ) from exc
+
+
+#: what decoding an item with an attribute missing or of another type raises
+_UNREADABLE = (KeyError, TypeError, ValueError, AttributeError)
+
+
+def _damaged(what: str, item: Item, problem: str | None, exc: Exception) -> DamagedItem:
+    """:class:`DamagedItem` for ``item`` (``what`` it is), naming its key and what is
+    wrong with it (``problem``, else the decoding error)."""
+    found = problem or f"{type(exc).__name__}: {exc}"
+    return DamagedItem(f"{what} {item.get('pk')} / {item.get('sk')} is damaged: {found}")
 
 
 def _account(item: Item) -> Account:
@@ -311,6 +323,14 @@ def entry_problem(item: Item) -> str | None:
 
 
 def entry_from_item(item: Item) -> Entry:
+    """The entry an item holds; :class:`DamagedItem` naming it when it does not read."""
+    try:
+        return _entry(item)
+    except _UNREADABLE as exc:
+        raise _damaged("history entry", item, entry_problem(item), exc) from exc
+
+
+def _entry(item: Item) -> Entry:
     return Entry(
         program=_str(item, "program"),
         account=_str(item, "account"),
@@ -382,6 +402,15 @@ def transaction_problem(item: Item) -> str | None:
 
 
 def transaction_from_item(item: Item, *, replay: bool = False) -> Transaction:
+    """The transaction a record holds; :class:`DamagedItem` naming the record when it
+    does not read."""
+    try:
+        return _transaction(item, replay)
+    except _UNREADABLE as exc:
+        raise _damaged("transaction record", item, transaction_problem(item), exc) from exc
+
+
+def _transaction(item: Item, replay: bool) -> Transaction:
     return Transaction(
         program=_str(item, "program"),
         id=_str(item, "txn_id"),
