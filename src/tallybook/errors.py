@@ -101,6 +101,17 @@ class StoreUnavailable(StoreError):
     status = 503
 
 
+class DamagedItem(StoreError):
+    """A stored item tallybook needs does not read: an attribute missing or of the
+    wrong type, as storage corruption or a manual edit leaves it. Nothing was
+    written; retrying does not help until the item is repaired (``tallybook
+    check`` names what is wrong). A 409: the request conflicts with the state
+    the store is in, not with the store's availability."""
+
+    code = "damaged-item"
+    status = 409
+
+
 class StoreClosed(StoreError):
     """The store was closed (``Ledger.close()``, the end of ``with Ledger.open(url)``,
     ``store.close()``): closing is final, so every later call is refused, never
@@ -114,17 +125,6 @@ class StoreClosed(StoreError):
             f"the ledger's store {store} is closed (close() or the end of its with block): "
             "open it again with Ledger.open(url)"
         )
-
-
-class DamagedItem(StoreError):
-    """A stored item tallybook needs does not read: an attribute missing or of the
-    wrong type, as storage corruption or a manual edit leaves it. Nothing was
-    written; retrying does not help until the item is repaired (``tallybook
-    check`` names what is wrong). A 409: the request conflicts with the state
-    the store is in, not with the store's availability."""
-
-    code = "damaged-item"
-    status = 409
 
 
 # --- ledger ----------------------------------------------------------------

@@ -67,7 +67,10 @@ def _review_tiers(ledger: Ledger, program: str, env: Mapping[str, str]) -> Any:
 
 
 def _expire_holds(ledger: Ledger, program: str, env: Mapping[str, str]) -> Any:
-    return ledger.wallet.expire_holds(program).lines()
+    report = ledger.wallet.expire_holds(program)
+    if report.undone():  # a hold that does not read, left withholding its funds
+        raise _Unfinished(report.lines(), "; ".join(report.undone()))
+    return report.lines()
 
 
 class _Unfinished(Exception):

@@ -6,7 +6,7 @@ import json
 import logging
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -17,6 +17,7 @@ from tallybook.ledger import Ledger
 from tallybook.reliability.faults import Crash
 from tallybook.services.clock import ManualClock
 from tallybook.services.wallet.debit import CHARGE_GRACE
+from tallybook.store.records.wallet import hold_key
 from wallet.processors import DiesAfterCharging, RefundFails
 
 RULES: dict[str, Any] = {
@@ -40,6 +41,18 @@ def schedule_event(detail: dict[str, str] | None = None) -> dict[str, Any]:
         "resources": ["arn:aws:events:eu-west-1:123456789012:rule/tallybook-prod-expire"],
         "detail": detail or {},
     }
+
+
+def failed_run(job: str, caplog: pytest.LogCaptureFixture) -> dict[str, Any]:
+    """Run ``job`` in the one program, shop, which must fail it; what it logged of it."""
+    with (
+        caplog.at_level(logging.INFO, logger="tallybook.jobs"),
+        pytest.raises(lambda_handler.JobFailed, match="failed in shop"),
+    ):
+        lambda_handler.scheduled({"job": job}, None)
+    (run,) = json.loads(caplog.records[-1].getMessage())["programs"]
+    assert run["status"] == "failed"
+    return cast(dict[str, Any], run)
 
 
 @pytest.fixture
@@ -200,12 +213,24 @@ def test_a_reconcile_whose_refund_failed_fails_the_invocation(
         ledger.wallet.debit("shop", "alice", 150, txn_id="d1", on_shortfall="charge")
     ledger.wallet.processor = RefundFails()
     clock.advance(CHARGE_GRACE + timedelta(minutes=1))
-    with (
-        caplog.at_level(logging.INFO, logger="tallybook.jobs"),
-        pytest.raises(lambda_handler.JobFailed, match="failed in shop"),
-    ):
-        lambda_handler.scheduled({"job": "reconcile"}, None)
-    (run,) = json.loads(caplog.records[-1].getMessage())["programs"]
-    assert run["status"] == "failed"
+    run = failed_run("reconcile", caplog)
     assert run["error"] == "1 refund(s) failed: the next run tries again"
     assert run["result"][0].startswith("could not refund charge d1 of alice (150): RuntimeError")
+
+
+def test_an_expire_holds_that_skipped_a_malformed_hold_fails_the_invocation(
+    handler_ledger: Ledger, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # was: the hold's KeyError ended the invocation raw, the other holds not expired
+    ledger = handler_ledger
+    ledger.accounts.open("shop", "alice")
+    ledger.transactions.credit("shop", "alice", "cash", 500, txn_id="top")
+    for hold_id in ("h1", "h2"):
+        ledger.wallet.authorize("shop", "alice", 100, hold_id=hold_id, expires_in=60)
+    hold = dict(ledger.store.get(hold_key("shop", "alice", "h1")) or {})
+    hold["status"] = 7
+    ledger.store.put(hold)
+    clock.advance(timedelta(minutes=5))
+    run = failed_run("expire-holds", caplog)
+    assert run["error"] == "2 row(s) skipped, malformed or beside one: see wallet check"
+    assert "skipped malformed hold H#h1 (ACCT#shop#alice): status is not text" in run["result"]

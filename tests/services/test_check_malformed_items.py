@@ -380,7 +380,7 @@ def test_reconcile_skips_a_malformed_charge_intent_and_goes_on(
     report = ledger.wallet.reconcile("p")
     assert report.cancelled_charges == [("a", "a-d2", 50)]
     assert report.skipped == [f"malformed charge intent {intent['sk']} ({intent['pk']}): no amount"]
-    assert report.undone() == ["1 malformed row(s) skipped: see wallet check"]
+    assert report.undone() == ["1 row(s) skipped, malformed or beside one: see wallet check"]
     assert processor.net_charged == 50  # a-d1's, until its intent is mended
 
 
@@ -541,3 +541,28 @@ def test_lots_that_do_not_follow_each_other_are_named(member: Ledger) -> None:
         "loyalty: a: lots_earned 55 != the lots' end 60",
     ]
     assert first["cum_end"] == 45
+
+
+def test_reconcile_skips_a_malformed_hold_and_its_owners_others_and_goes_on(
+    store: ItemStore, clock: ManualClock
+) -> None:
+    # was: KeyError 'deadline' out of reconcile (an HTTP 500, the scheduled job ended
+    # raw), the other owners' holds and every grant of the run left undone
+    ledger = Ledger(store, clock=clock)
+    ledger.programs.create("p")
+    for account in ("a", "b"):
+        ledger.accounts.open("p", account)
+        ledger.wallet.credit("p", account, "cash", 100, txn_id=f"{account}-c")
+    for hold_id in ("a-h1", "a-h2", "b-h"):
+        ledger.wallet.authorize("p", hold_id[0], 30, hold_id=hold_id, expires_in=60)
+    hold = next(i for i in _rows(store, "a", keys.WALLET_HOLD_PREFIX) if i["hold_id"] == "a-h1")
+    del hold["deadline"]
+    store.put(hold)
+    clock.advance(timedelta(minutes=2))
+    report = ledger.wallet.reconcile("p")
+    assert report.expired_holds == [("b", "b-h")]
+    assert sorted(report.skipped) == [  # in the due index's order: by shard
+        f"hold a-h2 of a: hold {hold['sk']} of a ({hold['pk']}) is damaged: no deadline",
+        f"malformed hold {hold['sk']} ({hold['pk']}): no deadline",
+    ]
+    assert report.undone() == ["2 row(s) skipped, malformed or beside one: see wallet check"]

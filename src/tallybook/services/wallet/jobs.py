@@ -27,7 +27,7 @@ from tallybook.domain.wallet import (
     HoldStatus,
     unexpired_bonus,
 )
-from tallybook.errors import ConditionFailed, InvalidState, NotFound
+from tallybook.errors import ConditionFailed, DamagedItem, InvalidState, NotFound
 from tallybook.services.ledger.check import ATTEMPTS
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
@@ -35,6 +35,7 @@ from tallybook.services.wallet.charges import ChargeProcessor
 from tallybook.services.wallet.debit import CHARGE_GRACE
 from tallybook.services.wallet.marks import bonus_without_grants, wallet_marks
 from tallybook.services.wallet.records import availability_after, present_funds
+from tallybook.store.port import Item
 from tallybook.store.records.codec import iso
 from tallybook.store.records.ledger import checked_head
 from tallybook.store.records.wallet import (
@@ -58,6 +59,7 @@ from tallybook.store.records.wallet import (
     grant_key,
     grant_left,
     hold_from_item,
+    hold_problem,
     is_due,
     marks_of,
     marks_problem,
@@ -92,7 +94,8 @@ class ReconcileReport:
     #: charge intents whose refund the processor failed (account, txn, amount, error):
     #: they stay, and the next run tries again
     failed_refunds: list[tuple[str, str, int, str]] = field(default_factory=list)
-    #: rows that do not read (``wallet check`` reports them too), left as they are
+    #: rows that do not read (``wallet check`` reports them too), left as they are;
+    #: and holds left unsettled as another hold of their owner does not read
     skipped: list[str] = field(default_factory=list)
 
     def undone(self) -> list[str]:
@@ -101,7 +104,9 @@ class ReconcileReport:
         if self.failed_refunds:
             out.append(f"{len(self.failed_refunds)} refund(s) failed: the next run tries again")
         if self.skipped:
-            out.append(f"{len(self.skipped)} malformed row(s) skipped: see wallet check")
+            out.append(
+                f"{len(self.skipped)} row(s) skipped, malformed or beside one: see wallet check"
+            )
         return out
 
     def lines(self) -> list[str]:
@@ -145,6 +150,7 @@ class WalletJobs:
         report.orphan_holds = holds.orphan_holds
         report.expired_holds = holds.expired_holds
         report.released_credits = holds.released_credits
+        report.skipped += holds.skipped
         report.expired_grants = self.expire_grants(program, progress=progress)
         return report
 
@@ -200,31 +206,39 @@ class WalletJobs:
         for row in due_rows(self.store, program, DUE_HOLD, self.core.clock.now()):
             if progress:
                 progress(1)
-            item = self.store.get(row_key(row))
+            key = row_key(row)
+            item = self.store.get(key)
             if item is None:
                 continue
+            problem = hold_problem(item)
+            if problem is not None:  # wallet check names it too; the other holds go on
+                report.skipped.append(f"malformed hold {key.sk} ({key.pk}): {problem}")
+                continue
             hold = hold_from_item(item)
-            if hold.status in (HoldStatus.EXPIRED, HoldStatus.RELEASED) and is_due(item):
-                # settled, but what it notifies was not done (a crash): replay it
-                self.holds.expire(program, hold.account, hold.id)
-                continue
-            if hold.status is not HoldStatus.ACTIVE:
-                continue
-            if self.core.engine.existing(program, hold.id) is None:
-                try:
-                    self.store.transact_write([drop_hold(row_key(item), hold.status)])
-                    report.orphan_holds.append((hold.account, hold.id))
-                except ConditionFailed:
-                    pass
-                continue
-            result = self.holds.expire(program, hold.account, hold.id)
-            if result.transaction is None or result.transaction.replay:
-                continue
-            target = (
-                report.released_credits if hold.kind is HoldKind.CREDIT else report.expired_holds
-            )
-            target.append((hold.account, hold.id))
+            try:
+                self._expire_hold(program, hold, item, report)
+            except DamagedItem as exc:  # another of the owner's holds does not read
+                report.skipped.append(f"hold {hold.id} of {hold.account}: {exc.message}")
         return report
+
+    def _expire_hold(self, program: str, hold: Hold, item: Item, report: ReconcileReport) -> None:
+        """Settle one hold found due (see :meth:`expire_holds`)."""
+        if hold.status in (HoldStatus.EXPIRED, HoldStatus.RELEASED) and is_due(item):
+            # settled, but what it notifies was not done (a crash): replay it
+            self.holds.expire(program, hold.account, hold.id)
+            return
+        if hold.status is not HoldStatus.ACTIVE:
+            return
+        if self.core.engine.existing(program, hold.id) is None:
+            with contextlib.suppress(ConditionFailed):
+                self.store.transact_write([drop_hold(row_key(item), hold.status)])
+                report.orphan_holds.append((hold.account, hold.id))
+            return
+        result = self.holds.expire(program, hold.account, hold.id)
+        if result.transaction is None or result.transaction.replay:
+            return
+        target = report.released_credits if hold.kind is HoldKind.CREDIT else report.expired_holds
+        target.append((hold.account, hold.id))
 
     def expire_grants(self, program: str, *, progress: Progress | None = None) -> list[GrantExpiry]:
         """Move what is left of each expired grant to ``@expiry``, once per grant."""

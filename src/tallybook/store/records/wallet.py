@@ -26,6 +26,7 @@ from tallybook.domain.wallet import (
     WalletMarks,
     in_spend_order,
 )
+from tallybook.errors import DamagedItem
 from tallybook.store import keys
 from tallybook.store.port import (
     ITEM_ABSENT,
@@ -350,6 +351,19 @@ def drop_hold(key: Key, status: HoldStatus) -> Delete:
 
 
 def hold_from_item(item: Item) -> Hold:
+    """The hold an item holds; :class:`DamagedItem` naming it and what is wrong when
+    it does not read (caught, not looked for first: every settlement reads holds)."""
+    try:
+        return _hold(item)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        problem = hold_problem(item) or f"{type(exc).__name__}: {exc}"
+        raise DamagedItem(
+            f"hold {item.get('sk')} of {item.get('account')} ({item.get('pk')}) is "
+            f"damaged: {problem}"
+        ) from exc
+
+
+def _hold(item: Item) -> Hold:
     finished = item.get("finished_at")
     return Hold(
         id=cast(str, item["hold_id"]),
