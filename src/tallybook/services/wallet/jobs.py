@@ -35,7 +35,7 @@ from tallybook.services.wallet.charges import ChargeProcessor
 from tallybook.services.wallet.debit import CHARGE_GRACE
 from tallybook.services.wallet.marks import bonus_without_grants, wallet_marks
 from tallybook.services.wallet.records import availability_after, present_funds
-from tallybook.store.port import Item
+from tallybook.store.port import Item, Key
 from tallybook.store.records.codec import iso
 from tallybook.store.records.ledger import checked_head
 from tallybook.store.records.wallet import (
@@ -58,6 +58,7 @@ from tallybook.store.records.wallet import (
     grant_from_item,
     grant_key,
     grant_left,
+    grant_problem,
     hold_from_item,
     hold_problem,
     is_due,
@@ -151,7 +152,9 @@ class WalletJobs:
         report.expired_holds = holds.expired_holds
         report.released_credits = holds.released_credits
         report.skipped += holds.skipped
-        report.expired_grants = self.expire_grants(program, progress=progress)
+        report.expired_grants = self.expire_grants(
+            program, progress=progress, skipped=report.skipped
+        )
         return report
 
     def cancel_stale_charges(
@@ -240,8 +243,22 @@ class WalletJobs:
         target = report.released_credits if hold.kind is HoldKind.CREDIT else report.expired_holds
         target.append((hold.account, hold.id))
 
-    def expire_grants(self, program: str, *, progress: Progress | None = None) -> list[GrantExpiry]:
-        """Move what is left of each expired grant to ``@expiry``, once per grant."""
+    def expire_grants(
+        self,
+        program: str,
+        *,
+        progress: Progress | None = None,
+        skipped: list[str] | None = None,
+    ) -> list[GrantExpiry]:
+        """Move what is left of each expired grant to ``@expiry``, once per grant;
+        a grant that does not read, or whose owner has one, is left as it is and
+        named in ``skipped`` (logged when no list is given)."""
+        if skipped is None:
+            skipped = []
+            expired = self.expire_grants(program, progress=progress, skipped=skipped)
+            for line in skipped:
+                log.warning("expire_grants: skipped %s", line)
+            return expired
         check_progress(progress)
         self.core.programs.get(program)
         done: list[GrantExpiry] = []
@@ -249,24 +266,40 @@ class WalletJobs:
         for row in due_rows(self.store, program, DUE_GRANT, now):
             if progress:
                 progress(1)
-            item = self.store.get(row_key(row))
+            key = row_key(row)
+            item = self.store.get(key)
             if item is None or not is_due(item):
+                continue
+            problem = grant_problem(item)
+            if problem is not None:  # wallet check names it too; the other grants go on
+                skipped.append(f"malformed bonus grant {key.sk} ({key.pk}): {problem}")
                 continue
             grant = grant_from_item(item)
             account = grant_account(item)
-            if not grant.expired(now):
-                continue
-            if grant.available == 0:
-                with contextlib.suppress(ConditionFailed):
-                    self.store.transact_write([undue_empty_grant(row_key(item))])
-                continue
             try:
-                txn = self._expire_grant(program, account, grant.id, grant.expires_at)
-            except _NothingLeft:
+                expiry = self._expire_one(program, account, grant, key, now)
+            except DamagedItem as exc:  # another of the owner's grants does not read
+                skipped.append(f"bonus grant {grant.id} of {account}: {exc.message}")
                 continue
-            if not txn.replay:
-                done.append(GrantExpiry(account, grant.id, expired_amount(txn)))
+            if expiry is not None:
+                done.append(expiry)
         return done
+
+    def _expire_one(
+        self, program: str, account: str, grant: Grant, key: Key, now: datetime
+    ) -> GrantExpiry | None:
+        """Expire one grant found due (see :meth:`expire_grants`); what it moved."""
+        if not grant.expired(now):
+            return None
+        if grant.available == 0:
+            with contextlib.suppress(ConditionFailed):
+                self.store.transact_write([undue_empty_grant(key)])
+            return None
+        try:
+            txn = self._expire_grant(program, account, grant.id, grant.expires_at)
+        except _NothingLeft:
+            return None
+        return None if txn.replay else GrantExpiry(account, grant.id, expired_amount(txn))
 
     def _expire_grant(
         self, program: str, account: str, grant_id: str, expires_at: datetime

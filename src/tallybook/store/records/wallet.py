@@ -195,12 +195,25 @@ def expire_grant(key: Key, left: int) -> Update:
 
 
 def grant_from_item(item: Item) -> Grant:
-    return Grant(
-        id=cast(str, item["grant_id"]),
-        awarded=cast(int, item["awarded"]),
-        available=cast(int, item["available"]),
-        expires_at=parse_iso(cast(str, item["expires_at"])),
-        granted_at=parse_iso(cast(str, item["granted_at"])),
+    """The grant an item holds; :class:`DamagedItem` naming it and what is wrong when
+    it does not read (its amounts are looked at, the rest caught: every wallet
+    write of an owner with bonus reads the grants)."""
+    awarded, available = item.get("awarded"), item.get("available")
+    if type(awarded) is int and type(available) is int:
+        try:
+            return Grant(
+                id=cast(str, item["grant_id"]),
+                awarded=awarded,
+                available=available,
+                expires_at=parse_iso(cast(str, item["expires_at"])),
+                granted_at=parse_iso(cast(str, item["granted_at"])),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass
+    problem = grant_problem(item) or "it does not read as a grant"
+    raise DamagedItem(
+        f"bonus grant {item.get('sk')} of {item.get('account')} ({item.get('pk')}) is "
+        f"damaged: {problem}"
     )
 
 
