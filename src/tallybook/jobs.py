@@ -59,7 +59,10 @@ JobFn = Callable[[Ledger, str, Mapping[str, str]], Any]
 
 
 def _expire(ledger: Ledger, program: str, env: Mapping[str, str]) -> Any:
-    return ledger.loyalty.expire(program)
+    report = ledger.loyalty.expire(program)
+    if report.skipped:  # points past their date left unexpired
+        raise _Unfinished(report, f"{len(report.skipped)} member(s) skipped: see tallybook check")
+    return report
 
 
 def _review_tiers(ledger: Ledger, program: str, env: Mapping[str, str]) -> Any:

@@ -17,6 +17,8 @@ from tallybook.ledger import Ledger
 from tallybook.reliability.faults import Crash
 from tallybook.services.clock import ManualClock
 from tallybook.services.wallet.debit import CHARGE_GRACE
+from tallybook.store import keys
+from tallybook.store.port import SortCondition
 from tallybook.store.records.wallet import hold_key
 from wallet.processors import DiesAfterCharging, RefundFails
 
@@ -234,3 +236,28 @@ def test_an_expire_holds_that_skipped_a_malformed_hold_fails_the_invocation(
     run = failed_run("expire-holds", caplog)
     assert run["error"] == "2 row(s) skipped, malformed or beside one: see wallet check"
     assert "skipped malformed hold H#h1 (ACCT#shop#alice): status is not text" in run["result"]
+
+
+def test_an_expire_that_skipped_a_member_fails_the_invocation(
+    handler_ledger: Ledger, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # was: the lot's KeyError ended the invocation raw, the other members' points kept
+    ledger = handler_ledger
+    ledger.loyalty.configure("shop", RULES)
+    for account in ("alice", "bob"):
+        ledger.accounts.open("shop", account)
+        ledger.loyalty.earn("shop", account, f"o-{account}", 15000)
+    (entry,) = ledger.store.query_all(
+        keys.account_partition("shop", "alice"),
+        SortCondition.begins_with(keys.entry_prefix("points")),
+    )
+    lot = dict(entry)
+    del lot["lot_amount"]
+    ledger.store.put(lot)
+    clock.advance(timedelta(days=11))
+    run = failed_run("expire", caplog)
+    assert run["error"] == "1 member(s) skipped: see tallybook check"
+    assert run["result"]["points"] == 150  # bob's
+    assert run["result"]["skipped"] == [
+        f"alice: loyalty lot {lot['sk']} of alice ({lot['pk']}) is damaged: lot: no lot_amount"
+    ]

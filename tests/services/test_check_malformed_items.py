@@ -602,3 +602,29 @@ def test_reconcile_skips_a_malformed_bonus_grant_and_goes_on(
         f"malformed bonus grant {damaged[0]}: {problem}",
     ]
     assert report.undone() == ["2 row(s) skipped, malformed or beside one: see wallet check"]
+
+
+def test_loyalty_expiry_skips_a_member_whose_lot_does_not_read_and_goes_on(
+    store: ItemStore, clock: ManualClock
+) -> None:
+    # was: TypeError out of the expiry job (an HTTP 500, the scheduled job ended raw),
+    # the other members' points left unexpired
+    ledger = _owners_a_and_b(store, clock)
+    tiers = [{"name": "base", "threshold": 0}]
+    ledger.loyalty.configure("p", {"tiers": tiers, "expiry": {"days": 10, "warn_days": 1}})
+    for account in ("a", "b"):
+        ledger.loyalty.earn("p", account, f"o-{account}", 5000)
+    (lot,) = [i for i in _rows(store, "a", keys.entry_prefix("points")) if "cum_end" in i]
+    lot["cum_end"] = "50"
+    store.put(lot)
+    clock.advance(timedelta(days=11))
+    report = ledger.loyalty.expire("p")
+    assert (report.accounts, report.points) == (1, 50)
+    assert report.skipped == [
+        f"a: loyalty lot {lot['sk']} of a ({lot['pk']}) is damaged: lot: cum_end '50' is "
+        "not an integer"
+    ]
+    lot["cum_end"] = 50  # repaired: the next run reads its day again
+    store.put(lot)
+    again = ledger.loyalty.expire("p")
+    assert (again.accounts, again.points, again.skipped) == (1, 50, [])

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -31,6 +32,7 @@ from tallybook.cli.output import (
 )
 from tallybook.domain.loyalty import instant
 from tallybook.errors import ValidationError
+from tallybook.services.loyalty.jobs import ExpiryReport
 from tallybook.services.loyalty.service import load_toml
 
 app = typer.Typer(
@@ -327,7 +329,11 @@ def expire(program: ProgramOption, store: StoreOption = None, as_json: JsonOptio
     """Expire loyalty points past their date and raise PointsExpiring warnings.
 
     Idempotent: reads only the days since the last run; running it twice
-    expires nothing more. Example: tallybook expire --program shop
+    expires nothing more. A member with a lot that does not read is skipped and
+    listed, the others expire, and the command exits 1; the next run reads that
+    member's day again (tallybook check names the lot).
+
+    Example: tallybook expire --program shop
     """
     with open_ledger(store) as ledger, progress_bar() as bar:
         task = bar.add_task("expiring points", total=None)
@@ -336,13 +342,26 @@ def expire(program: ProgramOption, store: StoreOption = None, as_json: JsonOptio
         )
     if as_json:
         print_json(report)
-        return
+    else:
+        _print_expiry(report)
+    if report.skipped:
+        sys.exit(1)
+
+
+def _print_expiry(report: ExpiryReport) -> None:
+    for line in report.skipped:
+        console.print(f"skipped {line}")
     console.print(
         f"expired {report.points} points in {report.lots} lots of {report.accounts} accounts "
         f"({report.days} day(s) read); warned {report.warned} account(s)"
         + (
             f"; {report.warnings_failed} warning(s) failed (logged): run it again"
             if report.warnings_failed
+            else ""
+        )
+        + (
+            f"; {len(report.skipped)} member(s) skipped: see tallybook check"
+            if report.skipped
             else ""
         )
     )

@@ -12,7 +12,7 @@ their ``live_from`` bound past their entries (store/records/loyalty.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import cast
 
@@ -26,7 +26,7 @@ from tallybook.domain.tiers import (
     qualifying_points,
     with_next_expiry,
 )
-from tallybook.errors import NotFound
+from tallybook.errors import DamagedItem, NotFound
 from tallybook.services.events import LedgerEvent
 from tallybook.services.ledger.core import LedgerCore
 from tallybook.services.ledger.postings import Plan, Snapshot
@@ -62,6 +62,10 @@ class ExpiryReport:
     #: accounts whose warning failed (kept conflicting, or a store error): logged;
     #: the next run warns them, while the points are still ahead
     warnings_failed: int = 0
+    #: members left as they are, as an item the job needs does not read (a lot):
+    #: what is wrong with it; the checkpoint stays before their day, so the next
+    #: run reads it again
+    skipped: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -106,13 +110,21 @@ class ExpiryJob:
         horizon = now + timedelta(days=cfg.expiry.warn_days)
         seen: set[str] = set()
         warned: set[str] = set()
+        #: the checkpoint never passes the day before a member left as they are
+        through = today - timedelta(days=1)
         for done, day in enumerate(past, 1):
             due = self._accounts_due(program, day)
             for account in due:
                 if account not in seen:
                     seen.add(account)
                     written = report.transactions
-                    self._expire_account(program, account, now, report)
+                    try:
+                        self._expire_account(program, account, now, report)
+                    except DamagedItem as exc:  # the other members go on
+                        report.skipped.append(f"{account}: {exc.message}")
+                        warned.add(account)
+                        through = min(through, day - timedelta(days=1))
+                        continue
                     # counted when this run expired its lots, not when it only looked:
                     # a re-run, or lots a read or an earn already expired, expire none
                     if report.transactions > written:
@@ -126,10 +138,8 @@ class ExpiryJob:
                         self._warn(program, account, horizon, report)
             if progress:
                 progress(done, total)
-        if past:
-            through = today - timedelta(days=1)
-            if checkpoint is None or checkpoint < through:
-                self.store.transact_write([lot_records.expiry_checkpoint_put(program, through)])
+        if past and (checkpoint is None or checkpoint < through):
+            self.store.transact_write([lot_records.expiry_checkpoint_put(program, through)])
         for done, day in enumerate(ahead, len(past) + 1):
             for account in self._accounts_due(program, day):
                 if account not in warned:
@@ -275,6 +285,15 @@ class ExpiryJob:
             acct = self.core.accounts.get(program, account)
         except NotFound:
             return
+        try:
+            self._warn_of(program, acct, horizon, report)
+        except DamagedItem as exc:  # the other members go on
+            report.skipped.append(f"{account}: {exc.message}")
+
+    def _warn_of(
+        self, program: str, acct: Account, horizon: datetime, report: ExpiryReport
+    ) -> None:
+        account = acct.id
         state = MemberState.from_value(acct.attributes.get("loyalty"))
         cfg = config_of(self.core.programs.get(program))
         available = acct.fund(cfg.fund).available

@@ -29,7 +29,7 @@ from datetime import UTC, date, datetime
 from typing import cast
 
 from tallybook.domain.tiers import NEVER, lot_remaining
-from tallybook.errors import StoreValidationError
+from tallybook.errors import DamagedItem, StoreValidationError
 from tallybook.store import keys
 from tallybook.store.port import (
     ITEM_ABSENT,
@@ -120,8 +120,28 @@ def lot_span(item: Item) -> tuple[int, int] | None:
 
 
 def lot_of(item: Item, used: int) -> ExpiringLot:
-    amount = cast(int, item["lot_amount"])
-    cum_end = cast(int, item["cum_end"])
+    """The lot an earn's entry holds; :class:`DamagedItem` naming the entry and what
+    is wrong when it does not read (its amounts are looked at, the rest caught:
+    every earn and redeem of a member with lots reads them)."""
+    amount, cum_end = item.get("lot_amount"), item.get("cum_end")
+    if type(amount) is int and type(cum_end) is int:
+        try:
+            return _lot(item, amount, cum_end, used)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise damaged_lot(item, f"{type(exc).__name__}: {exc}") from exc
+    raise damaged_lot(item)
+
+
+def damaged_lot(item: Item, why: str = "it does not read as a lot") -> DamagedItem:
+    """What to raise of an earn's entry whose lot does not read."""
+    problem = lot_problem(item) or why
+    return DamagedItem(
+        f"loyalty lot {item.get('sk')} of {item.get('account')} ({item.get('pk')}) is "
+        f"damaged: {problem}"
+    )
+
+
+def _lot(item: Item, amount: int, cum_end: int, used: int) -> ExpiringLot:
     return ExpiringLot(
         expires=parse_expiry(cast(str, item["expires"])),
         points=lot_remaining(amount, cum_end, used),
@@ -143,7 +163,12 @@ def iter_live_lots(
     sort = SortCondition.between(keys.entry_time_bound(fund, live_from), prefix + "~")
     partition = keys.account_partition(program, account)
     for item in store.query_all(partition, sort, page_size=100):
-        if "cum_end" in item and cast(int, item["cum_end"]) > used:
+        if "cum_end" not in item:
+            continue
+        cum_end = item["cum_end"]
+        if type(cum_end) is not int:
+            raise damaged_lot(item)
+        if cum_end > used:
             yield lot_of(item, used)
 
 
