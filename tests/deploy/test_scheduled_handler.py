@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from billing.helpers import aligned_start, billing_docs, ingest
+from billing.helpers import aligned_start, billing_docs, ingest, record
 from tallybook import lambda_handler
 from tallybook.errors import ValidationError
 from tallybook.ledger import Ledger
@@ -19,6 +19,7 @@ from tallybook.services.clock import ManualClock
 from tallybook.services.wallet.debit import CHARGE_GRACE
 from tallybook.store import keys
 from tallybook.store.port import SortCondition
+from tallybook.store.records.billing import bucket_label
 from tallybook.store.records.wallet import hold_key
 from wallet.processors import DiesAfterCharging, RefundFails
 
@@ -261,3 +262,43 @@ def test_an_expire_that_skipped_a_member_fails_the_invocation(
     assert run["result"]["skipped"] == [
         f"alice: loyalty lot {lot['sk']} of alice ({lot['pk']}) is damaged: lot: no lot_amount"
     ]
+
+
+def test_a_reports_run_meeting_a_damaged_record_fails_its_program_only(
+    handler_ledger: Ledger,
+    clock: ManualClock,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # was: the record's KeyError ended the invocation raw, the other programs unreported
+    ledger = handler_ledger
+    ledger.programs.create("club")
+    t0 = aligned_start(clock)
+    at = t0 + timedelta(minutes=5)
+    ingest(ledger, "r1", at)
+    club_record = record("c1", at)
+    ledger.billing.ingest("club", club_record.pop("id"), **{**club_record, "time": at})
+    bucket = keys.billing_bucket("shop", bucket_label(int(t0.timestamp())))
+    (damaged,) = (dict(i) for i in ledger.store.query_all(bucket))
+    del damaged["amount"]
+    ledger.store.put(damaged)
+    clock.advance(timedelta(hours=3))
+    monkeypatch.setenv("TALLYBOOK_REPORTS_OUT", str(tmp_path))
+    monkeypatch.setenv("TALLYBOOK_REPORT_INTERVAL", "1h")
+    with (
+        caplog.at_level(logging.INFO, logger="tallybook.jobs"),
+        pytest.raises(lambda_handler.JobFailed, match="failed in shop: "),
+    ):
+        lambda_handler.scheduled({"job": "reports"}, None)
+    runs = json.loads(caplog.records[-1].getMessage())["programs"]
+    shop, club = (next(r for r in runs if r["program"] == p) for p in ("shop", "club"))
+    assert shop["error"] == (
+        f"DamagedItem: billing record r1 of program shop ({damaged['pk']} / {damaged['sk']}) "
+        "is damaged: no amount"
+    )
+    assert club["status"] == "ran"
+    assert [
+        i["record_id"] for d in billing_docs(tmp_path, "club").values() for i in d["line_items"]
+    ] == ["c1"]
+    assert billing_docs(tmp_path, "shop") == {}

@@ -39,7 +39,7 @@ from tallybook.domain.billing import (
 )
 from tallybook.domain.postings import fingerprint
 from tallybook.domain.reports import ALL_KINDS
-from tallybook.errors import ConditionFailed, ValidationError
+from tallybook.errors import ConditionFailed, DamagedItem, ValidationError
 from tallybook.store import keys
 from tallybook.store.port import (
     ITEM_ABSENT,
@@ -63,6 +63,35 @@ def bucket_label(seconds: int) -> str:
 
 
 def record_from_item(item: Mapping[str, Value], *, replay: bool = False) -> BillingRecord:
+    """The billing record an item holds; :class:`DamagedItem` naming it and what is
+    wrong when it does not read (its amounts are looked at, the rest caught: a
+    report sums them, and a record it cannot read is no record it may leave out)."""
+    problem = record_problem(item)
+    if problem is None:
+        try:
+            return _record(item, replay)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+    where = f"{item.get('pk')} / {item.get('sk')}" if "pk" in item else "its idempotency row"
+    raise DamagedItem(
+        f"billing record {item.get('record_id')} of program {item.get('program')} "
+        f"({where}) is damaged: {problem}"
+    )
+
+
+def record_problem(item: Mapping[str, Value]) -> str | None:
+    """What keeps a billing record's amounts from being read (the text and times
+    are caught when read); None if they read."""
+    for name in ("amount", "commission"):
+        value = item.get(name)
+        if value is None:
+            return f"no {name}"
+        if type(value) is not int:
+            return f"{name} {value!r} is not an integer"
+    return None
+
+
+def _record(item: Mapping[str, Value], replay: bool) -> BillingRecord:
     return BillingRecord(
         program=cast(str, item["program"]),
         id=cast(str, item["record_id"]),
