@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
-import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tallybook.errors import ConfigError, StoreUnavailable
@@ -75,6 +74,8 @@ class S3Sink:
         self.prefix = prefix.strip("/")
         self.endpoint = endpoint or os.environ.get(S3_ENDPOINT_ENV) or None
         if client is None:
+            import boto3  # here, not at the top: it costs the CLI's start a third
+
             # the configured region (Lambda sets AWS_DEFAULT_REGION to its own),
             # else us-east-1
             session_region = boto3.session.Session().region_name
