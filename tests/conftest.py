@@ -10,8 +10,9 @@ SQLite half of the suite faster; what SQLite itself does is covered by the
 contract suite (``tests/store/test_contract.py``) and the integration tests.
 
 Test SQLite stores run at ``synchronous=normal`` (see :func:`make_store`), test
-DynamoDB tables have no stream unless the test reads it, and the suite runs its
-DynamoDB cases first (see :func:`_run_order`).
+DynamoDB tables have no stream unless the test reads it (then each is in a
+database of its own, see :func:`_dynamodb_store`), and the suite runs its slow
+cases first, then the DynamoDB ones (see :func:`_run_order`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ settings.register_profile("tallybook", deadline=None)
 settings.load_profile("tallybook")
 
 DYNAMODB_ENDPOINT = os.environ.get("TALLYBOOK_TEST_DYNAMODB", "")
+#: where the tables with a stream go (see :func:`_dynamodb_store`)
+STREAMS_ENDPOINT = os.environ.get("TALLYBOOK_TEST_DYNAMODB_STREAMS") or DYNAMODB_ENDPOINT
 ENGINES = ["sqlite", "dynamodb"]
 #: the engines of a ``unit`` test: memory instead of SQLite.
 #: ``TALLYBOOK_TEST_UNIT_ENGINE=sqlite`` puts SQLite back, to time the unit
@@ -75,20 +78,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _run_order(item: pytest.Item) -> int:
-    """0: slow DynamoDB cases, 1: other DynamoDB cases, 2: the webhook ones, 3: the rest.
+    """0: slow cases, 1: other DynamoDB cases, 2: the rest.
 
     xdist hands tests out in collection order; started last, the few long
-    DynamoDB tests left one worker busy for minutes while the other sat idle.
-    Run first, the short SQLite and memory cases fill in around them. The
-    webhook tests come after the other DynamoDB cases: they read the stream,
-    whose records DynamoDB Local keeps after the table is gone, and one such
-    workload makes every later request to the emulator several times slower."""
+    tests left one worker busy for minutes while the others sat idle. Run
+    first, the short cases fill in around them."""
+    if item.get_closest_marker("slow"):
+        return 0
     params = getattr(item, "callspec", None)
-    if params is None or params.params.get("engine") != "dynamodb":
-        return 3
-    if reads_the_stream(item):
-        return 2
-    return 0 if item.get_closest_marker("slow") else 1
+    return 1 if params is not None and params.params.get("engine") == "dynamodb" else 2
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -109,17 +107,25 @@ def _dynamodb_client() -> DynamoDBClient:
 def _dynamodb_store(stream: bool) -> ItemStore:
     """A fresh table, as ``tallybook table create`` makes it, with or without its stream.
 
-    DynamoDB Local pays for the stream on every write (about 5x the time of a
-    write here) and keeps the records after the table is deleted, so the
-    emulator slows down as the suite goes on. Only the webhook tests read the
-    stream; every other table is made without one (reads and writes do not
-    depend on it)."""
+    DynamoDB Local keeps a stream's records after the table is deleted, and
+    every request on a stream table of that database slows down with all of
+    them (a put: 6 ms fresh, 34 ms after the suite's webhook tests). Only the
+    webhook tests read the stream: their tables go to
+    ``TALLYBOOK_TEST_DYNAMODB_STREAMS``, an instance with a database per region
+    (scripts/test.sh starts it), each in a region of its own, so each starts
+    clean. Every other table is made without a stream (reads and writes do
+    not depend on it)."""
     from tallybook.store.dynamodb import DynamoStore
 
     table = f"tb-test-{uuid.uuid4().hex[:12]}"
-    store = DynamoStore(
-        table, region="us-east-1", endpoint=DYNAMODB_ENDPOINT, client=_dynamodb_client()
-    )
+    if stream:
+        # a client of its own (its region), closed with the store
+        region = f"tb-{uuid.uuid4().hex[:12]}"
+        store = DynamoStore(table, region=region, endpoint=STREAMS_ENDPOINT)
+    else:
+        store = DynamoStore(
+            table, region="us-east-1", endpoint=DYNAMODB_ENDPOINT, client=_dynamodb_client()
+        )
     store.create_table(stream=stream)
     return store
 

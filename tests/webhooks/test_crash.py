@@ -13,6 +13,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tallybook.ledger import Ledger
 
 from .receiver import running_receiver
@@ -34,6 +36,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_killed_workers_and_a_failing_receiver_lose_nothing(ledger: Ledger, tmp_path: Path) -> None:
     rng = random.Random(7)
     script = tmp_path / "worker.py"

@@ -80,6 +80,7 @@ def assert_per_account_order(bodies: list[dict[str, Any]]) -> None:
             last[k] = leg["seq"]
 
 
+@pytest.mark.slow
 def test_a_mixed_workload_is_delivered_signed_once_per_event(ledger: Ledger, engine: str) -> None:
     ops = DYNAMODB_OPS if engine == "dynamodb" else 1000
     with running_receiver() as receiver:
@@ -99,6 +100,7 @@ def test_a_mixed_workload_is_delivered_signed_once_per_event(ledger: Ledger, eng
     assert all(d.last_code == 204 and d.log for d in deliveries)
 
 
+@pytest.mark.slow
 def test_a_failing_receiver_is_retried_in_order_per_account(ledger: Ledger) -> None:
     with running_receiver() as receiver:
         sub = ledger.webhooks.create("shop", receiver.url, allow_http=True)

@@ -137,6 +137,7 @@ def ready_parked(store: ItemStore) -> int:
     return ready
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize(("shards", "seed"), [(2, 1), (3, 2), (4, 3)])
 def test_shuffled_shards_keep_every_account_in_order(
@@ -164,6 +165,7 @@ def test_shuffled_shards_keep_every_account_in_order(
     assert reordered(ledger.store, sub.subscription.id) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_worker_killed_between_parking_and_releasing_loses_nothing(
     ledger: Ledger, engine: str

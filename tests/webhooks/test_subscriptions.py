@@ -289,6 +289,7 @@ class _Down:
         return Response(503, 1)
 
 
+@pytest.mark.slow
 def test_retries_back_off_then_dead_letter_after_three_days(ledger: Ledger) -> None:
     clock, down = _Clock(), _Down()
     sub = ledger.webhooks.create("shop", "https://example.com/h")
