@@ -8,7 +8,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.tallybook-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet -e '.[test]'
+    # uv installs what pip would, downloading in parallel (about a minute less on
+    # a fresh machine); --compile-bytecode as pip does: CI sets
+    # PYTHONDONTWRITEBYTECODE, so every process would compile its imports again
+    .venv/bin/python -m pip install --quiet 'uv==0.13.8'
+    .venv/bin/uv pip install --quiet --compile-bytecode --python .venv/bin/python -e '.[test]'
     touch "$stamp"
 fi
