@@ -132,6 +132,13 @@ def _workload(name: str, workdir: Path) -> Callable[[int, str], None]:
 
 def run(name: str, n: int) -> None:
     """Setup, ``WARM`` operations, then ``n`` more: what valgrind counts."""
+    from tallybook.services.ledger import programs
+
+    # as the key cache below: a program's configuration is cached 2 s, which at
+    # full speed is thousands of postings, and under callgrind (some 50x slower,
+    # more when the machine is loaded) a few dozen, so how often the program is
+    # read again would depend on the load; it is read once, as at full speed
+    programs.CACHE_SECONDS = 3600.0
     with tempfile.TemporaryDirectory(prefix="tb-instr-") as tmp:
         post = _workload(name, Path(tmp))
         for i in range(WARM):
