@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -162,20 +162,11 @@ class WalletJobs:
     ) -> ReconcileReport:
         """Charge intents past their grace (none is a committed debit's charge, as a
         commit deletes its own): refund and remove them."""
-        check_progress(progress)
-        self.core.programs.get(program)
         report = ReconcileReport()
-        for row in due_rows(self.store, program, DUE_CHARGE, self.core.clock.now()):
-            if progress:
-                progress(1)
-            key = row_key(row)
-            item = self.store.get(key)
-            if item is None:
-                continue
-            problem = charge_problem(item)
-            if problem is not None:  # wallet check names it too; the other intents go on
-                report.skipped.append(f"malformed charge intent {key.sk} ({key.pk}): {problem}")
-                continue
+        due = self._due(
+            program, DUE_CHARGE, "charge intent", charge_problem, report.skipped, progress
+        )
+        for key, item in due:
             intent = charge_of(item)
             # a debit's commit deletes its own charge's intent: one still here is no
             # committed charge, even beside a committed debit (another attempt's
@@ -203,20 +194,8 @@ class WalletJobs:
     def expire_holds(self, program: str, *, progress: Progress | None = None) -> ReconcileReport:
         """Holds past their deadline: expire debits, release held credits; and raise
         again what an expiry or release still in the index did not notify."""
-        check_progress(progress)
-        self.core.programs.get(program)
         report = ReconcileReport()
-        for row in due_rows(self.store, program, DUE_HOLD, self.core.clock.now()):
-            if progress:
-                progress(1)
-            key = row_key(row)
-            item = self.store.get(key)
-            if item is None:
-                continue
-            problem = hold_problem(item)
-            if problem is not None:  # wallet check names it too; the other holds go on
-                report.skipped.append(f"malformed hold {key.sk} ({key.pk}): {problem}")
-                continue
+        for _, item in self._due(program, DUE_HOLD, "hold", hold_problem, report.skipped, progress):
             hold = hold_from_item(item)
             try:
                 self._expire_hold(program, hold, item, report)
@@ -259,21 +238,19 @@ class WalletJobs:
             for line in skipped:
                 log.warning("expire_grants: skipped %s", line)
             return expired
-        check_progress(progress)
-        self.core.programs.get(program)
         done: list[GrantExpiry] = []
         now = self.core.clock.now()
-        for row in due_rows(self.store, program, DUE_GRANT, now):
-            if progress:
-                progress(1)
-            key = row_key(row)
-            item = self.store.get(key)
-            if item is None or not is_due(item):
-                continue
-            problem = grant_problem(item)
-            if problem is not None:  # wallet check names it too; the other grants go on
-                skipped.append(f"malformed bonus grant {key.sk} ({key.pk}): {problem}")
-                continue
+        due = self._due(
+            program,
+            DUE_GRANT,
+            "bonus grant",
+            grant_problem,
+            skipped,
+            progress,
+            now=now,
+            skip_resolved=True,
+        )
+        for key, item in due:
             grant = grant_from_item(item)
             account = grant_account(item)
             try:
@@ -284,6 +261,37 @@ class WalletJobs:
             if expiry is not None:
                 done.append(expiry)
         return done
+
+    def _due(
+        self,
+        program: str,
+        kind: str,
+        what: str,
+        problem_of: Callable[[Item], str | None],
+        skipped: list[str],
+        progress: Progress | None,
+        *,
+        now: datetime | None = None,
+        skip_resolved: bool = False,
+    ) -> Iterator[tuple[Key, Item]]:
+        """The rows of ``kind`` the due index shows up to ``now``, each re-read by key:
+        one gone meanwhile (or, with ``skip_resolved``, resolved) is passed over, one that
+        does not read is named in ``skipped`` (wallet check names it too) and the
+        run goes on with the others."""
+        check_progress(progress)
+        self.core.programs.get(program)
+        for row in due_rows(self.store, program, kind, now or self.core.clock.now()):
+            if progress:
+                progress(1)
+            key = row_key(row)
+            item = self.store.get(key)
+            if item is None or (skip_resolved and not is_due(item)):
+                continue
+            problem = problem_of(item)
+            if problem is not None:
+                skipped.append(f"malformed {what} {key.sk} ({key.pk}): {problem}")
+                continue
+            yield key, item
 
     def _expire_one(
         self, program: str, account: str, grant: Grant, key: Key, now: datetime
