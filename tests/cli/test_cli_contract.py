@@ -15,19 +15,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import typer.main
 
 from tallybook.cli import app
 from tallybook.errors import NotFound, ValidationError
 from tallybook.ledger import Ledger
 
-from .test_ledger_cli import Cli, _commands, one_error
+from .test_ledger_cli import _ROOT, Cli, _commands, one_error
 
 DAY = timedelta(days=1)
 
 
-#: every command path, groups included (building the click tree costs about 0.3 s)
-PATHS = list(_commands(typer.main.get_command(app), []))
+#: every command path, groups included (on the click tree test_ledger_cli builds once)
+PATHS = list(_commands(_ROOT, []))
 
 
 def _leaves() -> list[list[str]]:
